@@ -4,6 +4,21 @@
 //! their sparse indexes, the O_DIRECT writer with group commit, crash recovery, retention and
 //! compaction. It knows nothing of the network or of replication beyond the seams replication
 //! needs (leader epochs, truncation).
+//!
+//! Pure, runtime-free parts (tested without an executor): [`batch`], [`records`], [`index`],
+//! [`scan`], [`epoch`], [`retention`], [`compaction`], [`tail`]. The glommio layer: [`writer`]
+//! (one segment's O_DIRECT appends) and [`log`] (the partition log that drives everything).
 
 pub mod batch;
+pub mod compaction;
+pub mod config;
+pub mod epoch;
+pub mod error;
+pub mod index;
 pub mod records;
+pub mod retention;
+pub mod scan;
+pub mod tail;
+
+pub use config::{CleanupPolicy, Durability, LogConfig};
+pub use error::LogError;

@@ -257,6 +257,10 @@ pub struct BatchBuilder {
     /// When set, written as `lastOffsetDelta` instead of the last record's delta (compaction keeps
     /// the original so the batch still spans the same offsets).
     pub last_offset_delta: Option<i32>,
+    /// When set, written as `maxTimestamp` (compaction keeps the original).
+    pub max_timestamp: Option<i64>,
+    /// Attributes bit 3: timestamps are the broker's append time.
+    pub log_append_time: bool,
     records: Vec<Record>,
     records_bytes: usize,
 }
@@ -273,6 +277,8 @@ impl BatchBuilder {
             transactional: false,
             control: false,
             last_offset_delta: None,
+            max_timestamp: None,
+            log_append_time: false,
             records: Vec::new(),
             records_bytes: 0,
         }
@@ -332,12 +338,13 @@ impl BatchBuilder {
         let mut out = BytesMut::with_capacity(HEADER_BYTES + body.len());
         out.resize(HEADER_BYTES, 0);
         out.extend_from_slice(&body);
-        let max_ts = self
-            .records
+        let max_ts = self.max_timestamp.unwrap_or_else(|| {
+            self.records
             .iter()
             .map(|r| self.base_timestamp + r.timestamp_delta)
             .max()
-            .unwrap_or(self.base_timestamp);
+            .unwrap_or(self.base_timestamp)
+        });
         let last_delta = self
             .last_offset_delta
             .unwrap_or_else(|| self.records.last().map(|r| r.offset_delta).unwrap_or(0));
@@ -347,6 +354,9 @@ impl BatchBuilder {
         }
         if self.control {
             attributes |= ATTR_CONTROL;
+        }
+        if self.log_append_time {
+            attributes |= crate::batch::ATTR_TIMESTAMP_LOG_APPEND;
         }
         let header = BatchHeader {
             base_offset: self.base_offset,
