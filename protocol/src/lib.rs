@@ -1,0 +1,32 @@
+//! spool-protocol: spool's native wire protocol and its client library.
+//!
+//! - [`wire`] / [`metadata_records`]: the flatbuffers types generated from `schemas/` (committed;
+//!   `schemas/generate.sh` regenerates them, `schemas/check-generated.sh` proves they are fresh).
+//! - [`ErrorCode`]: Kafka's error numbers, shared by the native and Kafka fronts.
+//! - [`frame`]: `u32 length | u32 header length | flatbuffers header | payload` — size limits checked
+//!   before allocation, the header verified before use, every failure a typed [`FrameError`].
+//! - [`codec`]: request/response headers to and from frames, with the cross-field checks the
+//!   verifier cannot do (body matches API key, payload slices inside the payload).
+//! - [`payload`]: placing record batches in a frame's payload and finding them again.
+//! - [`client`]: producer, consumer and admin — sans-IO cores, a blocking API for plain
+//!   `fn main()`, and an async API on glommio.
+//!
+//! Nothing here panics on input: decoders return errors, and `unwrap()` appears only on proven
+//! local invariants.
+
+mod generated;
+
+pub mod client;
+pub mod codec;
+pub mod error_code;
+pub mod frame;
+pub mod payload;
+pub mod versions;
+
+pub use codec::{
+    decode_request, decode_response, encode_request, encode_response, Request, Response,
+};
+pub use error_code::ErrorCode;
+pub use frame::{EncodedFrame, FrameError, FrameLimits, RawFrame};
+pub use generated::metadata as metadata_records;
+pub use generated::wire;
