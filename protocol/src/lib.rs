@@ -20,6 +20,7 @@ pub mod client;
 pub mod codec;
 pub mod error_code;
 pub mod frame;
+pub mod metadata_log;
 pub mod payload;
 pub mod versions;
 
@@ -30,3 +31,6 @@ pub use error_code::ErrorCode;
 pub use frame::{EncodedFrame, FrameError, FrameLimits, RawFrame};
 pub use generated::metadata as metadata_records;
 pub use generated::wire;
+
+#[cfg(test)]
+mod roundtrip_tests;
