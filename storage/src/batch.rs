@@ -101,7 +101,9 @@ pub enum BatchError {
     CrcMismatch { stored: u32, computed: u32 },
     #[error("unknown compression codec {0}")]
     UnknownCompression(u8),
-    #[error("batch compressed with {0}, which spool stores and serves as is but cannot decompress")]
+    #[error(
+        "batch compressed with {0}, which spool stores and serves as is but cannot decompress"
+    )]
     UnsupportedCompression(&'static str),
     #[error("malformed records: {0}")]
     MalformedRecords(String),
@@ -145,7 +147,10 @@ impl BatchHeader {
     /// Parses the header fields without checking the CRC. Needs at least [`HEADER_BYTES`].
     pub fn parse(buf: &[u8]) -> Result<Self, BatchError> {
         if buf.len() < HEADER_BYTES {
-            return Err(BatchError::Truncated { needed: HEADER_BYTES, have: buf.len() });
+            return Err(BatchError::Truncated {
+                needed: HEADER_BYTES,
+                have: buf.len(),
+            });
         }
         Ok(Self {
             base_offset: be_i64(buf, OFF_BASE_OFFSET),
@@ -211,16 +216,26 @@ pub fn compute_crc(batch: &[u8]) -> u32 {
 /// Returns the header; the batch is `&buf[..header.total_bytes()]`.
 pub fn validate(buf: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, BatchError> {
     let Some(total) = peek_total_bytes(buf) else {
-        return Err(BatchError::Truncated { needed: LOG_OVERHEAD_BYTES, have: buf.len() });
+        return Err(BatchError::Truncated {
+            needed: LOG_OVERHEAD_BYTES,
+            have: buf.len(),
+        });
     };
     let max = i64::try_from(max_batch_bytes).unwrap_or(i64::MAX);
     if total < HEADER_BYTES as i64 || total > max {
-        return Err(BatchError::BadLength { length: total, min: HEADER_BYTES as i64, max });
+        return Err(BatchError::BadLength {
+            length: total,
+            min: HEADER_BYTES as i64,
+            max,
+        });
     }
     // `total` is within [61, max_batch_bytes], so it fits a usize.
     let total = total as usize;
     if buf.len() < total {
-        return Err(BatchError::Truncated { needed: total, have: buf.len() });
+        return Err(BatchError::Truncated {
+            needed: total,
+            have: buf.len(),
+        });
     }
     let header = BatchHeader::parse(buf)?;
     if header.magic != MAGIC_V2 {
@@ -228,7 +243,10 @@ pub fn validate(buf: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, Batch
     }
     let computed = compute_crc(&buf[..total]);
     if computed != header.crc {
-        return Err(BatchError::CrcMismatch { stored: header.crc, computed });
+        return Err(BatchError::CrcMismatch {
+            stored: header.crc,
+            computed,
+        });
     }
     if header.last_offset_delta < 0
         || header.record_count < 0
@@ -270,10 +288,12 @@ pub(crate) fn write_header(out: &mut [u8], h: &BatchHeader) {
     out[OFF_ATTRIBUTES..OFF_ATTRIBUTES + 2].copy_from_slice(&h.attributes.to_be_bytes());
     out[OFF_LAST_OFFSET_DELTA..OFF_LAST_OFFSET_DELTA + 4]
         .copy_from_slice(&h.last_offset_delta.to_be_bytes());
-    out[OFF_BASE_TIMESTAMP..OFF_BASE_TIMESTAMP + 8].copy_from_slice(&h.base_timestamp.to_be_bytes());
+    out[OFF_BASE_TIMESTAMP..OFF_BASE_TIMESTAMP + 8]
+        .copy_from_slice(&h.base_timestamp.to_be_bytes());
     out[OFF_MAX_TIMESTAMP..OFF_MAX_TIMESTAMP + 8].copy_from_slice(&h.max_timestamp.to_be_bytes());
     out[OFF_PRODUCER_ID..OFF_PRODUCER_ID + 8].copy_from_slice(&h.producer_id.to_be_bytes());
-    out[OFF_PRODUCER_EPOCH..OFF_PRODUCER_EPOCH + 2].copy_from_slice(&h.producer_epoch.to_be_bytes());
+    out[OFF_PRODUCER_EPOCH..OFF_PRODUCER_EPOCH + 2]
+        .copy_from_slice(&h.producer_epoch.to_be_bytes());
     out[OFF_BASE_SEQUENCE..OFF_BASE_SEQUENCE + 4].copy_from_slice(&h.base_sequence.to_be_bytes());
     out[OFF_RECORD_COUNT..OFF_RECORD_COUNT + 4].copy_from_slice(&h.record_count.to_be_bytes());
 }
@@ -288,7 +308,12 @@ pub struct BatchIter<'a> {
 
 impl<'a> BatchIter<'a> {
     pub fn new(buf: &'a [u8], max_batch_bytes: usize) -> Self {
-        Self { buf, position: 0, max_batch_bytes, failed: false }
+        Self {
+            buf,
+            position: 0,
+            max_batch_bytes,
+            failed: false,
+        }
     }
 }
 
@@ -311,7 +336,11 @@ impl<'a> Iterator for BatchIter<'a> {
         match validate(rest, self.max_batch_bytes) {
             Ok(header) => {
                 let total = header.total_bytes();
-                let item = BatchRef { header, position: self.position, bytes: &rest[..total] };
+                let item = BatchRef {
+                    header,
+                    position: self.position,
+                    bytes: &rest[..total],
+                };
                 self.position += total;
                 Some(Ok(item))
             }

@@ -35,7 +35,11 @@ pub enum CompactionError {
 
 impl OffsetMap {
     pub fn new(max_keys: usize) -> Self {
-        Self { newest: HashMap::new(), max_keys, opaque_batches: 0 }
+        Self {
+            newest: HashMap::new(),
+            max_keys,
+            opaque_batches: 0,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -51,22 +55,37 @@ impl OffsetMap {
     }
 
     /// Learns every keyed record of a segment image (segments fed oldest first).
-    pub fn add_segment(&mut self, image: &Bytes, max_batch_bytes: usize) -> Result<(), CompactionError> {
+    pub fn add_segment(
+        &mut self,
+        image: &Bytes,
+        max_batch_bytes: usize,
+    ) -> Result<(), CompactionError> {
         for item in BatchIter::new(image, max_batch_bytes) {
-            let b = item.map_err(|(p, e)| CompactionError::Invalid { position: p as u64, error: e })?;
+            let b = item.map_err(|(p, e)| CompactionError::Invalid {
+                position: p as u64,
+                error: e,
+            })?;
             if b.header.is_control() {
                 continue;
             }
             let bytes = image.slice(b.position..b.position + b.bytes.len());
             let recs = match records::record_bytes(&bytes, &b.header) {
                 Ok(body) => records::decode_records(&body, b.header.record_count).map_err(|e| {
-                    CompactionError::Invalid { position: b.position as u64, error: e }
+                    CompactionError::Invalid {
+                        position: b.position as u64,
+                        error: e,
+                    }
                 })?,
                 Err(BatchError::UnsupportedCompression(_)) => {
                     self.opaque_batches += 1;
                     continue;
                 }
-                Err(e) => return Err(CompactionError::Invalid { position: b.position as u64, error: e }),
+                Err(e) => {
+                    return Err(CompactionError::Invalid {
+                        position: b.position as u64,
+                        error: e,
+                    })
+                }
             };
             for r in recs {
                 if let Some(k) = r.key {
@@ -107,21 +126,36 @@ pub fn compact_segment(
     delete_retention_ms: i64,
     max_batch_bytes: usize,
 ) -> Result<Compacted, CompactionError> {
-    let mut out = Compacted { image: Vec::with_capacity(image.len()), ..Default::default() };
+    let mut out = Compacted {
+        image: Vec::with_capacity(image.len()),
+        ..Default::default()
+    };
     for item in BatchIter::new(image, max_batch_bytes) {
-        let b = item.map_err(|(p, e)| CompactionError::Invalid { position: p as u64, error: e })?;
+        let b = item.map_err(|(p, e)| CompactionError::Invalid {
+            position: p as u64,
+            error: e,
+        })?;
         let h = b.header;
         let bytes = image.slice(b.position..b.position + b.bytes.len());
-        let recs = match records::record_bytes(&bytes, &h) {
-            Ok(body) if !h.is_control() => records::decode_records(&body, h.record_count)
-                .map_err(|e| CompactionError::Invalid { position: b.position as u64, error: e })?,
-            Ok(_) | Err(BatchError::UnsupportedCompression(_)) => {
-                out.image.extend_from_slice(b.bytes);
-                out.records_kept += h.record_count.max(0) as u64;
-                continue;
-            }
-            Err(e) => return Err(CompactionError::Invalid { position: b.position as u64, error: e }),
-        };
+        let recs =
+            match records::record_bytes(&bytes, &h) {
+                Ok(body) if !h.is_control() => records::decode_records(&body, h.record_count)
+                    .map_err(|e| CompactionError::Invalid {
+                        position: b.position as u64,
+                        error: e,
+                    })?,
+                Ok(_) | Err(BatchError::UnsupportedCompression(_)) => {
+                    out.image.extend_from_slice(b.bytes);
+                    out.records_kept += h.record_count.max(0) as u64;
+                    continue;
+                }
+                Err(e) => {
+                    return Err(CompactionError::Invalid {
+                        position: b.position as u64,
+                        error: e,
+                    })
+                }
+            };
         let total = recs.len() as u64;
         let kept: Vec<_> = recs
             .into_iter()
@@ -132,7 +166,8 @@ pub fn compact_segment(
                     return false;
                 }
                 r.value.is_some()
-                    || record_timestamp(&h, r.timestamp_delta).saturating_add(delete_retention_ms) > now_ms
+                    || record_timestamp(&h, r.timestamp_delta).saturating_add(delete_retention_ms)
+                        > now_ms
             })
             .collect();
         out.records_kept += kept.len() as u64;
@@ -158,9 +193,10 @@ pub fn compact_segment(
         for r in kept {
             builder.push_record(r);
         }
-        let mut rebuilt = builder
-            .build()
-            .map_err(|e| CompactionError::Invalid { position: b.position as u64, error: e })?;
+        let mut rebuilt = builder.build().map_err(|e| CompactionError::Invalid {
+            position: b.position as u64,
+            error: e,
+        })?;
         crate::batch::set_partition_leader_epoch(&mut rebuilt, h.partition_leader_epoch);
         out.image.extend_from_slice(&rebuilt);
     }
@@ -179,7 +215,11 @@ mod tests {
         let mut out = Vec::new();
         let mut next = 100i64;
         for recs in batches {
-            let mut b = BatchBuilder::new(0).compression(if zstd { Compression::Zstd } else { Compression::None });
+            let mut b = BatchBuilder::new(0).compression(if zstd {
+                Compression::Zstd
+            } else {
+                Compression::None
+            });
             for &(k, live, ts) in recs {
                 let value = live.then(|| Bytes::from(format!("v{next}-{}", b.len())));
                 b.push(ts, Some(Bytes::from(vec![k])), value);
@@ -201,7 +241,12 @@ mod tests {
             let bytes = img.slice(b.position..b.position + b.bytes.len());
             let (h, recs) = records::read_batch(&bytes, usize::MAX).unwrap();
             for r in recs {
-                v.push(((h.base_offset + i64::from(r.offset_delta)) as u64, r.key, r.value, h.base_timestamp + r.timestamp_delta));
+                v.push((
+                    (h.base_offset + i64::from(r.offset_delta)) as u64,
+                    r.key,
+                    r.value,
+                    h.base_timestamp + r.timestamp_delta,
+                ));
             }
         }
         v

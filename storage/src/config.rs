@@ -72,10 +72,17 @@ impl LogConfig {
     pub fn validate(&self) -> Result<(), String> {
         // Index positions are u32, so a segment must stay below 4 GiB.
         if self.segment_bytes < 4096 || self.segment_bytes > u64::from(u32::MAX) {
-            return Err(format!("segment.bytes must be in [4096, {}], got {}", u32::MAX, self.segment_bytes));
+            return Err(format!(
+                "segment.bytes must be in [4096, {}], got {}",
+                u32::MAX,
+                self.segment_bytes
+            ));
         }
         if self.max_batch_bytes < crate::batch::HEADER_BYTES {
-            return Err(format!("max.message.bytes must be at least 61, got {}", self.max_batch_bytes));
+            return Err(format!(
+                "max.message.bytes must be at least 61, got {}",
+                self.max_batch_bytes
+            ));
         }
         if self.write_buffer_bytes == 0 || self.write_buffer_bytes as u64 % BLOCK_BYTES != 0 {
             return Err(format!(

@@ -47,7 +47,9 @@ impl LeaderEpochCache {
 
     /// After records below `log_start_offset` are deleted, the first surviving entry starts there.
     pub fn truncate_from_start(&mut self, log_start_offset: u64) -> bool {
-        let keep_from = self.entries.partition_point(|&(_, s)| s <= log_start_offset);
+        let keep_from = self
+            .entries
+            .partition_point(|&(_, s)| s <= log_start_offset);
         if keep_from <= 1 {
             if let Some(first) = self.entries.first_mut() {
                 if keep_from == 1 && first.1 < log_start_offset {
@@ -95,11 +97,19 @@ impl LeaderEpochCache {
         let mut cache = Self::default();
         for line in lines.by_ref().take(count) {
             let mut parts = line.split_whitespace();
-            let epoch: i32 = parts.next().and_then(|p| p.parse().ok()).ok_or("bad epoch")?;
-            let start: u64 = parts.next().and_then(|p| p.parse().ok()).ok_or("bad offset")?;
+            let epoch: i32 = parts
+                .next()
+                .and_then(|p| p.parse().ok())
+                .ok_or("bad epoch")?;
+            let start: u64 = parts
+                .next()
+                .and_then(|p| p.parse().ok())
+                .ok_or("bad offset")?;
             if let Some(&(e, s)) = cache.entries.last() {
                 if epoch <= e || start < s {
-                    return Err(format!("leader-epoch-checkpoint: entries out of order at {line:?}"));
+                    return Err(format!(
+                        "leader-epoch-checkpoint: entries out of order at {line:?}"
+                    ));
                 }
             }
             cache.entries.push((epoch, start));

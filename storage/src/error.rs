@@ -12,15 +12,26 @@ pub enum LogError {
     Batch(#[from] BatchError),
     /// OFFSET_OUT_OF_RANGE.
     #[error("offset {offset} out of range [{log_start_offset}, {log_end_offset}]")]
-    OffsetOutOfRange { offset: u64, log_start_offset: u64, log_end_offset: u64 },
+    OffsetOutOfRange {
+        offset: u64,
+        log_start_offset: u64,
+        log_end_offset: u64,
+    },
     /// A closed segment (or an index rebuild) found bytes that are not valid batches. Never skipped.
     #[error("corrupt segment {}: at position {position}: {reason}", file.display())]
-    Corrupt { file: PathBuf, position: u64, reason: String },
+    Corrupt {
+        file: PathBuf,
+        position: u64,
+        reason: String,
+    },
     /// KAFKA_STORAGE_ERROR; reads keep working.
     #[error("disk full while writing {}", path.display())]
     DiskFull { path: PathBuf },
     #[error("{context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
     #[error("invalid log config: {0}")]
     Config(String),
     /// An earlier write failed; the log refuses appends until it is reopened (its tail is unknown).
@@ -33,11 +44,20 @@ pub enum LogError {
 
 impl LogError {
     /// Wraps an I/O error with what was being done, turning ENOSPC into [`LogError::DiskFull`].
-    pub fn io(context: impl Into<String>, path: &std::path::Path, e: impl Into<std::io::Error>) -> Self {
+    pub fn io(
+        context: impl Into<String>,
+        path: &std::path::Path,
+        e: impl Into<std::io::Error>,
+    ) -> Self {
         let e: std::io::Error = e.into();
         if e.raw_os_error() == Some(libc::ENOSPC) {
-            return LogError::DiskFull { path: path.to_path_buf() };
+            return LogError::DiskFull {
+                path: path.to_path_buf(),
+            };
         }
-        LogError::Io { context: format!("{} {}", context.into(), path.display()), source: e }
+        LogError::Io {
+            context: format!("{} {}", context.into(), path.display()),
+            source: e,
+        }
     }
 }

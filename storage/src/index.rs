@@ -72,8 +72,13 @@ impl SegmentIndex {
         let position = self.size_bytes;
         if self.bytes_since_entry >= self.index_interval_bytes && position > 0 {
             // Both fit u32: segments are capped below 4 GiB and offsets within one by the config.
-            self.offsets.push(((base - self.base_offset) as u32, position as u32));
-            if self.times.last().is_none_or(|&(t, _)| self.max_timestamp > t) {
+            self.offsets
+                .push(((base - self.base_offset) as u32, position as u32));
+            if self
+                .times
+                .last()
+                .is_none_or(|&(t, _)| self.max_timestamp > t)
+            {
                 self.times.push((self.max_timestamp, position as u32));
             }
             self.bytes_since_entry = 0;
@@ -243,7 +248,11 @@ mod tests {
         for &(records, ts, value_bytes) in batches {
             let mut b = BatchBuilder::new(ts);
             for i in 0..records {
-                b.push(ts + (i as i64 % 3), None, Some(Bytes::from(vec![7u8; value_bytes])));
+                b.push(
+                    ts + (i as i64 % 3),
+                    None,
+                    Some(Bytes::from(vec![7u8; value_bytes])),
+                );
             }
             let mut bytes = b.build().unwrap();
             batch::set_base_offset(&mut bytes, next);
@@ -328,6 +337,13 @@ mod tests {
         let seg = segment(0, &[(3, 10, 100); 50]);
         let idx = build_index(&seg, 0, 512);
         let wrong_size = seg.len() as u64 - 1;
-        assert!(SegmentIndex::decode(&idx.encode_offsets(), &idx.encode_times(), 0, wrong_size, 512).is_none());
+        assert!(SegmentIndex::decode(
+            &idx.encode_offsets(),
+            &idx.encode_times(),
+            0,
+            wrong_size,
+            512
+        )
+        .is_none());
     }
 }

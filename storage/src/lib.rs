@@ -15,10 +15,14 @@ pub mod config;
 pub mod epoch;
 pub mod error;
 pub mod index;
+pub mod log;
 pub mod records;
 pub mod retention;
 pub mod scan;
+mod segment;
 pub mod tail;
+pub mod writer;
 
 pub use config::{CleanupPolicy, Durability, LogConfig};
 pub use error::LogError;
+pub use log::{AppendInfo, OpenStats, PartitionLog, ReadChunk, ReadSlice};

@@ -177,7 +177,10 @@ pub fn decode_records(src: &Bytes, count: i32) -> Result<Vec<Record>, BatchError
         if end > src.len() {
             return Err(malformed("record runs past the end"));
         }
-        let mut rc = Cursor { buf: &src[..end], pos: c.pos };
+        let mut rc = Cursor {
+            buf: &src[..end],
+            pos: c.pos,
+        };
         let _attributes = rc.take(1)?;
         let timestamp_delta = rc.varlong()?;
         let offset_delta = rc.varint()?;
@@ -203,7 +206,13 @@ pub fn decode_records(src: &Bytes, count: i32) -> Result<Vec<Record>, BatchError
             return Err(malformed("record length disagrees with its fields"));
         }
         c.pos = end;
-        out.push(Record { offset_delta, timestamp_delta, key, value, headers });
+        out.push(Record {
+            offset_delta,
+            timestamp_delta,
+            key,
+            value,
+            headers,
+        });
     }
     if c.pos != src.len() {
         return Err(malformed("bytes left after the last record"));
@@ -235,7 +244,10 @@ pub fn record_bytes(batch_bytes: &Bytes, header: &BatchHeader) -> Result<Bytes, 
 }
 
 /// Validates `batch_bytes` (one whole batch) and returns its header and records.
-pub fn read_batch(batch_bytes: &Bytes, max_batch_bytes: usize) -> Result<(BatchHeader, Vec<Record>), BatchError> {
+pub fn read_batch(
+    batch_bytes: &Bytes,
+    max_batch_bytes: usize,
+) -> Result<(BatchHeader, Vec<Record>), BatchError> {
     let header = batch::validate(batch_bytes, max_batch_bytes)?;
     let body = record_bytes(batch_bytes, &header)?;
     let records = decode_records(&body, header.record_count)?;
@@ -330,7 +342,8 @@ impl BatchBuilder {
         let body = match self.compression {
             Compression::None => body,
             Compression::Zstd => {
-                let c = zstd::bulk::compress(&body, 3).map_err(|e| malformed(&format!("zstd: {e}")))?;
+                let c =
+                    zstd::bulk::compress(&body, 3).map_err(|e| malformed(&format!("zstd: {e}")))?;
                 BytesMut::from(&c[..])
             }
             other => return Err(BatchError::UnsupportedCompression(other.name())),
@@ -340,10 +353,10 @@ impl BatchBuilder {
         out.extend_from_slice(&body);
         let max_ts = self.max_timestamp.unwrap_or_else(|| {
             self.records
-            .iter()
-            .map(|r| self.base_timestamp + r.timestamp_delta)
-            .max()
-            .unwrap_or(self.base_timestamp)
+                .iter()
+                .map(|r| self.base_timestamp + r.timestamp_delta)
+                .max()
+                .unwrap_or(self.base_timestamp)
         });
         let last_delta = self
             .last_offset_delta
@@ -465,7 +478,10 @@ mod tests {
         assert_eq!(h.max_timestamp, 7);
         assert_eq!(h.producer_id, -1);
         // CRC at byte 17 covers bytes 21..end.
-        assert_eq!(u32::from_be_bytes(bytes[17..21].try_into().unwrap()), crc32c::crc32c(&bytes[21..]));
+        assert_eq!(
+            u32::from_be_bytes(bytes[17..21].try_into().unwrap()),
+            crc32c::crc32c(&bytes[21..])
+        );
     }
 
     #[test]

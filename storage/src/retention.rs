@@ -25,14 +25,16 @@ pub fn segments_to_delete(
     now_ms: i64,
 ) -> usize {
     let by_time = match retention_ms {
-        Some(ms) if ms >= 0 => {
-            closed.iter().take_while(|s| s.max_timestamp < now_ms.saturating_sub(ms)).count()
-        }
+        Some(ms) if ms >= 0 => closed
+            .iter()
+            .take_while(|s| s.max_timestamp < now_ms.saturating_sub(ms))
+            .count(),
         _ => 0,
     };
     let by_size = match retention_bytes {
         Some(limit) => {
-            let mut total: u64 = closed.iter().map(|s| s.size_bytes).sum::<u64>() + active_size_bytes;
+            let mut total: u64 =
+                closed.iter().map(|s| s.size_bytes).sum::<u64>() + active_size_bytes;
             let mut n = 0;
             for s in closed {
                 if total - s.size_bytes < limit {
@@ -54,12 +56,22 @@ mod tests {
     use proptest::prelude::*;
 
     fn seg(i: u64, size: u64, ts: i64) -> SegmentStat {
-        SegmentStat { base_offset: i * 10, next_offset: i * 10 + 10, size_bytes: size, max_timestamp: ts }
+        SegmentStat {
+            base_offset: i * 10,
+            next_offset: i * 10 + 10,
+            size_bytes: size,
+            max_timestamp: ts,
+        }
     }
 
     #[test]
     fn time_retention_stops_at_the_first_young_segment() {
-        let segs = [seg(0, 100, 10), seg(1, 100, 50), seg(2, 100, 80), seg(3, 100, 20)];
+        let segs = [
+            seg(0, 100, 10),
+            seg(1, 100, 50),
+            seg(2, 100, 80),
+            seg(3, 100, 20),
+        ];
         assert_eq!(segments_to_delete(&segs, 0, Some(40), None, 100), 2);
         assert_eq!(segments_to_delete(&segs, 0, Some(95), None, 100), 0);
         assert_eq!(segments_to_delete(&segs, 0, None, None, 100), 0);

@@ -38,7 +38,10 @@ impl ScanStop {
 pub enum Step {
     /// Feed a window starting at file position `from` holding at least `at_least` bytes (or
     /// whatever is left of the file, with `eof` set).
-    NeedMore { from: u64, at_least: usize },
+    NeedMore {
+        from: u64,
+        at_least: usize,
+    },
     Done(ScanStop),
 }
 
@@ -49,7 +52,10 @@ pub struct Scanner {
 
 impl Scanner {
     pub fn new(base_offset: u64, index_interval_bytes: u64, max_batch_bytes: usize) -> Self {
-        Self { index: SegmentIndex::new(base_offset, index_interval_bytes), max_batch_bytes }
+        Self {
+            index: SegmentIndex::new(base_offset, index_interval_bytes),
+            max_batch_bytes,
+        }
     }
 
     /// File position up to which batches are valid so far.
@@ -69,12 +75,18 @@ impl Scanner {
                 return if eof {
                     Step::Done(ScanStop::End)
                 } else {
-                    Step::NeedMore { from: position, at_least: HEADER_BYTES }
+                    Step::NeedMore {
+                        from: position,
+                        at_least: HEADER_BYTES,
+                    }
                 };
             }
             let Some(total) = batch::peek_total_bytes(rest) else {
                 return if !eof {
-                    Step::NeedMore { from: position, at_least: HEADER_BYTES }
+                    Step::NeedMore {
+                        from: position,
+                        at_least: HEADER_BYTES,
+                    }
                 } else if rest.iter().all(|&b| b == 0) {
                     Step::Done(ScanStop::Zeroes { position })
                 } else {
@@ -90,20 +102,29 @@ impl Scanner {
                     min: HEADER_BYTES as i64,
                     max: self.max_batch_bytes as i64,
                 };
-                return Step::Done(ScanStop::Invalid { position, reason: err.to_string() });
+                return Step::Done(ScanStop::Invalid {
+                    position,
+                    reason: err.to_string(),
+                });
             }
             let total = total as usize;
             if rest.len() < total {
                 return if eof {
                     Step::Done(ScanStop::Incomplete { position })
                 } else {
-                    Step::NeedMore { from: position, at_least: total }
+                    Step::NeedMore {
+                        from: position,
+                        at_least: total,
+                    }
                 };
             }
             let header = match batch::validate(rest, self.max_batch_bytes) {
                 Ok(h) => h,
                 Err(e) => {
-                    return Step::Done(ScanStop::Invalid { position, reason: e.to_string() })
+                    return Step::Done(ScanStop::Invalid {
+                        position,
+                        reason: e.to_string(),
+                    })
                 }
             };
             if header.base_offset < 0 || (header.base_offset as u64) < self.index.next_offset {
@@ -149,7 +170,11 @@ mod tests {
         for &(n, vbytes) in sizes {
             let mut b = BatchBuilder::new(1_000);
             for _ in 0..n {
-                b.push(1_000, Some(Bytes::from_static(b"k")), Some(Bytes::from(vec![1u8; vbytes])));
+                b.push(
+                    1_000,
+                    Some(Bytes::from_static(b"k")),
+                    Some(Bytes::from(vec![1u8; vbytes])),
+                );
             }
             let mut bytes = b.build().unwrap();
             batch::set_base_offset(&mut bytes, next);
@@ -209,7 +234,7 @@ mod tests {
             let victim = ((sizes.len() as f64) * victim_frac) as usize;
             let start = if victim == 0 { 0 } else { ends[victim - 1] as usize };
             // Flip a bit inside the CRC-covered part or the length of the victim batch.
-            let at = start + 8 + ((ends[victim] as usize - start - 8) * (bit as usize) / 8).max(0);
+            let at = start + 8 + (ends[victim] as usize - start - 8) * (bit as usize) / 8;
             let at = if (12..16).contains(&(at - start)) { start + 21 } else { at };
             img[at] ^= 1 << bit;
             let (idx, stop) = scan_all(&img, 0, 4096, 1 << 20);

@@ -26,7 +26,11 @@ pub struct TailCache {
 
 impl TailCache {
     pub fn new(capacity_bytes: usize) -> Self {
-        Self { batches: VecDeque::new(), bytes: 0, capacity_bytes }
+        Self {
+            batches: VecDeque::new(),
+            bytes: 0,
+            capacity_bytes,
+        }
     }
 
     pub fn bytes(&self) -> usize {
@@ -34,7 +38,10 @@ impl TailCache {
     }
 
     pub fn push(&mut self, batch: CachedBatch) {
-        debug_assert!(self.batches.back().is_none_or(|b| b.next_offset <= batch.base_offset));
+        debug_assert!(self
+            .batches
+            .back()
+            .is_none_or(|b| b.next_offset <= batch.base_offset));
         self.bytes += batch.bytes.len();
         self.batches.push_back(batch);
         while self.bytes > self.capacity_bytes && self.batches.len() > 1 {
@@ -51,7 +58,9 @@ impl TailCache {
 
     /// Whether a read starting at `offset` can be answered from memory.
     pub fn covers(&self, offset: u64) -> bool {
-        self.batches.front().is_some_and(|b| b.base_offset <= offset)
+        self.batches
+            .front()
+            .is_some_and(|b| b.base_offset <= offset)
     }
 
     /// Batches from the one holding `offset`, each with `last offset < upper_offset`, up to
@@ -61,7 +70,9 @@ impl TailCache {
         let mut out = Vec::new();
         let mut total = 0usize;
         for b in self.batches.iter().skip(start) {
-            if b.next_offset > upper_offset || (!out.is_empty() && total + b.bytes.len() > max_bytes) {
+            if b.next_offset > upper_offset
+                || (!out.is_empty() && total + b.bytes.len() > max_bytes)
+            {
                 break;
             }
             total += b.bytes.len();
@@ -76,7 +87,11 @@ mod tests {
     use super::*;
 
     fn b(base: u64, n: u64, size: usize) -> CachedBatch {
-        CachedBatch { base_offset: base, next_offset: base + n, bytes: Bytes::from(vec![0u8; size]) }
+        CachedBatch {
+            base_offset: base,
+            next_offset: base + n,
+            bytes: Bytes::from(vec![0u8; size]),
+        }
     }
 
     #[test]
@@ -92,6 +107,10 @@ mod tests {
         assert_eq!(t.read(15, 1000, u64::MAX).len(), 2);
         assert_eq!(t.read(15, 1000, 25).len(), 1, "never past the upper offset");
         t.push(b(30, 1, 1000));
-        assert_eq!(t.bytes(), 1000, "the newest batch stays even when it alone exceeds the bound");
+        assert_eq!(
+            t.bytes(),
+            1000,
+            "the newest batch stays even when it alone exceeds the bound"
+        );
     }
 }

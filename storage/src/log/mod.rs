@@ -1,0 +1,354 @@
+//! The partition log: one directory of segments, owned by one core.
+//!
+//! Owns the ordered segments (closed ones read-only, the last one active), the log start and end
+//! offsets, the durable offset, the tail cache and the leader-epoch cache, and drives the
+//! writer, recovery, retention and compaction. Promises:
+//! - `append` assigns offsets by writing `baseOffset` and `partitionLeaderEpoch` into the batch
+//!   header in place (no re-encoding) and returns them; appends are applied in call order.
+//! - `sync_to(o)` returns once every offset below `o` is fdatasynced (group commit: concurrent
+//!   callers share fdatasyncs).
+//! - reads return whole batches, at least one even past `max_bytes`, never at or past the caller's
+//!   upper offset (the high watermark), from memory for the tail and as page-cache file ranges
+//!   (for splice) or copies otherwise.
+//! - after `close`, reopening skips the scan; after a crash, only the active segment is scanned
+//!   and its torn tail truncated; corruption in a closed segment is an error naming file and
+//!   position, never skipped.
+//!
+//! Concurrency: methods take `&self` and the log lives in an `Rc` on its core. Appends (and roll)
+//! are serialized by `append_lock`; truncation, retention, compaction and close also take
+//! `maintenance_lock` (always before `append_lock`). No `RefCell` borrow is held across `.await`.
+
+mod maintenance;
+mod open;
+mod read;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use bytes::BytesMut;
+use glommio::sync::{Permit, Semaphore};
+
+use crate::batch;
+use crate::config::LogConfig;
+use crate::epoch::LeaderEpochCache;
+use crate::error::LogError;
+use crate::index::SegmentIndex;
+use crate::segment::{open_reader, segment_file, sync_dir, write_file_atomically, Segment};
+use crate::tail::{CachedBatch, TailCache};
+use crate::writer::SegmentWriter;
+
+pub use maintenance::{CompactionStats, RetentionStats};
+pub use open::OpenStats;
+pub use read::{ReadChunk, ReadSlice};
+
+pub(crate) const CLEAN_MARKER: &str = ".clean_shutdown";
+pub(crate) const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+pub(crate) const LOG_START_CHECKPOINT: &str = "log-start-offset-checkpoint";
+pub(crate) const LOCK_FILE: &str = ".lock";
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: u64,
+    pub last_offset: u64,
+    /// The log end after this append (the offset a `sync_to` for this batch names).
+    pub log_end_offset: u64,
+    pub max_timestamp: i64,
+}
+
+pub(crate) struct LogState {
+    pub segments: BTreeMap<u64, Rc<Segment>>,
+    pub log_start_offset: u64,
+    pub log_end_offset: u64,
+    pub durable_offset: u64,
+    pub tail: TailCache,
+    pub epochs: LeaderEpochCache,
+    pub closed: bool,
+}
+
+impl LogState {
+    pub fn active(&self) -> Rc<Segment> {
+        // A log always has at least one segment: open creates one, retention never deletes the
+        // active one, truncation keeps the segment it truncates into.
+        Rc::clone(
+            self.segments
+                .values()
+                .next_back()
+                .expect("a log has an active segment"),
+        )
+    }
+}
+
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: LogConfig,
+    st: RefCell<LogState>,
+    append_lock: Semaphore,
+    maintenance_lock: Semaphore,
+    /// Held (flock) for the log's lifetime so a second process cannot open the same directory.
+    lock: RefCell<Option<std::fs::File>>,
+}
+
+impl PartitionLog {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    pub fn log_start_offset(&self) -> u64 {
+        self.st.borrow().log_start_offset
+    }
+
+    pub fn log_end_offset(&self) -> u64 {
+        self.st.borrow().log_end_offset
+    }
+
+    /// Every offset below this is fdatasynced.
+    pub fn durable_offset(&self) -> u64 {
+        self.st.borrow().durable_offset
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.st.borrow().segments.len()
+    }
+
+    /// Bytes of valid batches across all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.st
+            .borrow()
+            .segments
+            .values()
+            .map(|s| s.size_bytes())
+            .sum()
+    }
+
+    pub fn leader_epochs(&self) -> LeaderEpochCache {
+        self.st.borrow().epochs.clone()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<u64> {
+        self.st.borrow().segments.keys().copied().collect()
+    }
+
+    fn check_open(&self) -> Result<(), LogError> {
+        if self.st.borrow().closed {
+            return Err(LogError::Offline {
+                dir: self.dir.clone(),
+                reason: "log is closed".into(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn lock<'a>(sem: &'a Semaphore, dir: &Path) -> Result<Permit<'a>, LogError> {
+        sem.acquire_permit(1)
+            .await
+            .map_err(|e| LogError::io("log lock", dir, e))
+    }
+
+    /// Appends one client batch (validated here: length, magic, CRC) written by `leader_epoch`.
+    pub async fn append(
+        &self,
+        mut batch_bytes: BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let header = batch::validate(&batch_bytes, self.config.max_batch_bytes)?;
+        let _turn = Self::lock(&self.append_lock, &self.dir).await?;
+        self.check_open()?;
+        self.maybe_roll(header.total_bytes() as u64, now_ms).await?;
+        let (active, base_offset, epoch_changed) = {
+            let mut st = self.st.borrow_mut();
+            let base = st.log_end_offset;
+            let changed = st.epochs.assign(leader_epoch, base);
+            (st.active(), base, changed)
+        };
+        if epoch_changed {
+            self.persist_epochs().await?;
+        }
+        batch::set_base_offset(&mut batch_bytes, base_offset as i64);
+        batch::set_partition_leader_epoch(&mut batch_bytes, leader_epoch);
+        let bytes = batch_bytes.freeze();
+        let writer = active.writer().ok_or_else(|| LogError::Offline {
+            dir: self.dir.clone(),
+            reason: "active segment has no writer".into(),
+        })?;
+        let position = writer.append(&bytes).await?;
+        let mut h = header;
+        h.base_offset = base_offset as i64;
+        h.partition_leader_epoch = leader_epoch;
+        {
+            let mut idx = active.index.borrow_mut();
+            // Pair assertion: the writer put the batch exactly where the index says the end is.
+            assert_eq!(
+                position, idx.size_bytes,
+                "append position matches the segment end"
+            );
+            idx.on_append(&h);
+        }
+        if active.first_append_ms.get().is_none() {
+            active.first_append_ms.set(Some(now_ms));
+        }
+        let next = base_offset + h.offset_count();
+        let mut st = self.st.borrow_mut();
+        st.log_end_offset = next;
+        st.tail.push(CachedBatch {
+            base_offset,
+            next_offset: next,
+            bytes,
+        });
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: next - 1,
+            log_end_offset: next,
+            max_timestamp: h.max_timestamp,
+        })
+    }
+
+    /// Returns once every offset below `offset` is durable. Concurrent callers share fdatasyncs.
+    pub async fn sync_to(&self, offset: u64) -> Result<(), LogError> {
+        loop {
+            let (writer, target_pos, target_offset) = {
+                let st = self.st.borrow();
+                if st.durable_offset >= offset {
+                    return Ok(());
+                }
+                let active = st.active();
+                let Some(w) = active.writer() else {
+                    return Err(LogError::Offline {
+                        dir: self.dir.clone(),
+                        reason: "log is closed".into(),
+                    });
+                };
+                let end = w.logical_end();
+                // The writer may already hold a batch whose offsets are not yet published; the
+                // published end is the conservative claim.
+                (w, end, st.log_end_offset)
+            };
+            writer.sync_to(target_pos).await?;
+            let mut st = self.st.borrow_mut();
+            st.durable_offset = st.durable_offset.max(target_offset);
+            if st.durable_offset >= offset {
+                return Ok(());
+            }
+            if target_offset >= offset {
+                // Truncated below `offset` meanwhile: nothing more can become durable.
+                return Ok(());
+            }
+        }
+    }
+
+    /// Writes staged bytes to the file without fdatasync (for `durability = "replicated"`).
+    pub async fn flush(&self) -> Result<(), LogError> {
+        let w = self.st.borrow().active().writer();
+        if let Some(w) = w {
+            w.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn maybe_roll(&self, incoming_bytes: u64, now_ms: i64) -> Result<(), LogError> {
+        let active = self.st.borrow().active();
+        let size = active.size_bytes();
+        if size == 0 {
+            return Ok(());
+        }
+        let by_size = size + incoming_bytes > self.config.segment_bytes;
+        let by_time = match (self.config.segment_ms, active.first_append_ms.get()) {
+            (Some(ms), Some(first)) => now_ms.saturating_sub(first) >= ms,
+            _ => false,
+        };
+        if by_size || by_time {
+            self.roll().await?;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at the log end. Caller holds `append_lock`.
+    pub(crate) async fn roll(&self) -> Result<(), LogError> {
+        let (old, base) = {
+            let st = self.st.borrow();
+            (st.active(), st.log_end_offset)
+        };
+        if let Some(w) = old.writer() {
+            w.seal().await?;
+        }
+        old.writer.borrow_mut().take();
+        old.write_index_files().await?;
+        let seg = self.create_segment(base).await?;
+        let mut st = self.st.borrow_mut();
+        st.durable_offset = st.durable_offset.max(base);
+        st.segments.insert(base, seg);
+        Ok(())
+    }
+
+    /// Creates an empty active segment at `base` (file, writer, reader) and makes its directory
+    /// entry durable.
+    pub(crate) async fn create_segment(&self, base: u64) -> Result<Rc<Segment>, LogError> {
+        let path = segment_file(&self.dir, base, "log");
+        let writer = SegmentWriter::open(
+            path.clone(),
+            0,
+            &[],
+            self.config.write_buffer_bytes,
+            self.config.writes_in_flight_max,
+            self.config.preallocate_bytes,
+        )
+        .await?;
+        let reader = open_reader(&path).await?;
+        sync_dir(&self.dir).await?;
+        let seg = Segment::new(
+            base,
+            path,
+            SegmentIndex::new(base, self.config.index_interval_bytes),
+            reader,
+        );
+        *seg.writer.borrow_mut() = Some(writer);
+        Ok(seg)
+    }
+
+    pub(crate) async fn persist_epochs(&self) -> Result<(), LogError> {
+        let text = self.st.borrow().epochs.encode();
+        write_file_atomically(&self.dir.join(EPOCH_CHECKPOINT), text.into_bytes(), true).await
+    }
+
+    pub(crate) async fn persist_log_start(&self) -> Result<(), LogError> {
+        let text = format!("{}\n", self.st.borrow().log_start_offset);
+        write_file_atomically(
+            &self.dir.join(LOG_START_CHECKPOINT),
+            text.into_bytes(),
+            true,
+        )
+        .await
+    }
+
+    /// Clean shutdown: syncs and trims the active segment, writes its index, and leaves the
+    /// marker that lets the next open skip the scan. The log refuses work afterwards.
+    pub async fn close(&self) -> Result<(), LogError> {
+        let _m = Self::lock(&self.maintenance_lock, &self.dir).await?;
+        let _a = Self::lock(&self.append_lock, &self.dir).await?;
+        if self.st.borrow().closed {
+            return Ok(());
+        }
+        let active = self.st.borrow().active();
+        if let Some(w) = active.writer() {
+            w.seal().await?;
+        }
+        active.writer.borrow_mut().take();
+        active.write_index_files().await?;
+        self.st.borrow_mut().closed = true;
+        write_file_atomically(&self.dir.join(CLEAN_MARKER), Vec::new(), true).await?;
+        // Another opener may take the directory now.
+        self.lock.borrow_mut().take();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,496 @@
+//! The partition log on a real glommio executor and real files.
+
+use std::path::Path;
+
+use bytes::{Bytes, BytesMut};
+use proptest::prelude::*;
+
+use super::*;
+use crate::batch::BatchIter;
+use crate::config::CleanupPolicy;
+use crate::records::{read_batch, BatchBuilder};
+
+fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
+    glommio::LocalExecutorBuilder::default()
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+fn small_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 512,
+        write_buffer_bytes: 8192,
+        preallocate_bytes: 16384,
+        tail_cache_bytes: 2048,
+        ..LogConfig::default()
+    }
+}
+
+/// A batch of `n` records "key{i % keys}" → "value-{tag}-{i}", timestamps from `ts`.
+fn batch(n: usize, tag: u64, ts: i64) -> BytesMut {
+    let mut b = BatchBuilder::new(ts);
+    for i in 0..n {
+        b.push(
+            ts + i as i64,
+            Some(Bytes::from(format!("key{}", i % 5))),
+            Some(Bytes::from(format!("value-{tag}-{i}"))),
+        );
+    }
+    b.build().unwrap()
+}
+
+/// Every record in the log from `from`, as (offset, value), read through `read_copy`.
+async fn read_all(log: &PartitionLog, from: u64) -> Vec<(u64, Option<Bytes>)> {
+    let mut out = Vec::new();
+    let mut next = from;
+    while next < log.log_end_offset() {
+        let bytes = log.read_copy(next, 3000, u64::MAX).await.unwrap();
+        assert!(
+            !bytes.is_empty(),
+            "a read below the log end returns a batch"
+        );
+        for b in BatchIter::new(&bytes, usize::MAX) {
+            let b = b.unwrap();
+            let (h, recs) = read_batch(&Bytes::copy_from_slice(b.bytes), usize::MAX).unwrap();
+            for r in recs {
+                let o = h.base_offset as u64 + r.offset_delta as u64;
+                if o >= next {
+                    out.push((o, r.value));
+                }
+            }
+            next = next.max(h.last_offset() as u64 + 1);
+        }
+    }
+    out
+}
+
+fn expected(batches: &[(usize, u64)]) -> Vec<(u64, Option<Bytes>)> {
+    let mut out = Vec::new();
+    let mut o = 0;
+    for &(n, tag) in batches {
+        for i in 0..n {
+            out.push((o, Some(Bytes::from(format!("value-{tag}-{i}")))));
+            o += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn append_assigns_offsets_and_reads_back_across_segments() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, stats) = PartitionLog::open(dir.path(), small_config())
+            .await
+            .unwrap();
+        assert!(!stats.clean);
+        let mut batches = Vec::new();
+        for tag in 0..100u64 {
+            let n = (tag % 7 + 1) as usize;
+            let info = log
+                .append(batch(n, tag, 1000 + tag as i64 * 10), 3, 0)
+                .await
+                .unwrap();
+            let start: u64 = batches.iter().map(|b: &(usize, u64)| b.0 as u64).sum();
+            assert_eq!(info.base_offset, start);
+            assert_eq!(info.last_offset, start + n as u64 - 1);
+            batches.push((n, tag));
+        }
+        assert!(log.segment_count() > 3, "small segments rolled");
+        assert_eq!(read_all(&log, 0).await, expected(&batches));
+        // The header carries the offset and epoch the log assigned.
+        let first = log.read_copy(0, 1, u64::MAX).await.unwrap();
+        let h = crate::batch::BatchHeader::parse(&first).unwrap();
+        assert_eq!((h.base_offset, h.partition_leader_epoch), (0, 3));
+        // The tail is served from memory; the start from a file range.
+        let end = log.log_end_offset();
+        let tail = log.read(end - 1, 1 << 20, u64::MAX).await.unwrap();
+        assert!(matches!(tail.chunks[..], [ReadChunk::Memory(_)]));
+        let head = log.read(0, 1 << 20, u64::MAX).await.unwrap();
+        assert!(matches!(head.chunks[..], [ReadChunk::File { .. }]));
+        // Never past the upper offset (the high watermark), and empty at it.
+        let capped = log.read_copy(0, 1 << 20, 5).await.unwrap();
+        for b in BatchIter::new(&capped, usize::MAX) {
+            assert!(b.unwrap().header.last_offset() < 5);
+        }
+        assert_eq!(log.read(end, 100, u64::MAX).await.unwrap().chunks.len(), 0);
+        assert!(matches!(
+            log.read(end + 1, 100, u64::MAX).await,
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+        // Durability: sync covers the appended offsets.
+        log.sync_to(end).await.unwrap();
+        assert!(log.durable_offset() >= end);
+        log.close().await.unwrap();
+        assert!(
+            log.append(batch(1, 0, 0), 3, 0).await.is_err(),
+            "a closed log refuses appends"
+        );
+    });
+}
+
+#[test]
+fn clean_shutdown_skips_the_scan_and_a_crash_scans_only_the_active_segment() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let mut batches = Vec::new();
+        {
+            let (log, _) = PartitionLog::open(dir.path(), small_config())
+                .await
+                .unwrap();
+            for tag in 0..40u64 {
+                log.append(batch(3, tag, 0), 1, 0).await.unwrap();
+                batches.push((3, tag));
+            }
+            log.close().await.unwrap();
+        }
+        let active_bytes;
+        {
+            let (log, stats) = PartitionLog::open(dir.path(), small_config())
+                .await
+                .unwrap();
+            assert!(stats.clean);
+            assert_eq!(stats.scanned_bytes, 0, "a clean reopen does not scan");
+            assert_eq!(read_all(&log, 0).await, expected(&batches));
+            log.append(batch(2, 99, 0), 1, 0).await.unwrap();
+            batches.push((2, 99));
+            log.sync_to(log.log_end_offset()).await.unwrap();
+            active_bytes = log.st.borrow().active().size_bytes();
+            // No close: a crash.
+        }
+        let (log, stats) = PartitionLog::open(dir.path(), small_config())
+            .await
+            .unwrap();
+        assert!(!stats.clean);
+        assert_eq!(
+            stats.segments_scanned, 1,
+            "only the active segment is scanned: {stats:?}"
+        );
+        assert!(stats.scanned_bytes >= active_bytes, "{stats:?}");
+        assert_eq!(stats.rebuilt_indexes, 0);
+        assert_eq!(read_all(&log, 0).await, expected(&batches));
+    });
+}
+
+fn cut_recovery_case(batch_sizes: Vec<usize>, synced: usize, cut_frac: f64, zero_tail: usize) {
+    run(move || async move {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            ..small_config()
+        };
+        let mut batches = Vec::new();
+        let mut ends = Vec::new();
+        {
+            let (log, _) = PartitionLog::open(dir.path(), config.clone())
+                .await
+                .unwrap();
+            for (i, &n) in batch_sizes.iter().enumerate() {
+                log.append(batch(n, i as u64, 0), 0, 0).await.unwrap();
+                batches.push((n, i as u64));
+                ends.push(log.st.borrow().active().size_bytes());
+                if i + 1 == synced {
+                    log.sync_to(log.log_end_offset()).await.unwrap();
+                }
+            }
+            log.flush().await.unwrap();
+        }
+        // The crash: the file keeps an arbitrary prefix, maybe followed by never-written space.
+        let path = dir.path().join(format!("{:020}.log", 0));
+        let bytes = std::fs::read(&path).unwrap();
+        let full = *ends.last().unwrap() as usize;
+        assert!(
+            bytes.len() >= full,
+            "a flush puts every appended byte in the file"
+        );
+        let cut = (full as f64 * cut_frac) as usize;
+        let mut cut_bytes = bytes[..cut].to_vec();
+        cut_bytes.resize(cut + zero_tail, 0);
+        std::fs::write(&path, &cut_bytes).unwrap();
+
+        let whole = ends.iter().filter(|&&e| e as usize <= cut).count();
+        let (log, stats) = PartitionLog::open(dir.path(), config).await.unwrap();
+        assert!(!stats.clean);
+        assert_eq!(
+            read_all(&log, 0).await,
+            expected(&batches[..whole]),
+            "exactly the whole batches survive"
+        );
+        // The recovered log keeps working: the next append continues at the recovered end.
+        let end = log.log_end_offset();
+        let info = log.append(batch(1, 1000, 0), 0, 0).await.unwrap();
+        assert_eq!(info.base_offset, end);
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// A log cut at any byte recovers to the prefix of fully written batches and nothing else.
+    #[test]
+    fn a_log_cut_at_any_byte_recovers_every_whole_batch(
+        batch_sizes in proptest::collection::vec(1usize..30, 1..40),
+        synced in 0usize..40,
+        cut_frac in 0.0f64..=1.0,
+        zero_tail in prop_oneof![Just(0usize), 1usize..9000],
+    ) {
+        cut_recovery_case(batch_sizes, synced, cut_frac, zero_tail);
+    }
+}
+
+fn damage(path: &Path, at: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at as usize] ^= 0x40;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_corrupt_closed_segment_is_reported_with_file_and_position() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (log, _) = PartitionLog::open(dir.path(), small_config())
+                .await
+                .unwrap();
+            for tag in 0..40 {
+                log.append(batch(4, tag, 0), 0, 0).await.unwrap();
+            }
+            assert!(log.segment_count() >= 2);
+            log.close().await.unwrap();
+        }
+        // A lost index is rebuilt from its log.
+        let idx = dir.path().join(format!("{:020}.index", 0));
+        std::fs::remove_file(&idx).unwrap();
+        {
+            let (log, stats) = PartitionLog::open(dir.path(), small_config())
+                .await
+                .unwrap();
+            assert_eq!(stats.rebuilt_indexes, 1);
+            assert_eq!(read_all(&log, 0).await.len(), 160);
+            log.close().await.unwrap();
+        }
+        // A flipped bit in the first closed segment: a copying read names file and position.
+        let seg0 = dir.path().join(format!("{:020}.log", 0));
+        let second_batch = batch(4, 1, 0).len() as u64;
+        damage(&seg0, second_batch + 30);
+        {
+            let (log, _) = PartitionLog::open(dir.path(), small_config())
+                .await
+                .unwrap();
+            match log.read_copy(4, 1 << 20, u64::MAX).await {
+                Err(LogError::Corrupt { file, position, .. }) => {
+                    assert_eq!(file, seg0);
+                    assert_eq!(position, second_batch);
+                }
+                other => panic!("expected corruption, got {other:?}"),
+            }
+            log.close().await.unwrap();
+        }
+        // And when its index must be rebuilt, open refuses rather than skipping it.
+        std::fs::remove_file(&idx).unwrap();
+        match PartitionLog::open(dir.path(), small_config()).await {
+            Err(LogError::Corrupt { file, position, .. }) => {
+                assert_eq!(file, seg0);
+                assert_eq!(position, second_batch);
+            }
+            Err(e) => panic!("expected corruption, got {e:?}"),
+            Ok(_) => panic!("expected corruption, got an open log"),
+        }
+    });
+}
+
+#[test]
+fn a_second_opener_of_the_same_directory_is_refused() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, _) = PartitionLog::open(dir.path(), small_config())
+            .await
+            .unwrap();
+        assert!(matches!(
+            PartitionLog::open(dir.path(), small_config()).await,
+            Err(LogError::Locked { .. })
+        ));
+    });
+}
+
+#[test]
+fn offset_for_timestamp_agrees_with_a_linear_scan() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = PartitionLog::open(dir.path(), small_config())
+            .await
+            .unwrap();
+        let mut stamps = Vec::new();
+        for tag in 0..50u64 {
+            // Timestamps mostly rise, with some going back, as real producers' do.
+            let ts = 10_000 + (tag as i64 * 37 % 23) * 5 + tag as i64 * 20;
+            log.append(batch(3, tag, ts), 0, 0).await.unwrap();
+            for i in 0..3 {
+                stamps.push(ts + i);
+            }
+        }
+        for target in (9_990..11_200).step_by(7) {
+            let linear = stamps.iter().position(|&t| t >= target).map(|p| p as u64);
+            assert_eq!(
+                log.offset_for_timestamp(target).await.unwrap(),
+                linear,
+                "target {target}"
+            );
+        }
+    });
+}
+
+#[test]
+fn retention_truncation_and_delete_records_keep_the_log_consistent() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            retention_bytes: Some(10_000),
+            retention_ms: Some(1_000),
+            ..small_config()
+        };
+        let (log, _) = PartitionLog::open(dir.path(), config.clone())
+            .await
+            .unwrap();
+        for tag in 0..150u64 {
+            let epoch = if tag < 100 { 1 } else { 2 };
+            log.append(batch(5, tag, tag as i64), epoch, 0)
+                .await
+                .unwrap();
+        }
+        let total = log.size_bytes();
+        let before = log.segment_count();
+        let r = log.enforce_retention(0).await.unwrap();
+        assert!(r.segments_deleted > 0);
+        assert!(log.size_bytes() >= 10_000 && log.size_bytes() < total);
+        assert_eq!(log.segment_count(), before - r.segments_deleted);
+        assert_eq!(log.log_start_offset(), log.segment_base_offsets()[0]);
+        assert!(matches!(
+            log.read(0, 100, u64::MAX).await,
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+        // Time retention: every closed segment's records are older than now - 1000.
+        let r = log.enforce_retention(1_000_000).await.unwrap();
+        assert_eq!(
+            log.segment_count(),
+            1,
+            "only the active segment survives: {r:?}"
+        );
+
+        // Delete records inside the active segment: the start moves, the segment stays.
+        let end = log.log_end_offset();
+        assert_eq!(log.delete_records_before(end - 3).await.unwrap(), end - 3);
+        assert_eq!(read_all(&log, end - 3).await.len(), 3);
+
+        // Truncation lands on a batch boundary and forgets later epochs.
+        let new_end = log.truncate_to(end - 2).await.unwrap();
+        assert_eq!(
+            new_end,
+            end - 5,
+            "truncation cuts the whole batch holding the offset"
+        );
+        let info = log.append(batch(2, 7, 0), 3, 0).await.unwrap();
+        assert_eq!(info.base_offset, new_end);
+        assert_eq!(log.leader_epochs().latest_epoch(), Some(3));
+        log.close().await.unwrap();
+        let (log, _) = PartitionLog::open(dir.path(), config).await.unwrap();
+        assert_eq!(log.log_start_offset(), end - 3);
+        assert_eq!(log.log_end_offset(), new_end + 2);
+        // Epoch 2's entry started at or after the cut, so only epoch 3 is left, from the cut on.
+        assert_eq!(log.leader_epochs().entries(), &[(3, new_end)]);
+        assert_eq!(
+            log.leader_epochs().end_offset_for(2, log.log_end_offset()),
+            None
+        );
+    });
+}
+
+#[test]
+fn truncation_across_segments_keeps_appending_at_the_cut() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = PartitionLog::open(dir.path(), small_config())
+            .await
+            .unwrap();
+        for tag in 0..120u64 {
+            log.append(batch(2, tag, 0), 1, 0).await.unwrap();
+        }
+        assert!(log.segment_count() > 3);
+        assert_eq!(log.truncate_to(21).await.unwrap(), 20);
+        assert_eq!(
+            log.segment_count(),
+            1 + log
+                .segment_base_offsets()
+                .iter()
+                .filter(|&&b| b < 20 && b > 0)
+                .count()
+        );
+        log.append(batch(2, 500, 0), 2, 0).await.unwrap();
+        let mut expect = expected(&(0..10).map(|t| (2, t)).collect::<Vec<_>>());
+        expect.push((20, Some(Bytes::from("value-500-0"))));
+        expect.push((21, Some(Bytes::from("value-500-1"))));
+        assert_eq!(read_all(&log, 0).await, expect);
+    });
+}
+
+#[test]
+fn compaction_keeps_the_newest_record_per_key_at_its_offset() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            cleanup_policy: CleanupPolicy::Compact,
+            ..small_config()
+        };
+        let (log, _) = PartitionLog::open(dir.path(), config.clone())
+            .await
+            .unwrap();
+        let mut newest = std::collections::BTreeMap::new();
+        let closed_end = loop {
+            let tag = log.log_end_offset();
+            let info = log.append(batch(5, tag, 0), 0, 0).await.unwrap();
+            for i in 0..5 {
+                newest.insert(
+                    format!("key{i}"),
+                    (info.base_offset + i, format!("value-{tag}-{i}")),
+                );
+            }
+            if log.segment_count() == 4 {
+                break log.segment_base_offsets()[3];
+            }
+        };
+        // The batch that rolled into segment 4 is not in the closed segments' map.
+        let tag = closed_end;
+        for i in 0..5u64 {
+            newest.insert(
+                format!("key{i}"),
+                (closed_end - 5 + i, format!("value-{}-{i}", tag - 5)),
+            );
+        }
+        let stats = log.compact(0).await.unwrap();
+        assert_eq!(stats.segments_rewritten, 3);
+        assert!(stats.bytes_after < stats.bytes_before);
+        let survivors: Vec<_> = read_all(&log, 0)
+            .await
+            .into_iter()
+            .filter(|(o, _)| *o < closed_end)
+            .collect();
+        let mut expect: Vec<_> = newest
+            .values()
+            .map(|(o, v)| (*o, Some(Bytes::from(v.clone()))))
+            .collect();
+        expect.sort();
+        assert_eq!(survivors, expect);
+        log.close().await.unwrap();
+        let (log, stats) = PartitionLog::open(dir.path(), config).await.unwrap();
+        assert_eq!(stats.scanned_bytes, 0);
+        let again: Vec<_> = read_all(&log, 0)
+            .await
+            .into_iter()
+            .filter(|(o, _)| *o < closed_end)
+            .collect();
+        assert_eq!(again, expect);
+    });
+}
