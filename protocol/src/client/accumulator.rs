@@ -1,0 +1,364 @@
+//! The producer's record accumulator: per-partition batches in a bounded buffer.
+//!
+//! Records append to the last open batch of their partition until it reaches `batch_bytes`; a
+//! batch is ready to send when it is full, when `linger_ms` has passed since it opened, when the
+//! producer flushes, or when the buffer is full (so a waiting `send` is never stuck behind linger).
+//! Every record reserves its estimated bytes against `buffer_bytes` from `append` until its batch
+//! completes ([`Accumulator::release`]), so the buffer bounds memory for records queued, in flight
+//! and awaiting retry alike. Closing a batch encodes it once (RecordBatch v2 via `spool_storage`,
+//! optionally zstd); retries resend the same bytes.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use spool_storage::batch::{BatchError, Compression};
+use spool_storage::records::BatchBuilder;
+
+use crate::client::TopicPartition;
+
+/// Identifies one record handed to `send`, for its delivery report.
+pub type RecordId = u64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccumulatorConfig {
+    /// A batch closes once it holds this many (uncompressed, estimated) bytes. Kafka: `batch.size`.
+    pub batch_bytes: usize,
+    /// A batch closes this long after it opened even when not full. Kafka: `linger.ms`.
+    pub linger_ms: u64,
+    /// Upper bound on bytes reserved by records not yet completed. Kafka: `buffer.memory`.
+    pub buffer_bytes: usize,
+    pub compression: Compression,
+}
+
+/// A record inside a batch: its id and timestamp (its offset is the batch's base + its index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingRecord {
+    pub id: RecordId,
+    pub timestamp_ms: i64,
+}
+
+#[derive(Debug)]
+struct OpenBatch {
+    builder: BatchBuilder,
+    records: Vec<PendingRecord>,
+    created_ms: u64,
+    reserved_bytes: usize,
+}
+
+/// A batch taken out of the accumulator: encoded, and retried as these very bytes.
+#[derive(Debug, Clone)]
+pub struct ClosedBatch {
+    pub tp: TopicPartition,
+    pub bytes: Bytes,
+    pub records: Vec<PendingRecord>,
+    pub reserved_bytes: usize,
+    pub created_ms: u64,
+    /// Sends so far.
+    pub attempts: u32,
+    /// Not to be sent before this time (retry backoff).
+    pub retry_at_ms: u64,
+}
+
+/// A batch that could not be encoded (zstd failure): its records fail.
+#[derive(Debug)]
+pub struct FailedBatch {
+    pub tp: TopicPartition,
+    pub records: Vec<PendingRecord>,
+    pub reserved_bytes: usize,
+    pub error: BatchError,
+}
+
+/// The buffer is full; the caller keeps the record and waits for [`Accumulator::release`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferFull;
+
+#[derive(Debug)]
+pub struct Accumulator {
+    config: AccumulatorConfig,
+    open: BTreeMap<TopicPartition, VecDeque<OpenBatch>>,
+    reserved_bytes: usize,
+}
+
+impl Accumulator {
+    pub fn new(config: AccumulatorConfig) -> Self {
+        Self {
+            config,
+            open: BTreeMap::new(),
+            reserved_bytes: 0,
+        }
+    }
+
+    pub fn config(&self) -> &AccumulatorConfig {
+        &self.config
+    }
+
+    /// Bytes reserved by records not yet completed (queued, in flight, awaiting retry).
+    pub fn reserved_bytes(&self) -> usize {
+        self.reserved_bytes
+    }
+
+    /// Whether `bytes` more would fit the buffer.
+    pub fn has_room(&self, bytes: usize) -> bool {
+        self.reserved_bytes + bytes <= self.config.buffer_bytes
+    }
+
+    /// Reserves `bytes` outside any batch (records waiting for metadata).
+    pub fn reserve(&mut self, bytes: usize) -> Result<(), BufferFull> {
+        if !self.has_room(bytes) {
+            return Err(BufferFull);
+        }
+        self.reserved_bytes += bytes;
+        Ok(())
+    }
+
+    /// Returns reserved bytes once their records completed (delivered or failed).
+    pub fn release(&mut self, bytes: usize) {
+        debug_assert!(bytes <= self.reserved_bytes, "released more than reserved");
+        self.reserved_bytes = self.reserved_bytes.saturating_sub(bytes);
+    }
+
+    /// Appends a record whose `record_bytes` were already reserved (see [`Self::reserve`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn append_reserved(
+        &mut self,
+        tp: &TopicPartition,
+        id: RecordId,
+        timestamp_ms: i64,
+        key: Option<Bytes>,
+        value: Option<Bytes>,
+        record_bytes: usize,
+        now_ms: u64,
+    ) {
+        let batch_bytes = self.config.batch_bytes;
+        let compression = self.config.compression;
+        let queue = self.open.entry(tp.clone()).or_default();
+        let fits = queue.back().is_some_and(|b| {
+            b.builder.is_empty() || b.builder.estimated_bytes() + record_bytes <= batch_bytes
+        });
+        if !fits {
+            queue.push_back(OpenBatch {
+                builder: BatchBuilder::new(timestamp_ms).compression(compression),
+                records: Vec::new(),
+                created_ms: now_ms,
+                reserved_bytes: 0,
+            });
+        }
+        // A batch was pushed just above when none fit.
+        let Some(batch) = queue.back_mut() else {
+            return;
+        };
+        batch.builder.push(timestamp_ms, key, value);
+        batch.records.push(PendingRecord { id, timestamp_ms });
+        batch.reserved_bytes += record_bytes;
+    }
+
+    /// Reserves and appends in one step.
+    #[allow(clippy::too_many_arguments)]
+    pub fn append(
+        &mut self,
+        tp: &TopicPartition,
+        id: RecordId,
+        timestamp_ms: i64,
+        key: Option<Bytes>,
+        value: Option<Bytes>,
+        record_bytes: usize,
+        now_ms: u64,
+    ) -> Result<(), BufferFull> {
+        self.reserve(record_bytes)?;
+        self.append_reserved(tp, id, timestamp_ms, key, value, record_bytes, now_ms);
+        Ok(())
+    }
+
+    fn first_ready(&self, batches: &VecDeque<OpenBatch>, now_ms: u64, flush: bool) -> bool {
+        let Some(first) = batches.front() else {
+            return false;
+        };
+        flush
+            || batches.len() > 1
+            || first.builder.estimated_bytes() >= self.config.batch_bytes
+            || now_ms >= first.created_ms + self.config.linger_ms
+            || self.reserved_bytes >= self.config.buffer_bytes
+    }
+
+    /// Partitions whose first batch may be sent now.
+    pub fn ready_partitions(&self, now_ms: u64, flush: bool) -> Vec<TopicPartition> {
+        self.open
+            .iter()
+            .filter(|(_, q)| self.first_ready(q, now_ms, flush))
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// Whether any record is queued (not yet closed into a batch).
+    pub fn has_open_batches(&self) -> bool {
+        self.open.values().any(|q| !q.is_empty())
+    }
+
+    /// When the earliest open batch's linger runs out.
+    pub fn next_linger_deadline_ms(&self) -> Option<u64> {
+        self.open
+            .values()
+            .filter_map(|q| q.front())
+            .map(|b| b.created_ms + self.config.linger_ms)
+            .min()
+    }
+
+    /// Records in the first batch of `tp` (to assign its sequence before closing it).
+    pub fn first_batch_records(&self, tp: &TopicPartition) -> usize {
+        self.open
+            .get(tp)
+            .and_then(|q| q.front())
+            .map_or(0, |b| b.records.len())
+    }
+
+    /// Takes the first batch of `tp` and encodes it. `producer` = (id, epoch, base sequence) for
+    /// idempotent producers.
+    pub fn close_first(
+        &mut self,
+        tp: &TopicPartition,
+        producer: Option<(i64, i16, i32)>,
+    ) -> Option<Result<ClosedBatch, FailedBatch>> {
+        let queue = self.open.get_mut(tp)?;
+        let mut batch = queue.pop_front()?;
+        if queue.is_empty() {
+            self.open.remove(tp);
+        }
+        if let Some((producer_id, producer_epoch, base_sequence)) = producer {
+            batch.builder.producer_id = producer_id;
+            batch.builder.producer_epoch = producer_epoch;
+            batch.builder.base_sequence = base_sequence;
+        }
+        Some(match batch.builder.build() {
+            Ok(bytes) => Ok(ClosedBatch {
+                tp: tp.clone(),
+                bytes: bytes.freeze(),
+                records: batch.records,
+                reserved_bytes: batch.reserved_bytes,
+                created_ms: batch.created_ms,
+                attempts: 0,
+                retry_at_ms: 0,
+            }),
+            Err(error) => Err(FailedBatch {
+                tp: tp.clone(),
+                records: batch.records,
+                reserved_bytes: batch.reserved_bytes,
+                error,
+            }),
+        })
+    }
+
+    /// Removes open batches created before `created_before_ms` (delivery timeout), returning their
+    /// records and reserved bytes (still reserved: the caller fails them and releases).
+    pub fn expire(
+        &mut self,
+        created_before_ms: u64,
+    ) -> Vec<(TopicPartition, Vec<PendingRecord>, usize)> {
+        let mut out = Vec::new();
+        for (tp, q) in self.open.iter_mut() {
+            while q.front().is_some_and(|b| b.created_ms < created_before_ms) {
+                if let Some(b) = q.pop_front() {
+                    out.push((tp.clone(), b.records, b.reserved_bytes));
+                }
+            }
+        }
+        self.open.retain(|_, q| !q.is_empty());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acc(batch_bytes: usize, buffer_bytes: usize) -> Accumulator {
+        Accumulator::new(AccumulatorConfig {
+            batch_bytes,
+            linger_ms: 5,
+            buffer_bytes,
+            compression: Compression::None,
+        })
+    }
+
+    fn v(n: usize) -> Option<Bytes> {
+        Some(Bytes::from(vec![b'x'; n]))
+    }
+
+    #[test]
+    fn batch_closes_at_batch_bytes() {
+        let mut a = acc(300, 10_000);
+        let tp = TopicPartition::new("t", 0);
+        for id in 0..3 {
+            a.append(&tp, id, 0, None, v(100), 121, 0).unwrap();
+        }
+        // 61 + 3 records of ~105 > 300: the third opened a second batch, so the first is ready.
+        assert_eq!(a.ready_partitions(0, false), vec![tp.clone()]);
+        let b = a.close_first(&tp, None).unwrap().unwrap();
+        assert_eq!(b.records.len(), 2);
+        let (h, records) = spool_storage::records::read_batch(&b.bytes, 1 << 20).unwrap();
+        assert_eq!(h.record_count, 2);
+        assert_eq!(records.len(), 2);
+        assert!(
+            a.ready_partitions(0, false).is_empty(),
+            "the second batch lingers"
+        );
+        assert_eq!(a.ready_partitions(5, false), vec![tp]);
+    }
+
+    #[test]
+    fn linger_and_flush() {
+        let mut a = acc(64 * 1024, 10_000);
+        let tp = TopicPartition::new("t", 1);
+        a.append(&tp, 0, 0, None, v(10), 31, 100).unwrap();
+        assert!(a.ready_partitions(104, false).is_empty());
+        assert_eq!(a.next_linger_deadline_ms(), Some(105));
+        assert_eq!(a.ready_partitions(105, false).len(), 1);
+        assert_eq!(a.ready_partitions(100, true).len(), 1);
+    }
+
+    #[test]
+    fn buffer_bounds_reservations_until_release() {
+        let mut a = acc(64 * 1024, 100);
+        let tp = TopicPartition::new("t", 0);
+        a.append(&tp, 0, 0, None, v(10), 60, 0).unwrap();
+        assert_eq!(a.append(&tp, 1, 0, None, v(10), 60, 0), Err(BufferFull));
+        // A full buffer makes batches ready regardless of linger.
+        assert_eq!(a.reserved_bytes(), 60);
+        let b = a.close_first(&tp, Some((7, 1, 0))).unwrap().unwrap();
+        let h = spool_storage::batch::validate(&b.bytes, 1 << 20).unwrap();
+        assert_eq!(
+            (h.producer_id, h.producer_epoch, h.base_sequence),
+            (7, 1, 0)
+        );
+        assert!(!a.has_room(60), "still reserved while in flight");
+        a.release(b.reserved_bytes);
+        a.append(&tp, 1, 0, None, v(10), 60, 0).unwrap();
+    }
+
+    #[test]
+    fn zstd_batches_decode() {
+        let mut a = Accumulator::new(AccumulatorConfig {
+            batch_bytes: 64 * 1024,
+            linger_ms: 0,
+            buffer_bytes: 1 << 20,
+            compression: Compression::Zstd,
+        });
+        let tp = TopicPartition::new("t", 0);
+        for id in 0..50 {
+            a.append(
+                &tp,
+                id,
+                1000 + id as i64,
+                Some(Bytes::from("k")),
+                v(200),
+                230,
+                0,
+            )
+            .unwrap();
+        }
+        let b = a.close_first(&tp, None).unwrap().unwrap();
+        assert!(b.bytes.len() < 50 * 200, "compressed");
+        let (h, records) = spool_storage::records::read_batch(&b.bytes, 1 << 20).unwrap();
+        assert_eq!(h.compression().unwrap(), Compression::Zstd);
+        assert_eq!(records.len(), 50);
+    }
+}

@@ -1,0 +1,466 @@
+//! The admin client's sans-IO core: create, delete, list and describe topics.
+//!
+//! Each operation is one request to any broker (the broker forwards to the controller; the client
+//! never needs to know which broker that is). An operation survives lost connections and
+//! retriable frame-level errors by resending to the next broker with backoff, until
+//! `operation_timeout_ms`. Per-topic outcomes come back as they are: a retried CreateTopics may
+//! report TOPIC_ALREADY_EXISTS for a topic the first attempt created, as with Kafka's admin client.
+
+use std::collections::BTreeMap;
+
+use tracing::warn;
+
+use crate::client::metadata::{MetadataCache, PartitionMeta};
+use crate::client::net::{backoff_ms, Addr, ClientCore, InFlight, NetAction};
+use crate::client::ClientError;
+use crate::codec::{self, encode_request, Response};
+use crate::frame::FrameLimits;
+use crate::wire::{
+    ConfigEntryT, CreatableTopicT, CreateTopicsRequestT, DeleteTopicsRequestT, MetadataRequestT,
+    RequestBodyT, ResponseBodyT,
+};
+use crate::ErrorCode;
+
+/// A topic to create. `-1` partitions / replication factor take the broker's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopic {
+    pub name: String,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    pub configs: Vec<(String, String)>,
+}
+
+impl NewTopic {
+    pub fn new(name: impl Into<String>, num_partitions: i32, replication_factor: i16) -> Self {
+        Self {
+            name: name.into(),
+            num_partitions,
+            replication_factor,
+            configs: Vec::new(),
+        }
+    }
+
+    pub fn config(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.configs.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// A topic as described by the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicDescription {
+    pub name: String,
+    pub is_internal: bool,
+    pub partitions: Vec<PartitionMeta>,
+}
+
+/// An admin operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminOp {
+    CreateTopics {
+        topics: Vec<NewTopic>,
+        timeout_ms: i32,
+        validate_only: bool,
+    },
+    DeleteTopics {
+        names: Vec<String>,
+        timeout_ms: i32,
+    },
+    /// Every topic's name (internal topics included only when asked).
+    ListTopics {
+        include_internal: bool,
+    },
+    DescribeTopics {
+        names: Vec<String>,
+    },
+}
+
+/// Per-topic outcome.
+pub type TopicResult<T> = (String, Result<T, ClientError>);
+
+/// What an operation returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminOutcome {
+    CreateTopics(Vec<TopicResult<()>>),
+    DeleteTopics(Vec<TopicResult<()>>),
+    ListTopics(Vec<String>),
+    DescribeTopics(Vec<TopicResult<TopicDescription>>),
+}
+
+pub type OpId = u64;
+
+#[derive(Debug, Clone)]
+pub struct AdminConfig {
+    pub client_id: String,
+    pub request_timeout_ms: u64,
+    /// Total time an operation may take, retries included (Kafka `default.api.timeout.ms`).
+    pub operation_timeout_ms: u64,
+    pub retry_backoff_ms: u64,
+    pub retry_backoff_max_ms: u64,
+    /// Operations queued or in flight at once.
+    pub max_pending_ops: usize,
+    pub frame_limits: FrameLimits,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            client_id: "spool-admin".into(),
+            request_timeout_ms: 30_000,
+            operation_timeout_ms: 60_000,
+            retry_backoff_ms: 100,
+            retry_backoff_max_ms: 1000,
+            max_pending_ops: 64,
+            frame_limits: FrameLimits::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct OpState {
+    op: AdminOp,
+    started_ms: u64,
+    attempts: u32,
+    retry_at_ms: u64,
+    in_flight: bool,
+}
+
+#[derive(Debug)]
+pub struct AdminCore {
+    config: AdminConfig,
+    brokers: MetadataCache,
+    ops: BTreeMap<OpId, OpState>,
+    inflight: InFlight<OpId>,
+    results: Vec<(OpId, Result<AdminOutcome, ClientError>)>,
+    next_id: OpId,
+}
+
+impl AdminCore {
+    pub fn new(config: AdminConfig, bootstrap: Vec<Addr>) -> Result<Self, ClientError> {
+        if bootstrap.is_empty() {
+            return Err(ClientError::InvalidConfig("bootstrap list is empty".into()));
+        }
+        if config.max_pending_ops == 0 {
+            return Err(ClientError::InvalidConfig(
+                "max_pending_ops must be > 0".into(),
+            ));
+        }
+        Ok(Self {
+            brokers: MetadataCache::new(bootstrap, config.retry_backoff_ms, u64::MAX / 2),
+            config,
+            ops: BTreeMap::new(),
+            inflight: InFlight::default(),
+            results: Vec::new(),
+            next_id: 0,
+        })
+    }
+
+    /// Queues an operation; refused when `max_pending_ops` are already pending.
+    pub fn submit(&mut self, op: AdminOp, now_ms: u64) -> Result<OpId, ClientError> {
+        if self.ops.len() >= self.config.max_pending_ops {
+            return Err(ClientError::InvalidConfig(format!(
+                "more than max_pending_ops ({}) admin operations pending",
+                self.config.max_pending_ops
+            )));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.ops.insert(
+            id,
+            OpState {
+                op,
+                started_ms: now_ms,
+                attempts: 0,
+                retry_at_ms: 0,
+                in_flight: false,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Takes the results of finished operations.
+    pub fn take_results(&mut self) -> Vec<(OpId, Result<AdminOutcome, ClientError>)> {
+        std::mem::take(&mut self.results)
+    }
+
+    pub fn is_pending(&self, id: OpId) -> bool {
+        self.ops.contains_key(&id)
+    }
+
+    fn body(op: &AdminOp) -> RequestBodyT {
+        match op {
+            AdminOp::CreateTopics {
+                topics,
+                timeout_ms,
+                validate_only,
+            } => {
+                let mut r = CreateTopicsRequestT::default();
+                r.timeout_ms = *timeout_ms;
+                r.validate_only = *validate_only;
+                r.topics = Some(
+                    topics
+                        .iter()
+                        .map(|t| CreatableTopicT {
+                            name: t.name.clone(),
+                            num_partitions: t.num_partitions,
+                            replication_factor: t.replication_factor,
+                            assignments: None,
+                            configs: Some(
+                                t.configs
+                                    .iter()
+                                    .map(|(n, v)| ConfigEntryT {
+                                        name: n.clone(),
+                                        value: Some(v.clone()),
+                                    })
+                                    .collect(),
+                            ),
+                        })
+                        .collect(),
+                );
+                RequestBodyT::CreateTopicsRequest(Box::new(r))
+            }
+            AdminOp::DeleteTopics { names, timeout_ms } => {
+                let mut r = DeleteTopicsRequestT::default();
+                r.topic_names = Some(names.clone());
+                r.timeout_ms = *timeout_ms;
+                RequestBodyT::DeleteTopicsRequest(Box::new(r))
+            }
+            AdminOp::ListTopics { .. } => {
+                let mut r = MetadataRequestT::default();
+                r.topics = None;
+                RequestBodyT::MetadataRequest(Box::new(r))
+            }
+            AdminOp::DescribeTopics { names } => {
+                let mut r = MetadataRequestT::default();
+                r.topics = Some(names.clone());
+                RequestBodyT::MetadataRequest(Box::new(r))
+            }
+        }
+    }
+
+    fn outcome(op: &AdminOp, body: ResponseBodyT) -> Option<AdminOutcome> {
+        let err = |code: ErrorCode, msg: &Option<String>, what: &str, name: &str| {
+            let context = match msg {
+                Some(m) if !m.is_empty() => format!("{what} {name}: {m}"),
+                _ => format!("{what} {name}"),
+            };
+            ClientError::broker(code, context)
+        };
+        Some(match (op, body) {
+            (AdminOp::CreateTopics { .. }, ResponseBodyT::CreateTopicsResponse(r)) => {
+                AdminOutcome::CreateTopics(
+                    r.topics
+                        .iter()
+                        .flatten()
+                        .map(|t| {
+                            let code = ErrorCode::from(t.error_code);
+                            let res = if code.is_ok() {
+                                Ok(())
+                            } else {
+                                Err(err(code, &t.error_message, "create topic", &t.name))
+                            };
+                            (t.name.clone(), res)
+                        })
+                        .collect(),
+                )
+            }
+            (AdminOp::DeleteTopics { .. }, ResponseBodyT::DeleteTopicsResponse(r)) => {
+                AdminOutcome::DeleteTopics(
+                    r.responses
+                        .iter()
+                        .flatten()
+                        .map(|t| {
+                            let code = ErrorCode::from(t.error_code);
+                            let res = if code.is_ok() {
+                                Ok(())
+                            } else {
+                                Err(err(code, &t.error_message, "delete topic", &t.name))
+                            };
+                            (t.name.clone(), res)
+                        })
+                        .collect(),
+                )
+            }
+            (AdminOp::ListTopics { include_internal }, ResponseBodyT::MetadataResponse(r)) => {
+                let mut names: Vec<String> = r
+                    .topics
+                    .iter()
+                    .flatten()
+                    .filter(|t| {
+                        ErrorCode::from(t.error_code).is_ok()
+                            && (*include_internal || !t.is_internal)
+                    })
+                    .map(|t| t.name.clone())
+                    .collect();
+                names.sort();
+                AdminOutcome::ListTopics(names)
+            }
+            (AdminOp::DescribeTopics { .. }, ResponseBodyT::MetadataResponse(r)) => {
+                let mut cache = MetadataCache::new(Vec::new(), 0, u64::MAX / 2);
+                cache.update(&r, 0);
+                AdminOutcome::DescribeTopics(
+                    r.topics
+                        .iter()
+                        .flatten()
+                        .map(|t| {
+                            let code = ErrorCode::from(t.error_code);
+                            let res = match cache.topic(&t.name) {
+                                Some(meta) if code.is_ok() => Ok(TopicDescription {
+                                    name: meta.name.clone(),
+                                    is_internal: meta.is_internal,
+                                    partitions: meta.partitions.clone(),
+                                }),
+                                _ => Err(err(code, &None, "describe topic", &t.name)),
+                            };
+                            (t.name.clone(), res)
+                        })
+                        .collect(),
+                )
+            }
+            _ => return None,
+        })
+    }
+
+    fn retry_or_fail(&mut self, id: OpId, code: ErrorCode, now_ms: u64) {
+        let Some(st) = self.ops.get_mut(&id) else {
+            return;
+        };
+        st.in_flight = false;
+        let deadline = st.started_ms + self.config.operation_timeout_ms;
+        let retry_at = now_ms
+            + backoff_ms(
+                st.attempts,
+                self.config.retry_backoff_ms,
+                self.config.retry_backoff_max_ms,
+            );
+        if code.is_retriable() && retry_at < deadline {
+            st.retry_at_ms = retry_at;
+            return;
+        }
+        let error = if code.is_retriable() {
+            ClientError::Timeout {
+                what: "admin operation".into(),
+                timeout_ms: self.config.operation_timeout_ms,
+            }
+        } else {
+            ClientError::broker(code, "admin operation")
+        };
+        self.ops.remove(&id);
+        self.results.push((id, Err(error)));
+    }
+}
+
+impl ClientCore for AdminCore {
+    fn poll_actions(&mut self, now_ms: u64) -> Vec<NetAction> {
+        let mut out = Vec::new();
+        for addr in self.inflight.expired_addrs(now_ms) {
+            out.push(NetAction::Close { addr: addr.clone() });
+            self.on_disconnect(&addr, now_ms);
+        }
+        let timed_out: Vec<OpId> = self
+            .ops
+            .iter()
+            .filter(|(_, s)| {
+                !s.in_flight && now_ms >= s.started_ms + self.config.operation_timeout_ms
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in timed_out {
+            self.ops.remove(&id);
+            self.results.push((
+                id,
+                Err(ClientError::Timeout {
+                    what: "admin operation".into(),
+                    timeout_ms: self.config.operation_timeout_ms,
+                }),
+            ));
+        }
+        let ready: Vec<OpId> = self
+            .ops
+            .iter()
+            .filter(|(_, s)| !s.in_flight && s.retry_at_ms <= now_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ready {
+            let Some(addr) = self.brokers.any_broker() else {
+                break;
+            };
+            let Some(st) = self.ops.get_mut(&id) else {
+                continue;
+            };
+            st.in_flight = true;
+            st.attempts += 1;
+            let body = Self::body(&st.op);
+            let correlation_id =
+                self.inflight
+                    .start(&addr, now_ms + self.config.request_timeout_ms, id);
+            let header = codec::request(correlation_id, Some(&self.config.client_id), body);
+            match encode_request(&header, Vec::new(), &self.config.frame_limits) {
+                Ok(frame) => out.push(NetAction::Send {
+                    addr,
+                    frame,
+                    expects_response: true,
+                }),
+                Err(e) => {
+                    let _ = self.inflight.complete(&addr, correlation_id);
+                    self.ops.remove(&id);
+                    self.results.push((
+                        id,
+                        Err(ClientError::InvalidConfig(format!(
+                            "request too large: {e}"
+                        ))),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    fn on_response(&mut self, addr: &str, response: Response, now_ms: u64) {
+        let Some(id) = self.inflight.complete(addr, response.header.correlation_id) else {
+            warn!(%addr, correlation_id = response.header.correlation_id, "response matches no request");
+            return;
+        };
+        let frame_error = ErrorCode::from(response.header.error_code);
+        let Some(st) = self.ops.get(&id) else { return };
+        match Self::outcome(&st.op, response.header.body) {
+            Some(outcome) => {
+                self.ops.remove(&id);
+                self.results.push((id, Ok(outcome)));
+            }
+            None => {
+                let code = if frame_error.is_ok() {
+                    ErrorCode::UnknownServerError
+                } else {
+                    frame_error
+                };
+                self.retry_or_fail(id, code, now_ms);
+            }
+        }
+    }
+
+    fn on_disconnect(&mut self, addr: &str, now_ms: u64) {
+        for id in self.inflight.drain_addr(addr) {
+            self.retry_or_fail(id, ErrorCode::NetworkException, now_ms);
+        }
+    }
+
+    fn next_wakeup_ms(&self, now_ms: u64) -> Option<u64> {
+        let retry = self
+            .ops
+            .values()
+            .filter(|s| !s.in_flight)
+            .map(|s| s.retry_at_ms)
+            .min();
+        let timeout = self
+            .ops
+            .values()
+            .map(|s| s.started_ms + self.config.operation_timeout_ms)
+            .min();
+        [retry, timeout, self.inflight.earliest_deadline_ms()]
+            .into_iter()
+            .flatten()
+            .filter(|t| *t > now_ms)
+            .min()
+    }
+}

@@ -1,0 +1,91 @@
+//! Blocking admin client: each call drives the [`AdminCore`] on the caller's thread until its
+//! operation finishes (bounded by `operation_timeout_ms`).
+
+use std::time::Duration;
+
+use crate::client::admin::{
+    AdminConfig, AdminCore, AdminOp, AdminOutcome, NewTopic, TopicDescription, TopicResult,
+};
+use crate::client::ClientError;
+
+use super::net::BlockingNet;
+
+pub struct Admin {
+    core: AdminCore,
+    net: BlockingNet,
+}
+
+impl Admin {
+    /// `bootstrap`: `host:port` of one or more brokers.
+    pub fn new(bootstrap: &[&str], config: AdminConfig) -> Result<Self, ClientError> {
+        let net = BlockingNet::new(config.frame_limits, config.request_timeout_ms);
+        let core = AdminCore::new(config, bootstrap.iter().map(|s| (*s).to_owned()).collect())?;
+        Ok(Self { core, net })
+    }
+
+    /// Runs one operation to completion.
+    pub fn run(&mut self, op: AdminOp) -> Result<AdminOutcome, ClientError> {
+        let id = self.core.submit(op, super::now_ms())?;
+        loop {
+            self.net.step(&mut self.core, Duration::from_millis(1000));
+            if let Some((_, result)) = self.core.take_results().into_iter().find(|(i, _)| *i == id)
+            {
+                return result;
+            }
+        }
+    }
+
+    pub fn create_topics(
+        &mut self,
+        topics: Vec<NewTopic>,
+    ) -> Result<Vec<TopicResult<()>>, ClientError> {
+        match self.run(AdminOp::CreateTopics {
+            topics,
+            timeout_ms: 30_000,
+            validate_only: false,
+        })? {
+            AdminOutcome::CreateTopics(r) => Ok(r),
+            other => Err(ClientError::Corrupt(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    pub fn delete_topics(
+        &mut self,
+        names: Vec<String>,
+    ) -> Result<Vec<TopicResult<()>>, ClientError> {
+        match self.run(AdminOp::DeleteTopics {
+            names,
+            timeout_ms: 30_000,
+        })? {
+            AdminOutcome::DeleteTopics(r) => Ok(r),
+            other => Err(ClientError::Corrupt(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    pub fn list_topics(&mut self) -> Result<Vec<String>, ClientError> {
+        match self.run(AdminOp::ListTopics {
+            include_internal: false,
+        })? {
+            AdminOutcome::ListTopics(r) => Ok(r),
+            other => Err(ClientError::Corrupt(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    pub fn describe_topics(
+        &mut self,
+        names: Vec<String>,
+    ) -> Result<Vec<TopicResult<TopicDescription>>, ClientError> {
+        match self.run(AdminOp::DescribeTopics { names })? {
+            AdminOutcome::DescribeTopics(r) => Ok(r),
+            other => Err(ClientError::Corrupt(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Blocking connections for the blocking clients: one `TcpStream` per broker address, written by
+//! the driving thread, read by one thread per connection that decodes response frames (limits and
+//! verifier included) and forwards them over a bounded channel.
+//!
+//! A malformed response frame closes its connection: the stream can no longer be trusted to be in
+//! step, so the core sees it as a lost connection (and retries / refreshes metadata).
+
+use std::collections::HashMap;
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::time::Duration;
+
+use tracing::{debug, warn};
+
+use crate::client::net::{Addr, ClientCore, NetAction};
+use crate::codec::{decode_response, Response};
+use crate::frame::{read_frame, FrameError, FrameLimits};
+
+/// Events for the driving thread.
+pub(crate) enum Event {
+    Response {
+        addr: Addr,
+        conn_id: u64,
+        response: Result<Response, FrameError>,
+    },
+    Closed {
+        addr: Addr,
+        conn_id: u64,
+    },
+    /// Something changed outside the net (a record was sent, a flush asked for).
+    Wake,
+}
+
+struct Conn {
+    id: u64,
+    stream: TcpStream,
+}
+
+/// Events queued between reader threads and the driver; readers wait when it is full.
+const EVENT_CAPACITY: usize = 1024;
+
+pub(crate) struct BlockingNet {
+    conns: HashMap<Addr, Conn>,
+    tx: SyncSender<Event>,
+    rx: Receiver<Event>,
+    limits: FrameLimits,
+    connect_timeout: Duration,
+    next_conn_id: u64,
+}
+
+impl BlockingNet {
+    pub(crate) fn new(limits: FrameLimits, connect_timeout_ms: u64) -> Self {
+        let (tx, rx) = sync_channel(EVENT_CAPACITY);
+        Self {
+            conns: HashMap::new(),
+            tx,
+            rx,
+            limits,
+            connect_timeout: Duration::from_millis(connect_timeout_ms.max(1)),
+            next_conn_id: 0,
+        }
+    }
+
+    /// A handle that wakes the driver out of [`Self::recv`].
+    pub(crate) fn waker(&self) -> SyncSender<Event> {
+        self.tx.clone()
+    }
+
+    fn connect(&mut self, addr: &str) -> std::io::Result<&mut Conn> {
+        if !self.conns.contains_key(addr) {
+            let mut last_err = std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{addr} resolves to nothing"),
+            );
+            let mut connected = None;
+            for sa in addr.to_socket_addrs()? {
+                match TcpStream::connect_timeout(&sa, self.connect_timeout) {
+                    Ok(s) => {
+                        connected = Some(s);
+                        break;
+                    }
+                    Err(e) => last_err = e,
+                }
+            }
+            let stream = connected.ok_or(last_err)?;
+            stream.set_nodelay(true)?;
+            let mut reader = stream.try_clone()?;
+            self.next_conn_id += 1;
+            let conn_id = self.next_conn_id;
+            let tx = self.tx.clone();
+            let limits = self.limits;
+            let reader_addr = addr.to_owned();
+            std::thread::Builder::new()
+                .name(format!("spool-conn-{addr}"))
+                .spawn(move || loop {
+                    match read_frame(&mut reader, &limits) {
+                        Ok(Some(raw)) => {
+                            let response = decode_response(&raw, &limits);
+                            let bad = response.is_err();
+                            if tx
+                                .send(Event::Response {
+                                    addr: reader_addr.clone(),
+                                    conn_id,
+                                    response,
+                                })
+                                .is_err()
+                                || bad
+                            {
+                                let _ = reader.shutdown(Shutdown::Both);
+                                let _ = tx.send(Event::Closed {
+                                    addr: reader_addr,
+                                    conn_id,
+                                });
+                                return;
+                            }
+                        }
+                        Ok(None) | Err(_) => {
+                            let _ = tx.send(Event::Closed {
+                                addr: reader_addr,
+                                conn_id,
+                            });
+                            return;
+                        }
+                    }
+                })?;
+            debug!(%addr, conn_id, "connected");
+            self.conns.insert(
+                addr.to_owned(),
+                Conn {
+                    id: conn_id,
+                    stream,
+                },
+            );
+        }
+        self.conns
+            .get_mut(addr)
+            .ok_or_else(|| std::io::Error::other("connection vanished"))
+    }
+
+    fn close(&mut self, addr: &str) {
+        if let Some(c) = self.conns.remove(addr) {
+            let _ = c.stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Performs the actions; returns the addresses whose connection failed (connect or write),
+    /// which the caller reports to its core.
+    pub(crate) fn execute(&mut self, actions: Vec<NetAction>) -> Vec<Addr> {
+        let mut failed = Vec::new();
+        for action in actions {
+            match action {
+                NetAction::Send { addr, frame, .. } => {
+                    if failed.contains(&addr) {
+                        continue;
+                    }
+                    let result = self
+                        .connect(&addr)
+                        .and_then(|c| frame.write_to(&mut c.stream));
+                    if let Err(e) = result {
+                        warn!(%addr, error = %e, "connection failed");
+                        self.close(&addr);
+                        failed.push(addr);
+                    }
+                }
+                NetAction::Close { addr } => self.close(&addr),
+            }
+        }
+        failed
+    }
+
+    /// Waits up to `timeout` for one event.
+    pub(crate) fn recv(&self, timeout: Duration) -> Option<Event> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(e) => Some(e),
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    /// An event already queued, without waiting.
+    pub(crate) fn try_recv(&self) -> Option<Event> {
+        match self.rx.try_recv() {
+            Ok(e) => Some(e),
+            Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
+        }
+    }
+
+    /// Hands an event to the core.
+    pub(crate) fn dispatch<C: ClientCore + ?Sized>(
+        &mut self,
+        event: Event,
+        core: &mut C,
+        now_ms: u64,
+    ) {
+        match event {
+            Event::Response {
+                addr,
+                conn_id,
+                response,
+            } => {
+                if self.conns.get(&addr).map(|c| c.id) != Some(conn_id) {
+                    return; // From a connection already closed: its requests were reported lost.
+                }
+                match response {
+                    Ok(r) => core.on_response(&addr, r, now_ms),
+                    Err(e) => {
+                        warn!(%addr, error = %e, "malformed response; closing the connection");
+                        self.close(&addr);
+                        core.on_disconnect(&addr, now_ms);
+                    }
+                }
+            }
+            Event::Closed { addr, conn_id } => {
+                if self.conns.get(&addr).map(|c| c.id) == Some(conn_id) {
+                    self.conns.remove(&addr);
+                    core.on_disconnect(&addr, now_ms);
+                }
+            }
+            Event::Wake => {}
+        }
+    }
+
+    /// One round: act on what the core wants now, then wait (at most `max_wait`, at most until
+    /// the core's next wake-up) for an event and dispatch it with any others already queued.
+    pub(crate) fn step<C: ClientCore + ?Sized>(&mut self, core: &mut C, max_wait: Duration) {
+        let now = super::now_ms();
+        let actions = core.poll_actions(now);
+        for addr in self.execute(actions) {
+            core.on_disconnect(&addr, super::now_ms());
+        }
+        let now = super::now_ms();
+        let wait = match core.next_wakeup_ms(now) {
+            Some(t) => Duration::from_millis(t.saturating_sub(now)).min(max_wait),
+            None => max_wait,
+        };
+        if let Some(ev) = self.recv(wait) {
+            self.dispatch(ev, core, super::now_ms());
+            while let Some(ev) = self.try_recv() {
+                self.dispatch(ev, core, super::now_ms());
+            }
+        }
+    }
+}
+
+impl Drop for BlockingNet {
+    fn drop(&mut self) {
+        for (_, c) in self.conns.drain() {
+            let _ = c.stream.shutdown(Shutdown::Both);
+        }
+    }
+}

@@ -1,0 +1,937 @@
+//! The producer's sans-IO core: records in, produce requests out, delivery reports back.
+//!
+//! Flow: [`ProducerCore::send`] reserves the record's bytes in the bounded buffer (or returns it
+//! with [`SendError::BufferFull`] so the caller can wait), picks a partition (explicit, murmur2 of
+//! the key, or sticky) and appends it to the [`Accumulator`]. [`ProducerCore::poll_actions`] closes
+//! ready batches and groups them by partition leader into Produce requests, at most
+//! `max_in_flight_per_broker` (≤ 5) outstanding per broker, each at most `max_request_bytes`.
+//! Responses complete records with partition and offset; retriable errors re-queue the batch with
+//! exponential backoff (refreshing metadata first when the error says the leader moved), until
+//! `retries` or `delivery_timeout_ms` runs out.
+//!
+//! Ordering: a partition has at most one batch in flight or awaiting retry at a time, so a retry
+//! can never overtake — or be overtaken by — a later batch of the same partition, whatever the
+//! broker does. With idempotence (the default under `acks = all`, as in Kafka) each batch also
+//! carries producer id, epoch and sequence from InitProducerId, so the broker discards the
+//! duplicate a retry may create. Throughput per partition is therefore one batch per round trip;
+//! pipelining several batches per partition is future work.
+//!
+//! Time: `now_ms` is wall-clock milliseconds since the Unix epoch (records without a timestamp get
+//! it). The core never reads a clock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use spool_storage::batch::Compression;
+use tracing::{debug, warn};
+
+use crate::client::accumulator::{
+    Accumulator, AccumulatorConfig, ClosedBatch, PendingRecord, RecordId,
+};
+use crate::client::metadata::MetadataCache;
+use crate::client::net::{backoff_ms, earliest, Addr, ClientCore, InFlight, NetAction};
+use crate::client::partitioner::{partition_for_key, StickyPartitioner};
+use crate::client::{ClientError, ProducerRecord, RecordMetadata, TopicPartition};
+use crate::codec::{self, encode_request, Response};
+use crate::frame::FrameLimits;
+use crate::payload::PayloadBuilder;
+use crate::wire::{
+    InitProducerIdRequestT, PartitionProduceDataT, ProduceRequestT, RequestBodyT, ResponseBodyT,
+    TopicProduceDataT,
+};
+use crate::ErrorCode;
+
+/// Kafka's `acks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// Fire and forget: no response; offsets are reported as -1.
+    None,
+    /// The leader appended the batch.
+    Leader,
+    /// Every in-sync replica has the batch (spool's default, as Kafka's since 3.0).
+    All,
+}
+
+impl Acks {
+    pub fn wire(self) -> i16 {
+        match self {
+            Self::None => 0,
+            Self::Leader => 1,
+            Self::All => -1,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    pub client_id: String,
+    pub acks: Acks,
+    /// Kafka `batch.size`: a partition's batch closes at this many bytes. Default 64 KiB.
+    pub batch_bytes: usize,
+    /// Kafka `linger.ms`: a batch closes this long after its first record. Default 5.
+    pub linger_ms: u64,
+    /// Kafka `buffer.memory`: bytes of records not yet completed; `send` waits beyond it.
+    pub buffer_bytes: usize,
+    /// Kafka `max.request.size`: the largest produce request (and so the largest record).
+    pub max_request_bytes: usize,
+    pub compression: Compression,
+    /// Produce requests outstanding per broker, 1 to 5.
+    pub max_in_flight_per_broker: usize,
+    /// Sends after the first, per batch, for retriable errors.
+    pub retries: u32,
+    pub retry_backoff_ms: u64,
+    pub retry_backoff_max_ms: u64,
+    /// A request without a response after this long is abandoned and its connection closed.
+    pub request_timeout_ms: u64,
+    /// A record not acknowledged this long after `send` fails with a timeout.
+    pub delivery_timeout_ms: u64,
+    /// How long the blocking and async `send` wait for buffer room (Kafka `max.block.ms`).
+    pub max_block_ms: u64,
+    /// Producer id + sequence numbers so retries cannot duplicate. Only with `acks = All` (as in
+    /// Kafka, it is silently off otherwise).
+    pub enable_idempotence: bool,
+    pub metadata_max_age_ms: u64,
+    pub frame_limits: FrameLimits,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        Self {
+            client_id: "spool-producer".into(),
+            acks: Acks::All,
+            batch_bytes: 64 * 1024,
+            linger_ms: 5,
+            buffer_bytes: 32 * 1024 * 1024,
+            max_request_bytes: 1024 * 1024,
+            compression: Compression::None,
+            max_in_flight_per_broker: 5,
+            retries: u32::MAX,
+            retry_backoff_ms: 100,
+            retry_backoff_max_ms: 1000,
+            request_timeout_ms: 30_000,
+            delivery_timeout_ms: 120_000,
+            max_block_ms: 60_000,
+            enable_idempotence: true,
+            metadata_max_age_ms: 300_000,
+            frame_limits: FrameLimits::default(),
+        }
+    }
+}
+
+impl ProducerConfig {
+    /// Checks the values at construction, with a message naming the setting.
+    pub fn validate(&self) -> Result<(), ClientError> {
+        let bad = |m: &str| Err(ClientError::InvalidConfig(m.to_owned()));
+        if self.batch_bytes == 0 {
+            return bad("batch_bytes must be > 0");
+        }
+        if !(1..=5).contains(&self.max_in_flight_per_broker) {
+            return bad("max_in_flight_per_broker must be 1 to 5");
+        }
+        if self.buffer_bytes == 0 {
+            return bad("buffer_bytes must be > 0");
+        }
+        if self.max_request_bytes + 1024 > self.frame_limits.max_frame_bytes {
+            return bad("max_request_bytes must leave room for the header within the frame limit");
+        }
+        if !matches!(self.compression, Compression::None | Compression::Zstd) {
+            return bad("compression must be none or zstd");
+        }
+        if self.request_timeout_ms == 0 || self.delivery_timeout_ms == 0 {
+            return bad("request_timeout_ms and delivery_timeout_ms must be > 0");
+        }
+        Ok(())
+    }
+
+    fn idempotent(&self) -> bool {
+        self.enable_idempotence && self.acks == Acks::All
+    }
+}
+
+/// Why `send` did not take a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// The buffer is full: here is the record back; try again once deliveries free room.
+    BufferFull(ProducerRecord),
+    /// The record can never be sent (too large, producer closed or fenced).
+    Rejected(ClientError),
+}
+
+/// One record's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryReport {
+    pub id: RecordId,
+    pub result: Result<RecordMetadata, ClientError>,
+}
+
+/// Counters, for tests and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProducerStats {
+    pub produce_requests: u64,
+    pub batches_sent: u64,
+    pub batch_retries: u64,
+    pub metadata_requests: u64,
+    pub records_delivered: u64,
+    pub records_failed: u64,
+}
+
+#[derive(Debug)]
+enum Pending {
+    Metadata,
+    InitProducerId,
+    Produce(Vec<ClosedBatch>),
+}
+
+#[derive(Debug)]
+struct Waiting {
+    id: RecordId,
+    record: ProducerRecord,
+    record_bytes: usize,
+    enqueued_ms: u64,
+}
+
+#[derive(Debug)]
+pub struct ProducerCore {
+    config: ProducerConfig,
+    metadata: MetadataCache,
+    acc: Accumulator,
+    sticky: StickyPartitioner,
+    inflight: InFlight<Pending>,
+    /// Records whose topic has no metadata yet (their bytes are reserved).
+    waiting: VecDeque<Waiting>,
+    /// A partition's batch waiting out its retry backoff.
+    retries: BTreeMap<TopicPartition, ClosedBatch>,
+    /// Partitions with a batch in flight or awaiting retry.
+    busy: BTreeSet<TopicPartition>,
+    producer: Option<(i64, i16)>,
+    pid_in_flight: bool,
+    pid_attempts: u32,
+    pid_retry_at_ms: u64,
+    fatal: Option<ClientError>,
+    sequences: HashMap<TopicPartition, i32>,
+    reports: Vec<DeliveryReport>,
+    next_id: RecordId,
+    flush_requested: bool,
+    closed: bool,
+    stats: ProducerStats,
+}
+
+impl ProducerCore {
+    pub fn new(
+        config: ProducerConfig,
+        bootstrap: Vec<Addr>,
+        seed: u64,
+    ) -> Result<Self, ClientError> {
+        config.validate()?;
+        if bootstrap.is_empty() {
+            return Err(ClientError::InvalidConfig("bootstrap list is empty".into()));
+        }
+        let acc = Accumulator::new(AccumulatorConfig {
+            batch_bytes: config.batch_bytes,
+            linger_ms: config.linger_ms,
+            buffer_bytes: config.buffer_bytes,
+            compression: config.compression,
+        });
+        Ok(Self {
+            metadata: MetadataCache::new(
+                bootstrap,
+                config.retry_backoff_ms,
+                config.metadata_max_age_ms,
+            ),
+            sticky: StickyPartitioner::new(config.batch_bytes, seed),
+            acc,
+            config,
+            inflight: InFlight::default(),
+            waiting: VecDeque::new(),
+            retries: BTreeMap::new(),
+            busy: BTreeSet::new(),
+            producer: None,
+            pid_in_flight: false,
+            pid_attempts: 0,
+            pid_retry_at_ms: 0,
+            fatal: None,
+            sequences: HashMap::new(),
+            reports: Vec::new(),
+            next_id: 0,
+            flush_requested: false,
+            closed: false,
+            stats: ProducerStats::default(),
+        })
+    }
+
+    pub fn config(&self) -> &ProducerConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> ProducerStats {
+        self.stats
+    }
+
+    pub fn metadata(&self) -> &MetadataCache {
+        &self.metadata
+    }
+
+    /// Bytes reserved by records not yet completed.
+    pub fn buffered_bytes(&self) -> usize {
+        self.acc.reserved_bytes()
+    }
+
+    /// Nothing queued, in flight or awaiting retry: every record sent has its report.
+    pub fn is_idle(&self) -> bool {
+        self.acc.reserved_bytes() == 0 && self.waiting.is_empty()
+    }
+
+    /// Sends every queued batch without waiting for `linger_ms`, until the buffer drains.
+    pub fn flush(&mut self) {
+        self.flush_requested = true;
+    }
+
+    /// Refuses further records; queued ones are still sent (call `flush`, then drive to idle).
+    pub fn close(&mut self) {
+        self.closed = true;
+        self.flush_requested = true;
+    }
+
+    /// Takes the delivery reports produced so far.
+    pub fn take_reports(&mut self) -> Vec<DeliveryReport> {
+        std::mem::take(&mut self.reports)
+    }
+
+    /// Queues one record. See the module docs for what happens next.
+    pub fn send(&mut self, record: ProducerRecord, now_ms: u64) -> Result<RecordId, SendError> {
+        if self.closed {
+            return Err(SendError::Rejected(ClientError::Closed));
+        }
+        if let Some(e) = &self.fatal {
+            return Err(SendError::Rejected(e.clone()));
+        }
+        let record_bytes = record.estimated_bytes();
+        let max_bytes = self.config.max_request_bytes.min(self.config.buffer_bytes);
+        if record_bytes + spool_storage::batch::HEADER_BYTES > max_bytes {
+            return Err(SendError::Rejected(ClientError::RecordTooLarge {
+                record_bytes,
+                max_bytes,
+            }));
+        }
+        if self.acc.reserve(record_bytes).is_err() {
+            return Err(SendError::BufferFull(record));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.metadata.want_topic(&record.topic);
+        if self.metadata.partition_count(&record.topic).is_some() && self.waiting.is_empty() {
+            self.place(id, record, record_bytes, now_ms);
+        } else {
+            // Keep send order: once one record waits for metadata, later ones queue behind it.
+            self.waiting.push_back(Waiting {
+                id,
+                record,
+                record_bytes,
+                enqueued_ms: now_ms,
+            });
+        }
+        Ok(id)
+    }
+
+    /// Partitions and appends a record whose bytes are reserved and whose topic is known.
+    fn place(&mut self, id: RecordId, record: ProducerRecord, record_bytes: usize, now_ms: u64) {
+        let partitions = self.metadata.partition_count(&record.topic).unwrap_or(0);
+        let partition = match (record.partition, &record.key) {
+            (Some(p), _) => p,
+            (None, Some(key)) => partition_for_key(key, partitions),
+            (None, None) => {
+                let available = self.metadata.available_partitions(&record.topic);
+                self.sticky
+                    .partition(&record.topic, &available, partitions, record_bytes)
+            }
+        };
+        if partition < 0 || partition as usize >= partitions {
+            self.acc.release(record_bytes);
+            self.fail_one(
+                id,
+                ClientError::InvalidPartition {
+                    topic: record.topic,
+                    partition,
+                    partitions,
+                },
+            );
+            return;
+        }
+        let timestamp_ms = record.timestamp_ms.unwrap_or(now_ms as i64);
+        let tp = TopicPartition {
+            topic: record.topic,
+            partition,
+        };
+        self.acc.append_reserved(
+            &tp,
+            id,
+            timestamp_ms,
+            record.key,
+            record.value,
+            record_bytes,
+            now_ms,
+        );
+    }
+
+    fn fail_one(&mut self, id: RecordId, error: ClientError) {
+        self.stats.records_failed += 1;
+        self.reports.push(DeliveryReport {
+            id,
+            result: Err(error),
+        });
+    }
+
+    fn fail_records(
+        &mut self,
+        records: &[PendingRecord],
+        reserved_bytes: usize,
+        error: &ClientError,
+    ) {
+        self.acc.release(reserved_bytes);
+        for r in records {
+            self.fail_one(r.id, error.clone());
+        }
+    }
+
+    fn fail_batch(&mut self, batch: ClosedBatch, error: ClientError) {
+        self.busy.remove(&batch.tp);
+        warn!(tp = %batch.tp, %error, records = batch.records.len(), "produce failed");
+        self.fail_records(&batch.records, batch.reserved_bytes, &error);
+        if self.config.idempotent() {
+            // The partition's sequence is now unknown to us: start over with a fresh producer id,
+            // as Kafka's idempotent producer does.
+            self.producer = None;
+            self.sequences.clear();
+        }
+    }
+
+    fn complete_batch(&mut self, batch: ClosedBatch, base_offset: i64, log_append_time_ms: i64) {
+        self.busy.remove(&batch.tp);
+        self.acc.release(batch.reserved_bytes);
+        for (i, r) in batch.records.iter().enumerate() {
+            self.stats.records_delivered += 1;
+            self.reports.push(DeliveryReport {
+                id: r.id,
+                result: Ok(RecordMetadata {
+                    topic: batch.tp.topic.clone(),
+                    partition: batch.tp.partition,
+                    offset: if base_offset >= 0 {
+                        base_offset + i as i64
+                    } else {
+                        -1
+                    },
+                    timestamp_ms: if log_append_time_ms >= 0 {
+                        log_append_time_ms
+                    } else {
+                        r.timestamp_ms
+                    },
+                }),
+            });
+        }
+    }
+
+    /// A batch came back with `code` (or its connection died): retry or fail it.
+    fn batch_error(&mut self, mut batch: ClosedBatch, code: ErrorCode, now_ms: u64) {
+        if code.invalidates_metadata() {
+            self.metadata.request_refresh();
+        }
+        let expired = now_ms >= batch.created_ms + self.config.delivery_timeout_ms;
+        if code.is_retriable() && batch.attempts <= self.config.retries && !expired {
+            self.stats.batch_retries += 1;
+            batch.retry_at_ms = now_ms
+                + backoff_ms(
+                    batch.attempts,
+                    self.config.retry_backoff_ms,
+                    self.config.retry_backoff_max_ms,
+                );
+            debug!(tp = %batch.tp, %code, attempts = batch.attempts, retry_at_ms = batch.retry_at_ms, "retrying batch");
+            self.retries.insert(batch.tp.clone(), batch);
+        } else if expired {
+            let e = ClientError::Timeout {
+                what: format!("delivery to {}", batch.tp),
+                timeout_ms: self.config.delivery_timeout_ms,
+            };
+            self.fail_batch(batch, e);
+        } else {
+            let e = ClientError::broker(code, format!("produce to {}", batch.tp));
+            self.fail_batch(batch, e);
+        }
+    }
+
+    fn expire(&mut self, now_ms: u64) {
+        let timeout_ms = self.config.delivery_timeout_ms;
+        let timeout = |what: String| ClientError::Timeout { what, timeout_ms };
+        while self
+            .waiting
+            .front()
+            .is_some_and(|w| now_ms >= w.enqueued_ms + timeout_ms)
+        {
+            if let Some(w) = self.waiting.pop_front() {
+                self.acc.release(w.record_bytes);
+                self.fail_one(
+                    w.id,
+                    timeout(format!("metadata for topic {}", w.record.topic)),
+                );
+            }
+        }
+        for (tp, records, reserved) in self.acc.expire(now_ms.saturating_sub(timeout_ms)) {
+            self.fail_records(&records, reserved, &timeout(format!("delivery to {tp}")));
+        }
+        let due: Vec<TopicPartition> = self
+            .retries
+            .iter()
+            .filter(|(_, b)| now_ms >= b.created_ms + timeout_ms)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in due {
+            if let Some(b) = self.retries.remove(&tp) {
+                self.fail_batch(b, timeout(format!("delivery to {tp}")));
+            }
+        }
+    }
+
+    fn place_waiting(&mut self, now_ms: u64) {
+        while let Some(w) = self.waiting.front() {
+            if self.metadata.partition_count(&w.record.topic).is_none() {
+                break;
+            }
+            if let Some(w) = self.waiting.pop_front() {
+                self.place(w.id, w.record, w.record_bytes, now_ms);
+            }
+        }
+    }
+
+    fn request(
+        &mut self,
+        addr: &str,
+        body: RequestBodyT,
+        pending: Pending,
+        now_ms: u64,
+    ) -> Option<NetAction> {
+        let correlation_id =
+            self.inflight
+                .start(addr, now_ms + self.config.request_timeout_ms, pending);
+        let header = codec::request(correlation_id, Some(&self.config.client_id), body);
+        match encode_request(&header, Vec::new(), &self.config.frame_limits) {
+            Ok(frame) => Some(NetAction::Send {
+                addr: addr.to_owned(),
+                frame,
+                expects_response: true,
+            }),
+            Err(e) => {
+                // Only an oversize header can fail here; drop the request and let retries recover.
+                warn!(error = %e, "could not encode request");
+                let _ = self.inflight.complete(addr, correlation_id);
+                None
+            }
+        }
+    }
+
+    fn init_producer_id(&mut self, now_ms: u64, out: &mut Vec<NetAction>) {
+        if !self.config.idempotent()
+            || self.producer.is_some()
+            || self.pid_in_flight
+            || now_ms < self.pid_retry_at_ms
+        {
+            return;
+        }
+        let Some(addr) = self.metadata.any_broker() else {
+            return;
+        };
+        let mut body = InitProducerIdRequestT::default();
+        body.transactional_id = None;
+        body.producer_id = -1;
+        body.producer_epoch = -1;
+        let body = RequestBodyT::InitProducerIdRequest(Box::new(body));
+        if let Some(a) = self.request(&addr, body, Pending::InitProducerId, now_ms) {
+            self.pid_in_flight = true;
+            self.pid_attempts += 1;
+            out.push(a);
+        }
+    }
+
+    fn next_sequence(&mut self, tp: &TopicPartition, records: usize) -> i32 {
+        let seq = self.sequences.entry(tp.clone()).or_insert(0);
+        let base = *seq;
+        // Kafka's sequences wrap from i32::MAX to 0.
+        *seq = ((i64::from(*seq) + records as i64) % (i64::from(i32::MAX) + 1)) as i32;
+        base
+    }
+
+    /// Closes ready batches and groups them into produce requests per leader.
+    fn drain(&mut self, now_ms: u64, out: &mut Vec<NetAction>) {
+        let max_in_flight = self.config.max_in_flight_per_broker;
+        let max_request_bytes = self.config.max_request_bytes;
+        // addr → requests being built (each a list of batches and its byte size).
+        let mut plans: BTreeMap<Addr, Vec<(Vec<ClosedBatch>, usize)>> = BTreeMap::new();
+        let room = |plans: &mut BTreeMap<Addr, Vec<(Vec<ClosedBatch>, usize)>>,
+                    inflight: &InFlight<Pending>,
+                    addr: &Addr,
+                    bytes: usize|
+         -> bool {
+            let reqs = plans.entry(addr.clone()).or_default();
+            if let Some((_, size)) = reqs.last() {
+                if size + bytes <= max_request_bytes {
+                    return true;
+                }
+            }
+            if inflight.count_to(addr) + reqs.len() >= max_in_flight {
+                return false;
+            }
+            reqs.push((Vec::new(), 0));
+            true
+        };
+        let add = |plans: &mut BTreeMap<Addr, Vec<(Vec<ClosedBatch>, usize)>>,
+                   addr: &Addr,
+                   batch: ClosedBatch| {
+            if let Some((batches, size)) = plans.get_mut(addr).and_then(|r| r.last_mut()) {
+                *size += batch.bytes.len();
+                batches.push(batch);
+            }
+        };
+
+        // Retries first: they are older than anything still queued.
+        let due: Vec<TopicPartition> = self
+            .retries
+            .iter()
+            .filter(|(_, b)| b.retry_at_ms <= now_ms)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in due {
+            let Some((_, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
+                self.metadata.request_refresh();
+                continue;
+            };
+            let bytes = self.retries.get(&tp).map_or(0, |b| b.bytes.len());
+            if !room(&mut plans, &self.inflight, &addr, bytes) {
+                continue;
+            }
+            if let Some(b) = self.retries.remove(&tp) {
+                add(&mut plans, &addr, b);
+            }
+        }
+
+        let flush = self.flush_requested;
+        for tp in self.acc.ready_partitions(now_ms, flush) {
+            if self.busy.contains(&tp) {
+                continue;
+            }
+            let Some((_, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
+                self.metadata.request_refresh();
+                continue;
+            };
+            // A batch is at most batch_bytes plus one record, itself at most max_request_bytes.
+            if !room(
+                &mut plans,
+                &self.inflight,
+                &addr,
+                self.config.batch_bytes.min(max_request_bytes),
+            ) {
+                continue;
+            }
+            let producer = match self.producer {
+                Some((pid, epoch)) if self.config.idempotent() => Some((pid, epoch)),
+                _ => None,
+            };
+            let stamp = match producer {
+                Some((pid, epoch)) => {
+                    let records = self.acc.first_batch_records(&tp);
+                    Some((pid, epoch, self.next_sequence(&tp, records)))
+                }
+                None => None,
+            };
+            match self.acc.close_first(&tp, stamp) {
+                Some(Ok(batch)) => {
+                    self.busy.insert(tp.clone());
+                    add(&mut plans, &addr, batch);
+                }
+                Some(Err(failed)) => {
+                    let e = ClientError::Corrupt(format!(
+                        "could not encode batch for {}: {}",
+                        failed.tp, failed.error
+                    ));
+                    self.fail_records(&failed.records, failed.reserved_bytes, &e);
+                }
+                None => {}
+            }
+        }
+        if flush && !self.acc.has_open_batches() && self.waiting.is_empty() {
+            self.flush_requested = self.closed;
+        }
+
+        for (addr, requests) in plans {
+            for (batches, _) in requests {
+                if batches.is_empty() {
+                    continue;
+                }
+                self.send_produce(&addr, batches, now_ms, out);
+            }
+        }
+    }
+
+    fn send_produce(
+        &mut self,
+        addr: &str,
+        mut batches: Vec<ClosedBatch>,
+        now_ms: u64,
+        out: &mut Vec<NetAction>,
+    ) {
+        let mut payload = PayloadBuilder::new();
+        let mut topics: BTreeMap<String, Vec<PartitionProduceDataT>> = BTreeMap::new();
+        for b in &mut batches {
+            b.attempts += 1;
+            match payload.push(b.bytes.clone()) {
+                Ok(records) => {
+                    topics
+                        .entry(b.tp.topic.clone())
+                        .or_default()
+                        .push(PartitionProduceDataT {
+                            index: b.tp.partition,
+                            records,
+                        })
+                }
+                Err(_) => unreachable_size(),
+            }
+        }
+        let mut body = ProduceRequestT::default();
+        body.acks = self.config.acks.wire();
+        body.timeout_ms = i32::try_from(self.config.request_timeout_ms).unwrap_or(i32::MAX);
+        body.topics = Some(
+            topics
+                .into_iter()
+                .map(|(name, partitions)| TopicProduceDataT {
+                    name,
+                    partitions: Some(partitions),
+                })
+                .collect(),
+        );
+        let body = RequestBodyT::ProduceRequest(Box::new(body));
+        self.stats.produce_requests += 1;
+        self.stats.batches_sent += batches.len() as u64;
+        let expects_response = self.config.acks != Acks::None;
+        if !expects_response {
+            let header = codec::request(0, Some(&self.config.client_id), body);
+            match encode_request(&header, payload.finish(), &self.config.frame_limits) {
+                Ok(frame) => {
+                    out.push(NetAction::Send {
+                        addr: addr.to_owned(),
+                        frame,
+                        expects_response: false,
+                    });
+                    for b in batches {
+                        self.complete_batch(b, -1, -1);
+                    }
+                }
+                Err(e) => {
+                    for b in batches {
+                        self.fail_batch(b, ClientError::Corrupt(e.to_string()));
+                    }
+                }
+            }
+            return;
+        }
+        let deadline_ms = now_ms + self.config.request_timeout_ms;
+        let correlation_id = self
+            .inflight
+            .start(addr, deadline_ms, Pending::Produce(Vec::new()));
+        let header = codec::request(correlation_id, Some(&self.config.client_id), body);
+        match encode_request(&header, payload.finish(), &self.config.frame_limits) {
+            Ok(frame) => {
+                if let Some(Pending::Produce(slot)) = self.inflight.context_mut(correlation_id) {
+                    *slot = batches;
+                }
+                out.push(NetAction::Send {
+                    addr: addr.to_owned(),
+                    frame,
+                    expects_response: true,
+                });
+            }
+            Err(e) => {
+                let _ = self.inflight.complete(addr, correlation_id);
+                for b in batches {
+                    self.fail_batch(b, ClientError::Corrupt(e.to_string()));
+                }
+            }
+        }
+    }
+
+    fn on_produce_response(&mut self, batches: Vec<ClosedBatch>, response: Response, now_ms: u64) {
+        let frame_error = ErrorCode::from(response.header.error_code);
+        let ResponseBodyT::ProduceResponse(body) = response.header.body else {
+            let code = if frame_error.is_ok() {
+                ErrorCode::UnknownServerError
+            } else {
+                frame_error
+            };
+            for b in batches {
+                self.batch_error(b, code, now_ms);
+            }
+            return;
+        };
+        for b in batches {
+            let result = body
+                .responses
+                .iter()
+                .flatten()
+                .filter(|t| t.name == b.tp.topic)
+                .flat_map(|t| t.partitions.iter().flatten())
+                .find(|p| p.index == b.tp.partition);
+            match result {
+                Some(p) => {
+                    let code = ErrorCode::from(p.error_code);
+                    if code.is_ok() || code == ErrorCode::DuplicateSequenceNumber {
+                        self.complete_batch(b, p.base_offset, p.log_append_time_ms);
+                    } else {
+                        self.batch_error(b, code, now_ms);
+                    }
+                }
+                None => self.batch_error(b, ErrorCode::UnknownServerError, now_ms),
+            }
+        }
+    }
+
+    fn lost(&mut self, pending: Pending, now_ms: u64) {
+        match pending {
+            Pending::Metadata => self.metadata.refresh_failed(),
+            Pending::InitProducerId => {
+                self.pid_in_flight = false;
+                self.pid_retry_at_ms = now_ms
+                    + backoff_ms(
+                        self.pid_attempts,
+                        self.config.retry_backoff_ms,
+                        self.config.retry_backoff_max_ms,
+                    );
+            }
+            Pending::Produce(batches) => {
+                for b in batches {
+                    self.batch_error(b, ErrorCode::NetworkException, now_ms);
+                }
+            }
+        }
+    }
+}
+
+fn unreachable_size() {
+    // Requests are bounded by max_request_bytes (validated < frame limit < u32::MAX), so a payload
+    // offset cannot overflow; nothing to do if it somehow did — the frame encoder refuses it.
+}
+
+impl ClientCore for ProducerCore {
+    fn poll_actions(&mut self, now_ms: u64) -> Vec<NetAction> {
+        let mut out = Vec::new();
+        for addr in self.inflight.expired_addrs(now_ms) {
+            warn!(%addr, "request timed out; closing the connection");
+            out.push(NetAction::Close { addr: addr.clone() });
+            self.on_disconnect(&addr, now_ms);
+        }
+        self.expire(now_ms);
+        if self.metadata.refresh_due(now_ms) {
+            if let Some(addr) = self.metadata.any_broker() {
+                let req = self.metadata.begin_refresh(now_ms, false);
+                self.stats.metadata_requests += 1;
+                match self.request(
+                    &addr,
+                    RequestBodyT::MetadataRequest(Box::new(req)),
+                    Pending::Metadata,
+                    now_ms,
+                ) {
+                    Some(a) => out.push(a),
+                    None => self.metadata.refresh_failed(),
+                }
+            }
+        }
+        self.place_waiting(now_ms);
+        self.init_producer_id(now_ms, &mut out);
+        if !self.config.idempotent() || self.producer.is_some() {
+            self.drain(now_ms, &mut out);
+        }
+        out
+    }
+
+    fn on_response(&mut self, addr: &str, response: Response, now_ms: u64) {
+        let Some(pending) = self.inflight.complete(addr, response.header.correlation_id) else {
+            warn!(%addr, correlation_id = response.header.correlation_id, "response matches no request");
+            return;
+        };
+        match pending {
+            Pending::Metadata => match response.header.body {
+                ResponseBodyT::MetadataResponse(m) => self.metadata.update(&m, now_ms),
+                _ => self.metadata.refresh_failed(),
+            },
+            Pending::InitProducerId => {
+                self.pid_in_flight = false;
+                let ResponseBodyT::InitProducerIdResponse(r) = response.header.body else {
+                    self.lost(Pending::InitProducerId, now_ms);
+                    return;
+                };
+                let code = ErrorCode::from(r.error_code);
+                if code.is_ok() {
+                    self.producer = Some((r.producer_id, r.producer_epoch));
+                    self.pid_attempts = 0;
+                    self.sequences.clear();
+                } else if code.is_retriable() {
+                    self.lost(Pending::InitProducerId, now_ms);
+                } else {
+                    // Fatal (e.g. CLUSTER_AUTHORIZATION_FAILED): fail everything queued.
+                    let e = ClientError::broker(code, "InitProducerId");
+                    self.fatal = Some(e.clone());
+                    let waiting: Vec<Waiting> = self.waiting.drain(..).collect();
+                    for w in waiting {
+                        self.acc.release(w.record_bytes);
+                        self.fail_one(w.id, e.clone());
+                    }
+                    for (_, records, reserved) in self.acc.expire(u64::MAX) {
+                        self.fail_records(&records, reserved, &e);
+                    }
+                }
+            }
+            Pending::Produce(batches) => self.on_produce_response(batches, response, now_ms),
+        }
+    }
+
+    fn on_disconnect(&mut self, addr: &str, now_ms: u64) {
+        let lost = self.inflight.drain_addr(addr);
+        if !lost.is_empty() {
+            self.metadata.request_refresh();
+        }
+        for p in lost {
+            self.lost(p, now_ms);
+        }
+    }
+
+    fn next_wakeup_ms(&self, now_ms: u64) -> Option<u64> {
+        let linger = if self.flush_requested && self.acc.has_open_batches() {
+            Some(now_ms)
+        } else {
+            self.acc.next_linger_deadline_ms()
+        };
+        let retry = self.retries.values().map(|b| b.retry_at_ms).min();
+        let pid = if self.config.idempotent() && self.producer.is_none() && !self.pid_in_flight {
+            Some(self.pid_retry_at_ms)
+        } else {
+            None
+        };
+        let delivery = earliest([
+            self.waiting
+                .front()
+                .map(|w| w.enqueued_ms + self.config.delivery_timeout_ms),
+            self.retries
+                .values()
+                .map(|b| b.created_ms + self.config.delivery_timeout_ms)
+                .min(),
+        ]);
+        // Only future times: work that is due now but blocked (no leader, no in-flight room) is
+        // unblocked by an input (metadata, a response), which triggers a poll anyway.
+        [
+            linger,
+            retry,
+            pid,
+            delivery,
+            self.inflight.earliest_deadline_ms(),
+            self.metadata.next_refresh_ms(),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|t| *t > now_ms)
+        .min()
+    }
+}
