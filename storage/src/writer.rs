@@ -7,9 +7,10 @@
 //! write rewrites that block with more data; a write touching a block that an earlier write still
 //! in flight also covers waits for it, so an older copy can never land last.
 //!
-//! Group commit: [`SegmentWriter::sync_to`] returns once an fdatasync has covered the given file
-//! position. One sync runs at a time; callers that arrive while it runs wait, and the next sync
-//! covers all of them. Space is preallocated in `preallocate_bytes` steps (fallocate), so an
+//! Group commit: [`SegmentWriter::sync_mark`] returns once an fdatasync has covered the caller's
+//! append (named by the mark it passed, the log's next offset). One sync runs at a time; callers
+//! that arrive while it runs wait for it to finish and then either find themselves covered or
+//! start the next sync, which covers everyone who appended meanwhile. Space is preallocated in `preallocate_bytes` steps (fallocate), so an
 //! fdatasync rarely has size metadata to write and a full disk shows up as [`LogError::DiskFull`]
 //! at preallocation, before anything is acknowledged. A failed write takes the writer offline
 //! (its tail is unknown until recovery); it never pretends the bytes are there.
@@ -24,6 +25,10 @@ use std::rc::Rc;
 
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use glommio::sync::Semaphore;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 use crate::config::BLOCK_BYTES;
 use crate::error::LogError;
@@ -47,6 +52,12 @@ struct State {
     written_end: u64,
     /// Every byte below this is durable.
     synced_end: u64,
+    /// The caller's mark (the log's next offset) after the last append, at the last
+    /// submission, and at the last fdatasync: group commit is tracked in marks, so a caller
+    /// waits exactly for the sync covering its own batch.
+    mark: u64,
+    submitted_mark: u64,
+    synced_mark: u64,
     preallocated_end: u64,
     offline: Option<String>,
 }
@@ -63,10 +74,12 @@ pub struct SegmentWriter {
     st: RefCell<State>,
     write_slots: Rc<Semaphore>,
     writes_in_flight_max: u64,
-    sync_lock: Semaphore,
+    sync_running: Cell<bool>,
+    sync_generation: Cell<u64>,
+    sync_waiters: RefCell<Vec<Waker>>,
     write_buffer_bytes: usize,
     preallocate_bytes: u64,
-    fdatasyncs: Cell<u64>,
+    fdatasyncs: Rc<Cell<u64>>,
 }
 
 impl SegmentWriter {
@@ -75,10 +88,12 @@ impl SegmentWriter {
     pub async fn open(
         path: PathBuf,
         logical_end: u64,
+        initial_mark: u64,
         tail_block: &[u8],
         write_buffer_bytes: usize,
         writes_in_flight_max: usize,
         preallocate_bytes: u64,
+        fdatasyncs: Rc<Cell<u64>>,
     ) -> Result<Rc<Self>, LogError> {
         let stage_pos = align_down(logical_end);
         assert_eq!(
@@ -109,15 +124,20 @@ impl SegmentWriter {
                 in_flight: VecDeque::new(),
                 written_end: logical_end,
                 synced_end: logical_end,
+                mark: initial_mark,
+                submitted_mark: initial_mark,
+                synced_mark: initial_mark,
                 preallocated_end: align_down(file_bytes),
                 offline: None,
             }),
             write_slots: Rc::new(Semaphore::new(writes_in_flight_max as u64)),
             writes_in_flight_max: writes_in_flight_max as u64,
-            sync_lock: Semaphore::new(1),
+            sync_running: Cell::new(false),
+            sync_generation: Cell::new(0),
+            sync_waiters: RefCell::new(Vec::new()),
             write_buffer_bytes,
             preallocate_bytes,
-            fdatasyncs: Cell::new(0),
+            fdatasyncs,
         });
         Ok(w)
     }
@@ -130,7 +150,8 @@ impl SegmentWriter {
         self.st.borrow().written_end
     }
 
-    /// fdatasyncs issued so far (group commit makes this far fewer than `sync_to` calls).
+    /// fdatasyncs issued so far through the shared counter (group commit makes this far fewer
+    /// than `sync_to` calls).
     pub fn fdatasync_count(&self) -> u64 {
         self.fdatasyncs.get()
     }
@@ -165,9 +186,10 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Copies `bytes` to the end of the segment; full staging buffers are written out. Returns
+    /// Copies `bytes` to the end of the segment; full staging buffers are written out. `mark`
+    /// (non-decreasing) names the end of these bytes for [`SegmentWriter::sync_mark`]. Returns
     /// the file position the bytes start at. Callers serialize appends.
-    pub async fn append(self: &Rc<Self>, bytes: &[u8]) -> Result<u64, LogError> {
+    pub async fn append(self: &Rc<Self>, bytes: &[u8], mark: u64) -> Result<u64, LogError> {
         self.check_online()?;
         let start = self.logical_end();
         self.reserve(start + bytes.len() as u64).await?;
@@ -187,6 +209,8 @@ impl SegmentWriter {
                 self.submit_staged().await?;
             }
         }
+        let mut st = self.st.borrow_mut();
+        st.mark = st.mark.max(mark);
         Ok(start)
     }
 
@@ -231,6 +255,7 @@ impl SegmentWriter {
             st.stage_pos += whole as u64;
             st.staged_bytes = partial;
             st.in_flight.push_back((pos, end, false));
+            st.submitted_mark = st.mark;
             (buf, pos, end)
         };
         let me = Rc::clone(self);
@@ -272,31 +297,65 @@ impl SegmentWriter {
         self.check_online()
     }
 
-    /// Writes everything staged to the file (no fdatasync); returns the written end.
-    pub async fn flush(self: &Rc<Self>) -> Result<u64, LogError> {
+    /// Writes everything staged to the file (no fdatasync); returns the written end and the mark
+    /// it covers.
+    pub async fn flush(self: &Rc<Self>) -> Result<(u64, u64), LogError> {
         self.check_online()?;
         if self.written_end() < self.logical_end() {
             self.submit_staged().await?;
         }
         self.drain().await?;
-        Ok(self.written_end())
+        // Read right after the drain, before any other task runs: every write submitted so
+        // far has completed.
+        let st = self.st.borrow();
+        Ok((st.written_end, st.submitted_mark))
     }
 
-    /// Returns once an fdatasync has covered every byte below `end` (group commit).
+    /// Returns once an fdatasync has covered every byte below `end`.
     pub async fn sync_to(self: &Rc<Self>, end: u64) -> Result<(), LogError> {
-        if self.synced_end() >= end {
-            return Ok(());
+        self.sync_where(|st| st.synced_end >= end).await
+    }
+
+    /// Returns once an fdatasync has covered every append whose mark is `<= mark` (group commit).
+    pub async fn sync_mark(self: &Rc<Self>, mark: u64) -> Result<(), LogError> {
+        self.sync_where(|st| st.synced_mark >= mark).await
+    }
+
+    pub fn synced_mark(&self) -> u64 {
+        self.st.borrow().synced_mark
+    }
+
+    async fn sync_where(self: &Rc<Self>, covered: impl Fn(&State) -> bool) -> Result<(), LogError> {
+        loop {
+            if covered(&self.st.borrow()) {
+                return Ok(());
+            }
+            if self.sync_running.get() {
+                // Someone else's sync is in flight: wait for it, then look again. (A lock would
+                // let the task that just synced barge back in with one batch at a time.)
+                let generation = self.sync_generation.get();
+                SyncDone {
+                    writer: self,
+                    generation,
+                }
+                .await;
+                continue;
+            }
+            self.sync_running.set(true);
+            // Let tasks woken by the previous sync append first, so this sync covers them too.
+            futures_lite::future::yield_now().await;
+            let res = self.sync_now().await;
+            self.sync_running.set(false);
+            self.sync_generation.set(self.sync_generation.get() + 1);
+            for w in self.sync_waiters.borrow_mut().drain(..) {
+                w.wake();
+            }
+            res?;
         }
-        let _turn = self
-            .sync_lock
-            .acquire_permit(1)
-            .await
-            .map_err(|e| LogError::io("sync turn", &self.path, e))?;
-        if self.synced_end() >= end {
-            // The sync that ran while we waited covered us.
-            return Ok(());
-        }
-        let target = self.flush().await?;
+    }
+
+    async fn sync_now(self: &Rc<Self>) -> Result<(), LogError> {
+        let (target_end, target_mark) = self.flush().await?;
         self.fdatasyncs.set(self.fdatasyncs.get() + 1);
         self.file.fdatasync().await.map_err(|e| {
             let reason = format!("fdatasync failed: {e}");
@@ -304,7 +363,8 @@ impl SegmentWriter {
             LogError::io("fdatasync", &self.path, e)
         })?;
         let mut st = self.st.borrow_mut();
-        st.synced_end = st.synced_end.max(target);
+        st.synced_end = st.synced_end.max(target_end);
+        st.synced_mark = st.synced_mark.max(target_mark);
         Ok(())
     }
 
@@ -325,6 +385,27 @@ impl SegmentWriter {
     }
 }
 
+/// Resolves once the sync that was running when it was made has finished.
+struct SyncDone<'a> {
+    writer: &'a SegmentWriter,
+    generation: u64,
+}
+
+impl Future for SyncDone<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.writer.sync_generation.get() != self.generation {
+            return Poll::Ready(());
+        }
+        self.writer
+            .sync_waiters
+            .borrow_mut()
+            .push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,13 +423,22 @@ mod tests {
         run(|| async {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("seg.log");
-            let w = SegmentWriter::open(path.clone(), 0, &[], 8192, 3, 16384)
-                .await
-                .unwrap();
+            let w = SegmentWriter::open(
+                path.clone(),
+                0,
+                0,
+                &[],
+                8192,
+                3,
+                16384,
+                Rc::new(Cell::new(0)),
+            )
+            .await
+            .unwrap();
             let mut expect = Vec::new();
             for i in 0..200u32 {
                 let chunk: Vec<u8> = (0..(i * 37 % 900 + 1)).map(|j| (i + j) as u8).collect();
-                let at = w.append(&chunk).await.unwrap();
+                let at = w.append(&chunk, i as u64 + 1).await.unwrap();
                 assert_eq!(at, expect.len() as u64);
                 expect.extend_from_slice(&chunk);
                 if i % 7 == 0 {
@@ -367,9 +457,18 @@ mod tests {
     fn concurrent_syncs_share_fdatasyncs() {
         run(|| async {
             let dir = tempfile::tempdir().unwrap();
-            let w = SegmentWriter::open(dir.path().join("s.log"), 0, &[], 4096, 2, 0)
-                .await
-                .unwrap();
+            let w = SegmentWriter::open(
+                dir.path().join("s.log"),
+                0,
+                0,
+                &[],
+                4096,
+                2,
+                0,
+                Rc::new(Cell::new(0)),
+            )
+            .await
+            .unwrap();
             let mut tasks = Vec::new();
             for i in 0..32u8 {
                 let at = w.append(&[i; 100]).await.unwrap();
@@ -382,6 +481,7 @@ mod tests {
                 t.await.unwrap();
             }
             assert_eq!(w.synced_end(), 3200);
+            assert_eq!(w.synced_mark(), 32);
             // The first sync starts alone; everyone who arrived while it ran shares the next.
             assert!(
                 w.fdatasync_count() < 32,

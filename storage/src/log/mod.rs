@@ -89,6 +89,8 @@ pub struct PartitionLog {
     maintenance_lock: Semaphore,
     /// Held (flock) for the log's lifetime so a second process cannot open the same directory.
     lock: RefCell<Option<std::fs::File>>,
+    /// fdatasyncs of this log's segments (a probe for group commit).
+    fdatasyncs: Rc<std::cell::Cell<u64>>,
 }
 
 impl PartitionLog {
@@ -111,6 +113,11 @@ impl PartitionLog {
     /// Every offset below this is fdatasynced.
     pub fn durable_offset(&self) -> u64 {
         self.st.borrow().durable_offset
+    }
+
+    /// fdatasyncs issued on segment files since open.
+    pub fn fdatasync_count(&self) -> u64 {
+        self.fdatasyncs.get()
     }
 
     pub fn segment_count(&self) -> usize {
@@ -179,7 +186,8 @@ impl PartitionLog {
             dir: self.dir.clone(),
             reason: "active segment has no writer".into(),
         })?;
-        let position = writer.append(&bytes).await?;
+        let next = base_offset + header.offset_count();
+        let position = writer.append(&bytes, next).await?;
         let mut h = header;
         h.base_offset = base_offset as i64;
         h.partition_leader_epoch = leader_epoch;
@@ -195,7 +203,6 @@ impl PartitionLog {
         if active.first_append_ms.get().is_none() {
             active.first_append_ms.set(Some(now_ms));
         }
-        let next = base_offset + h.offset_count();
         let mut st = self.st.borrow_mut();
         st.log_end_offset = next;
         st.tail.push(CachedBatch {
@@ -211,36 +218,30 @@ impl PartitionLog {
         })
     }
 
-    /// Returns once every offset below `offset` is durable. Concurrent callers share fdatasyncs.
+    /// Returns once every offset below `offset` is durable. Concurrent callers share fdatasyncs:
+    /// each waits only for the sync that covers its own batch.
     pub async fn sync_to(&self, offset: u64) -> Result<(), LogError> {
         loop {
-            let (writer, target_pos, target_offset) = {
+            let writer = {
                 let st = self.st.borrow();
-                if st.durable_offset >= offset {
+                if st.durable_offset >= offset.min(st.log_end_offset) {
                     return Ok(());
                 }
-                let active = st.active();
-                let Some(w) = active.writer() else {
-                    return Err(LogError::Offline {
-                        dir: self.dir.clone(),
-                        reason: "log is closed".into(),
-                    });
-                };
-                let end = w.logical_end();
-                // The writer may already hold a batch whose offsets are not yet published; the
-                // published end is the conservative claim.
-                (w, end, st.log_end_offset)
+                match st.active().writer() {
+                    Some(w) => w,
+                    None => {
+                        return Err(LogError::Offline {
+                            dir: self.dir.clone(),
+                            reason: "log is closed".into(),
+                        })
+                    }
+                }
             };
-            writer.sync_to(target_pos).await?;
+            writer.sync_mark(offset).await?;
             let mut st = self.st.borrow_mut();
-            st.durable_offset = st.durable_offset.max(target_offset);
-            if st.durable_offset >= offset {
-                return Ok(());
-            }
-            if target_offset >= offset {
-                // Truncated below `offset` meanwhile: nothing more can become durable.
-                return Ok(());
-            }
+            st.durable_offset = st
+                .durable_offset
+                .max(writer.synced_mark().min(st.log_end_offset));
         }
     }
 
@@ -295,10 +296,12 @@ impl PartitionLog {
         let writer = SegmentWriter::open(
             path.clone(),
             0,
+            base,
             &[],
             self.config.write_buffer_bytes,
             self.config.writes_in_flight_max,
             self.config.preallocate_bytes,
+            Rc::clone(&self.fdatasyncs),
         )
         .await?;
         let reader = open_reader(&path).await?;

@@ -79,6 +79,8 @@ impl PartitionLog {
         let dir = dir.into();
         config.validate().map_err(LogError::Config)?;
         std::fs::create_dir_all(&dir).map_err(|e| LogError::io("creating", &dir, e))?;
+        // glommio resolves some paths (directories) only when absolute.
+        let dir = std::fs::canonicalize(&dir).map_err(|e| LogError::io("resolving", &dir, e))?;
         let lock = lock_dir(&dir)?;
         let mut stats = OpenStats {
             clean: dir.join(CLEAN_MARKER).exists(),
@@ -137,6 +139,7 @@ impl PartitionLog {
             append_lock: Semaphore::new(1),
             maintenance_lock: Semaphore::new(1),
             lock: RefCell::new(Some(lock)),
+            fdatasyncs: Rc::default(),
         });
         if bases.is_empty() {
             let base = log_start_checkpoint.unwrap_or(0);
@@ -185,10 +188,12 @@ impl PartitionLog {
         let writer = SegmentWriter::open(
             seg.log_path.clone(),
             end,
+            seg.next_offset(),
             &tail_block,
             self.config.write_buffer_bytes,
             self.config.writes_in_flight_max,
             self.config.preallocate_bytes,
+            Rc::clone(&self.fdatasyncs),
         )
         .await?;
         *seg.writer.borrow_mut() = Some(writer);
