@@ -30,7 +30,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::config::BLOCK_BYTES;
+use crate::config::{LogConfig, BLOCK_BYTES};
 use crate::error::LogError;
 
 fn align_down(v: u64) -> u64 {
@@ -90,11 +90,14 @@ impl SegmentWriter {
         logical_end: u64,
         initial_mark: u64,
         tail_block: &[u8],
-        write_buffer_bytes: usize,
-        writes_in_flight_max: usize,
-        preallocate_bytes: u64,
+        config: &LogConfig,
         fdatasyncs: Rc<Cell<u64>>,
     ) -> Result<Rc<Self>, LogError> {
+        let (write_buffer_bytes, writes_in_flight_max, preallocate_bytes) = (
+            config.write_buffer_bytes,
+            config.writes_in_flight_max,
+            config.preallocate_bytes,
+        );
         let stage_pos = align_down(logical_end);
         assert_eq!(
             tail_block.len() as u64,
@@ -410,6 +413,19 @@ impl Future for SyncDone<'_> {
 mod tests {
     use super::*;
 
+    fn cfg(
+        write_buffer_bytes: usize,
+        writes_in_flight_max: usize,
+        preallocate_bytes: u64,
+    ) -> LogConfig {
+        LogConfig {
+            write_buffer_bytes,
+            writes_in_flight_max,
+            preallocate_bytes,
+            ..LogConfig::default()
+        }
+    }
+
     fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
         glommio::LocalExecutorBuilder::default()
             .spawn(f)
@@ -428,9 +444,7 @@ mod tests {
                 0,
                 0,
                 &[],
-                8192,
-                3,
-                16384,
+                &cfg(8192, 3, 16384),
                 Rc::new(Cell::new(0)),
             )
             .await
@@ -462,16 +476,14 @@ mod tests {
                 0,
                 0,
                 &[],
-                4096,
-                2,
-                0,
+                &cfg(4096, 2, 0),
                 Rc::new(Cell::new(0)),
             )
             .await
             .unwrap();
             let mut tasks = Vec::new();
             for i in 0..32u8 {
-                let at = w.append(&[i; 100]).await.unwrap();
+                let at = w.append(&[i; 100], u64::from(i) + 1).await.unwrap();
                 let w2 = Rc::clone(&w);
                 tasks.push(glommio::spawn_local(
                     async move { w2.sync_to(at + 100).await },

@@ -298,9 +298,7 @@ impl PartitionLog {
             0,
             base,
             &[],
-            self.config.write_buffer_bytes,
-            self.config.writes_in_flight_max,
-            self.config.preallocate_bytes,
+            &self.config,
             Rc::clone(&self.fdatasyncs),
         )
         .await?;

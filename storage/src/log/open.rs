@@ -190,9 +190,7 @@ impl PartitionLog {
             end,
             seg.next_offset(),
             &tail_block,
-            self.config.write_buffer_bytes,
-            self.config.writes_in_flight_max,
-            self.config.preallocate_bytes,
+            &self.config,
             Rc::clone(&self.fdatasyncs),
         )
         .await?;
