@@ -127,6 +127,9 @@ impl MetadataCache {
     /// Marks a refresh as sent and builds its request. `all_topics` asks for every topic (admin).
     pub fn begin_refresh(&mut self, now_ms: u64, all_topics: bool) -> MetadataRequestT {
         self.in_flight = true;
+        // Cleared now, not when the answer comes: a refresh asked for while this one is in flight
+        // (a topic wanted since, a leader moved since) must not be satisfied by this older request.
+        self.refresh_requested = false;
         self.last_attempt_ms = Some(now_ms);
         let mut r = MetadataRequestT::default();
         r.topics = if all_topics {
@@ -147,7 +150,6 @@ impl MetadataCache {
     /// Applies a Metadata response.
     pub fn update(&mut self, resp: &MetadataResponseT, now_ms: u64) {
         self.in_flight = false;
-        self.refresh_requested = false;
         self.last_success_ms = Some(now_ms);
         self.version += 1;
         if let Some(brokers) = &resp.brokers {
@@ -309,6 +311,16 @@ mod tests {
         m.update(&response(2), 110);
         assert_eq!(m.leader("t", 0), Some((2, "h2:2".to_owned())));
         assert!(m.refresh_due(110 + 300_000), "max age");
+    }
+
+    #[test]
+    fn a_refresh_asked_for_mid_flight_is_not_lost() {
+        let mut m = MetadataCache::new(vec!["boot:9093".into()], 0, 300_000);
+        let _ = m.begin_refresh(0, false);
+        m.want_topic("t"); // after the request was built: it does not ask for "t"
+        m.update(&MetadataResponseT::default(), 1);
+        assert!(m.refresh_due(1), "the wanted topic still needs a refresh");
+        assert_eq!(m.begin_refresh(1, false).topics, Some(vec!["t".to_owned()]));
     }
 
     #[test]

@@ -150,6 +150,7 @@ impl BlockingNet {
         for action in actions {
             match action {
                 NetAction::Send { addr, frame, .. } => {
+                    tracing::trace!(%addr, frame_bytes = frame.len(), "send");
                     if failed.contains(&addr) {
                         continue;
                     }
@@ -201,7 +202,10 @@ impl BlockingNet {
                     return; // From a connection already closed: its requests were reported lost.
                 }
                 match response {
-                    Ok(r) => core.on_response(&addr, r, now_ms),
+                    Ok(r) => {
+                        tracing::trace!(%addr, correlation_id = r.header.correlation_id, api_key = ?r.header.api_key, "response");
+                        core.on_response(&addr, r, now_ms)
+                    }
                     Err(e) => {
                         warn!(%addr, error = %e, "malformed response; closing the connection");
                         self.close(&addr);
