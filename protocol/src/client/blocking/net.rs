@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Duration;
 
 use tracing::{debug, warn};
@@ -171,18 +171,12 @@ impl BlockingNet {
 
     /// Waits up to `timeout` for one event.
     pub(crate) fn recv(&self, timeout: Duration) -> Option<Event> {
-        match self.rx.recv_timeout(timeout) {
-            Ok(e) => Some(e),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.rx.recv_timeout(timeout).ok()
     }
 
     /// An event already queued, without waiting.
     pub(crate) fn try_recv(&self) -> Option<Event> {
-        match self.rx.try_recv() {
-            Ok(e) => Some(e),
-            Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
-        }
+        self.rx.try_recv().ok()
     }
 
     /// Hands an event to the core.
