@@ -146,7 +146,19 @@ fn fio_write_mbps(dir: &Path) -> f64 {
 /// The same 1 MiB writes (iodepth 4) with an fdatasync every 8 MiB: the disk's own bound on
 /// fsync-acknowledged throughput, in MB/s.
 fn fio_write_fsync_mbps(dir: &Path) -> f64 {
-    let j = fio(dir, &["--rw=write", "--bs=1M", "--direct=1", "--ioengine=io_uring", "--size=4G", "--runtime=4", "--iodepth=4", "--fdatasync=8"]);
+    let j = fio(
+        dir,
+        &[
+            "--rw=write",
+            "--bs=1M",
+            "--direct=1",
+            "--ioengine=io_uring",
+            "--size=4G",
+            "--runtime=4",
+            "--iodepth=4",
+            "--fdatasync=8",
+        ],
+    );
     json_number_after(&j, "\"write\" : {", "\"bw_bytes\"").unwrap_or(0.0) / 1e6
 }
 
@@ -309,7 +321,9 @@ fn reopen_after_crash_ms(dir: PathBuf, gib: u64) -> (f64, u64, u64, usize) {
         // SAFETY: sync(2) takes no arguments and touches no memory of ours.
         unsafe { libc::sync() };
         if std::fs::write("/proc/sys/vm/drop_caches", "1").is_err() {
-            eprintln!("storage-bench: cannot drop the page cache (not root?): reopen is measured warm");
+            eprintln!(
+                "storage-bench: cannot drop the page cache (not root?): reopen is measured warm"
+            );
         }
         let start = Instant::now();
         let (log, stats) = PartitionLog::open(&path, LogConfig::default())
@@ -384,9 +398,13 @@ fn main() {
     println!("RESULT storage_ratio_p1000={:.3}", p1000 / disk);
     println!("RESULT storage_ratio_p1_fsync={:.3}", p1f / disk);
     println!("RESULT storage_fsync_over_nofsync_p1={:.3}", p1f / p1);
-    println!("RESULT storage_ratio_p1_fsync_vs_fio_fsync8={:.3}", p1f / disk_fsync);
+    println!(
+        "RESULT storage_ratio_p1_fsync_vs_fio_fsync8={:.3}",
+        p1f / disk_fsync
+    );
     if args.reopen_gib > 0 {
-        let (ms, size, scanned_bytes, scanned) = reopen_after_crash_ms(args.dir.join("reopen"), args.reopen_gib);
+        let (ms, size, scanned_bytes, scanned) =
+            reopen_after_crash_ms(args.dir.join("reopen"), args.reopen_gib);
         println!("RESULT reopen_after_crash_ms={ms:.0}");
         println!("RESULT reopen_log_bytes={size}");
         println!("RESULT reopen_scanned_bytes={scanned_bytes}");

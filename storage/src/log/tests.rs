@@ -494,3 +494,53 @@ fn compaction_keeps_the_newest_record_per_key_at_its_offset() {
         assert_eq!(again, expect);
     });
 }
+
+#[test]
+fn segment_ms_rolls_by_age_of_the_first_append() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            segment_ms: Some(1_000),
+            ..small_config()
+        };
+        let (log, _) = PartitionLog::open(dir.path(), config).await.unwrap();
+        log.append(batch(1, 0, 0), 0, 10_000).await.unwrap();
+        log.append(batch(1, 1, 0), 0, 10_999).await.unwrap();
+        assert_eq!(log.segment_count(), 1, "younger than segment.ms: no roll");
+        log.append(batch(1, 2, 0), 0, 11_000).await.unwrap();
+        assert_eq!(
+            log.segment_base_offsets(),
+            vec![0, 2],
+            "rolled once the first append is segment.ms old"
+        );
+    });
+}
+
+#[test]
+fn batches_in_codecs_spool_cannot_decompress_are_stored_and_served_as_they_are() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = PartitionLog::open(dir.path(), small_config())
+            .await
+            .unwrap();
+        let mut lz4 = batch(3, 0, 0);
+        // Mark it lz4 (attributes bits 0-2 = 3) and fix its CRC, as an lz4 producer would send.
+        lz4[22] = (lz4[22] & !0x07) | 3;
+        let crc = crc32c::crc32c(&lz4[21..]);
+        lz4[17..21].copy_from_slice(&crc.to_be_bytes());
+        let info = log.append(lz4.clone(), 0, 0).await.unwrap();
+        assert_eq!(info.last_offset, 2);
+        let back = log.read_copy(0, 1 << 20, u64::MAX).await.unwrap();
+        assert_eq!(
+            &back[16..],
+            &lz4[16..],
+            "everything but the assigned offset and epoch is untouched"
+        );
+        // Compaction leaves it alone and says so.
+        log.append(batch(1, 1, 0), 0, 0).await.unwrap();
+        log.roll().await.unwrap();
+        let stats = log.compact(0).await.unwrap();
+        assert_eq!(stats.opaque_batches, 1);
+    });
+}
