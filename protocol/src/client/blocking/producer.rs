@@ -30,6 +30,10 @@ type Delivery = Result<RecordMetadata, ClientError>;
 pub struct DeliveryFuture(oneshot::Receiver<Delivery>);
 
 impl DeliveryFuture {
+    pub(crate) fn from_receiver(rx: oneshot::Receiver<Delivery>) -> Self {
+        Self(rx)
+    }
+
     pub fn wait(self) -> Delivery {
         self.0.wait().unwrap_or(Err(ClientError::Closed))
     }

@@ -1,0 +1,257 @@
+//! Async producer on glommio: `send(..).await` queues into the [`ProducerCore`]; a local task
+//! (spawned on the current executor) drives the core and the connections.
+//!
+//! Backpressure: when the buffer is full, `send` parks on [`Progress`] — woken by the driver
+//! whenever deliveries complete — instead of polling, up to `max_block_ms`. No `RefCell` borrow is
+//! ever held across an `.await`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use glommio::channels::local_channel::LocalSender;
+use glommio::Task;
+
+use crate::client::accumulator::RecordId;
+use crate::client::blocking::DeliveryFuture;
+use crate::client::net::ClientCore;
+use crate::client::oneshot;
+use crate::client::producer::{ProducerConfig, ProducerCore, ProducerStats, SendError};
+use crate::client::{ClientError, ProducerRecord, RecordMetadata};
+
+use super::net::{now_ms, AsyncNet, Event};
+
+type Delivery = Result<RecordMetadata, ClientError>;
+
+/// Wakes tasks waiting for deliveries to make progress (single-threaded).
+#[derive(Default)]
+struct Progress {
+    generation: Cell<u64>,
+    waiters: RefCell<Vec<Waker>>,
+}
+
+impl Progress {
+    fn notify(&self) {
+        self.generation.set(self.generation.get() + 1);
+        for w in self.waiters.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    /// Resolves at the next `notify` after this call.
+    async fn changed(&self) {
+        let start = self.generation.get();
+        poll_fn(|cx| {
+            if self.generation.get() != start {
+                Poll::Ready(())
+            } else {
+                self.waiters.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
+    }
+}
+
+struct State {
+    core: ProducerCore,
+    pending: HashMap<RecordId, oneshot::Sender<Delivery>>,
+    shutdown: bool,
+    send_waits: u64,
+}
+
+struct Inner {
+    state: RefCell<State>,
+    progress: Progress,
+}
+
+pub struct Producer {
+    inner: Rc<Inner>,
+    wake: Rc<LocalSender<Event>>,
+    driver: Option<Task<()>>,
+    max_block_ms: u64,
+}
+
+fn deliver(state: &mut State) -> bool {
+    let reports = state.core.take_reports();
+    let any = !reports.is_empty();
+    for r in reports {
+        if let Some(tx) = state.pending.remove(&r.id) {
+            tx.send(r.result);
+        }
+    }
+    any
+}
+
+impl Producer {
+    /// Starts a producer; must be called inside a glommio executor (the driver task runs there).
+    pub fn new(bootstrap: &[&str], config: ProducerConfig) -> Result<Self, ClientError> {
+        let max_block_ms = config.max_block_ms;
+        let net = AsyncNet::new(config.frame_limits, config.request_timeout_ms);
+        let seed = now_ms() ^ u64::from(std::process::id());
+        let core = ProducerCore::new(
+            config,
+            bootstrap.iter().map(|s| (*s).to_owned()).collect(),
+            seed,
+        )?;
+        let inner = Rc::new(Inner {
+            state: RefCell::new(State {
+                core,
+                pending: HashMap::new(),
+                shutdown: false,
+                send_waits: 0,
+            }),
+            progress: Progress::default(),
+        });
+        let wake = net.waker();
+        let driver = glommio::spawn_local(drive(inner.clone(), net));
+        Ok(Self {
+            inner,
+            wake,
+            driver: Some(driver),
+            max_block_ms,
+        })
+    }
+
+    fn wake(&self) {
+        // A full channel already holds a wake-up; dropping this one loses nothing.
+        let _ = self.wake.try_send(Event::Wake);
+    }
+
+    /// Queues a record, waiting up to `max_block_ms` for buffer room.
+    pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, ClientError> {
+        let deadline = Instant::now() + Duration::from_millis(self.max_block_ms);
+        let mut record = record;
+        loop {
+            {
+                let mut state = self.inner.state.borrow_mut();
+                match state.core.send(record, now_ms()) {
+                    Ok(id) => {
+                        let (tx, rx) = oneshot::channel();
+                        state.pending.insert(id, tx);
+                        drop(state);
+                        self.wake();
+                        return Ok(DeliveryFuture::from_receiver(rx));
+                    }
+                    Err(SendError::Rejected(e)) => return Err(e),
+                    Err(SendError::BufferFull(r)) => {
+                        record = r;
+                        state.send_waits += 1;
+                    }
+                }
+            }
+            self.wake();
+            let now = Instant::now();
+            if now >= deadline {
+                let buffer_bytes = self.inner.state.borrow().core.config().buffer_bytes;
+                return Err(ClientError::BufferFull { buffer_bytes });
+            }
+            futures_lite::future::or(
+                self.inner.progress.changed(),
+                glommio::timer::sleep(deadline - now),
+            )
+            .await;
+        }
+    }
+
+    /// Sends everything queued now and waits until every record has its result.
+    pub async fn flush(&self, timeout_ms: u64) -> Result<(), ClientError> {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        self.inner.state.borrow_mut().core.flush();
+        self.wake();
+        loop {
+            {
+                let state = self.inner.state.borrow();
+                if state.core.is_idle() && state.pending.is_empty() {
+                    return Ok(());
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ClientError::Timeout {
+                    what: "flush".into(),
+                    timeout_ms,
+                });
+            }
+            futures_lite::future::or(
+                self.inner.progress.changed(),
+                glommio::timer::sleep(deadline - now),
+            )
+            .await;
+        }
+    }
+
+    pub fn buffered_bytes(&self) -> usize {
+        self.inner.state.borrow().core.buffered_bytes()
+    }
+
+    pub fn send_waits(&self) -> u64 {
+        self.inner.state.borrow().send_waits
+    }
+
+    pub fn stats(&self) -> ProducerStats {
+        self.inner.state.borrow().core.stats()
+    }
+
+    /// Flushes (up to `timeout_ms`), then stops the driver. Unfinished records complete with
+    /// [`ClientError::Closed`].
+    pub async fn close(mut self, timeout_ms: u64) -> Result<(), ClientError> {
+        let flushed = self.flush(timeout_ms).await;
+        {
+            let mut state = self.inner.state.borrow_mut();
+            state.core.close();
+            state.shutdown = true;
+        }
+        self.wake();
+        if let Some(d) = self.driver.take() {
+            d.await;
+        }
+        self.inner.state.borrow_mut().pending.clear();
+        flushed
+    }
+}
+
+async fn drive(inner: Rc<Inner>, mut net: AsyncNet) {
+    loop {
+        let (actions, wait) = {
+            let mut state = inner.state.borrow_mut();
+            if state.shutdown {
+                return;
+            }
+            let now = now_ms();
+            let actions = state.core.poll_actions(now);
+            if deliver(&mut state) {
+                inner.progress.notify();
+            }
+            let wait = state
+                .core
+                .next_wakeup_ms(now)
+                .map_or(1000, |t| t.saturating_sub(now))
+                .min(1000);
+            (actions, Duration::from_millis(wait))
+        };
+        let failed = if actions.is_empty() {
+            Vec::new()
+        } else {
+            net.execute(actions).await
+        };
+        if !failed.is_empty() {
+            let mut state = inner.state.borrow_mut();
+            for addr in failed {
+                state.core.on_disconnect(&addr, now_ms());
+            }
+            continue;
+        }
+        let Some(event) = net.recv(wait).await else {
+            continue;
+        };
+        let mut state = inner.state.borrow_mut();
+        net.dispatch(event, &mut state.core, now_ms());
+        if deliver(&mut state) {
+            inner.progress.notify();
+        }
+    }
+}
