@@ -57,6 +57,9 @@ pub struct ClosedBatch {
     pub attempts: u32,
     /// Not to be sent before this time (retry backoff).
     pub retry_at_ms: u64,
+    /// Set when the last error said the metadata was stale: not to be resent until the metadata
+    /// version exceeds this.
+    pub stale_metadata_version: Option<u64>,
 }
 
 /// A batch that could not be encoded (zstd failure): its records fail.
@@ -237,6 +240,7 @@ impl Accumulator {
                 created_ms: batch.created_ms,
                 attempts: 0,
                 retry_at_ms: 0,
+                stale_metadata_version: None,
             }),
             Err(error) => Err(FailedBatch {
                 tp: tp.clone(),

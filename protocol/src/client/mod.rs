@@ -28,6 +28,8 @@ pub mod net;
 pub mod oneshot;
 pub mod partitioner;
 pub mod producer;
+#[cfg(test)]
+mod test_util;
 mod types;
 
 pub use net::{ClientCore, NetAction};
