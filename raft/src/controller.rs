@@ -1,0 +1,356 @@
+//! [`Controller`]: the façade the broker drives on core 0 — [`MetadataRaft`] plus its
+//! `__raft/` directory, with request validation in front.
+//!
+//! Owns: the order of I/O around the sans-IO core (persist what a ready names, then advance, then
+//! persist what advancing produced), turning wall-clock milliseconds into raft ticks, and making
+//! new topic ids.
+//! Promises: a request that fails validation returns a [`Refusal`] and writes nothing; a
+//! request that passes is answered exactly once — by a [`Committed`] carrying its [`ProposalId`]
+//! (whose `outcome` is the final answer) or by its id in [`Polled::abandoned`] (leadership moved;
+//! answer `NOT_CONTROLLER`). With a single voter every accepted proposal commits in the next
+//! [`Controller::poll`].
+//! Never does: networking (peer messages are handed to the caller in [`Polled::messages`] and
+//! fed back with [`Controller::step`]), or sleeping. Disk I/O is blocking `std::fs`
+//! (see [`crate::disk`]).
+//!
+//! # How the broker drives it (core 0)
+//!
+//! ```
+//! use spool_raft::{Controller, CreateTopicRequest};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let data_dir = dir.path();
+//! // Start-up: replay snapshot + log. `image` is what every core starts from.
+//! let (mut controller, image) = Controller::open(data_dir, 1).unwrap();
+//! # let _ = image;
+//! // This broker registers itself and, once caught up, is unfenced (replicas go only to
+//! // unfenced brokers). With one voter each proposal commits on the next `poll`.
+//! let me = spool_raft::validate::RegisterBrokerRequest {
+//!     broker_id: 1,
+//!     incarnation_id: spool_raft::Uuid128 { high: 7, low: 7 },
+//!     listeners: vec![],
+//!     rack: None,
+//! };
+//! controller.register_broker(&me).unwrap();
+//! controller.poll().unwrap();
+//! let epoch = controller.image().broker(1).unwrap().broker_epoch;
+//! controller
+//!     .heartbeat(&spool_raft::validate::HeartbeatRequest {
+//!         broker_id: 1,
+//!         broker_epoch: epoch,
+//!         current_metadata_offset: controller.applied_index() as i64,
+//!         want_fence: false,
+//!         want_shutdown: false,
+//!     })
+//!     .unwrap();
+//! controller.poll().unwrap();
+//!
+//! // A CreateTopics request arrives: validate + propose; a refusal is the answer right away.
+//! let req = CreateTopicRequest::new("orders", 3).with_config("retention.ms", "60000");
+//! let waiting_for = controller.create_topic(&req).unwrap();
+//! // Every ~100 ms (and right after proposing): tick + poll. Send `messages` to peers (none
+//! // with one voter), broadcast each committed record to every core, answer proposers.
+//! let polled = controller.tick(100).unwrap();
+//! for c in &polled.committed {
+//!     if c.outcome.is_ok() {
+//!         // every core: local_image.apply(&c.record)
+//!     }
+//!     if c.proposal == Some(waiting_for) {
+//!         assert_eq!(c.outcome, Ok(()));
+//!     }
+//! }
+//! assert_eq!(controller.image().topic("orders").unwrap().partitions.len(), 3);
+//! ```
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::path::Path;
+
+use raft::eraftpb::Message;
+use spool_protocol::metadata_records::MetadataRecordT;
+use spool_protocol::ErrorCode;
+use thiserror::Error;
+
+use crate::disk::{DiskError, RaftDisk};
+use crate::image::{MetadataImage, TopicId};
+use crate::node::{Committed, MetadataRaft, NodeError, RaftConfig};
+use crate::proposal::ProposalId;
+use crate::validate::{
+    validate_allocate_producer_ids, validate_create_topic, validate_delete_topic,
+    validate_heartbeat, validate_register_broker, CreateTopicPolicy, CreateTopicRequest,
+    HeartbeatRequest, Refusal, RegisterBrokerRequest,
+};
+
+/// Everything the controller needs to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerConfig {
+    pub raft: RaftConfig,
+    /// Wall-clock length of one raft tick.
+    pub tick_interval_ms: u64,
+    pub create_topic_policy: CreateTopicPolicy,
+}
+
+impl ControllerConfig {
+    /// One node that is the group's only voter (the single-broker case).
+    pub fn single_node(node_id: u64) -> Self {
+        ControllerConfig {
+            raft: RaftConfig::single_voter(node_id),
+            tick_interval_ms: 100,
+            create_topic_policy: CreateTopicPolicy::default(),
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum ControllerError {
+    /// The `__raft/` directory could not be read or written. After a write failure the
+    /// controller must be dropped and reopened (raft's in-memory state may be ahead of disk).
+    #[error("controller storage: {0}")]
+    Disk(#[from] DiskError),
+    #[error("controller raft: {0}")]
+    Node(#[from] NodeError),
+    #[error("invalid controller config: {0}")]
+    Config(String),
+}
+
+/// What one [`Controller::poll`] (or [`Controller::tick`]) produced.
+#[derive(Debug, Default)]
+pub struct Polled {
+    /// Newly committed records in log order: apply `outcome.is_ok()` ones on every core, and
+    /// answer `proposal` (when set) with `outcome`.
+    pub committed: Vec<Committed>,
+    /// Raft messages for peers (always empty with a single voter).
+    pub messages: Vec<Message>,
+    /// Proposals that will not be answered by a commit: answer `NOT_CONTROLLER`.
+    pub abandoned: Vec<ProposalId>,
+}
+
+/// The controller on core 0.
+pub struct Controller {
+    raft: MetadataRaft,
+    disk: RaftDisk,
+    config: ControllerConfig,
+    last_tick_ms: Option<u64>,
+    /// Messages produced while opening, handed out by the next poll.
+    outbox: Vec<Message>,
+    id_seed: RandomState,
+    ids_made: u64,
+}
+
+impl Controller {
+    /// Opens `<data_dir>/__raft/` as a single-voter group with node id `node_id`, replays the
+    /// snapshot and the log, and returns the controller and the committed image.
+    pub fn open(
+        data_dir: &Path,
+        node_id: u64,
+    ) -> Result<(Controller, MetadataImage), ControllerError> {
+        Self::open_with(data_dir, ControllerConfig::single_node(node_id))
+    }
+
+    /// [`Controller::open`] with explicit settings.
+    pub fn open_with(
+        data_dir: &Path,
+        config: ControllerConfig,
+    ) -> Result<(Controller, MetadataImage), ControllerError> {
+        if config.tick_interval_ms == 0 {
+            return Err(ControllerError::Config(
+                "tick_interval_ms must be at least 1".into(),
+            ));
+        }
+        let (mut disk, recovered) = RaftDisk::open(data_dir)?;
+        let raft = MetadataRaft::new(&config.raft, recovered)?;
+        disk.persist_conf_state(raft.log().conf_state())?;
+        let mut controller = Controller {
+            raft,
+            disk,
+            config,
+            last_tick_ms: None,
+            outbox: Vec::new(),
+            id_seed: RandomState::new(),
+            ids_made: 0,
+        };
+        // A sole voter has just campaigned: persist its vote and term, become leader, and commit
+        // whatever earlier incarnations left uncommitted, so the image returned is complete.
+        let polled = controller.poll()?;
+        controller.outbox = polled.messages;
+        let image = controller.raft.image().clone();
+        Ok((controller, image))
+    }
+
+    /// The committed image.
+    pub fn image(&self) -> &MetadataImage {
+        self.raft.image()
+    }
+
+    /// The committed image plus this node's in-flight proposals (what requests validate against).
+    pub fn latest_image(&self) -> &MetadataImage {
+        self.raft.latest_image()
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.raft.is_leader()
+    }
+
+    /// The raft leader's node id, 0 when unknown.
+    pub fn leader_id(&self) -> u64 {
+        self.raft.leader_id()
+    }
+
+    /// Index of the last applied metadata entry (a broker's "caught up" offset).
+    pub fn applied_index(&self) -> u64 {
+        self.raft.applied_index()
+    }
+
+    /// The sans-IO core, read-only.
+    pub fn raft(&self) -> &MetadataRaft {
+        &self.raft
+    }
+
+    /// The open directory, read-only.
+    pub fn disk(&self) -> &RaftDisk {
+        &self.disk
+    }
+
+    fn require_leader(&self) -> Result<(), Refusal> {
+        if self.raft.is_leader() {
+            Ok(())
+        } else {
+            Err(Refusal::new(
+                ErrorCode::NotController,
+                format!(
+                    "this node is not the metadata leader (leader: {})",
+                    self.raft.leader_id()
+                ),
+            ))
+        }
+    }
+
+    /// A fresh, random, non-zero topic id not used by any topic.
+    fn new_topic_id(&mut self) -> TopicId {
+        loop {
+            self.ids_made += 1;
+            let mut h = self.id_seed.build_hasher();
+            h.write_u64(self.ids_made);
+            h.write_u64(self.disk.incarnation());
+            let high = h.finish();
+            h.write_u64(high);
+            let id = TopicId {
+                high,
+                low: h.finish(),
+            };
+            if !id.is_zero() && self.raft.latest_image().topic_by_id(id).is_none() {
+                return id;
+            }
+        }
+    }
+
+    /// Validates and proposes one CreateTopics topic.
+    pub fn create_topic(&mut self, request: &CreateTopicRequest) -> Result<ProposalId, Refusal> {
+        self.require_leader()?;
+        let topic_id = self.new_topic_id();
+        let record = validate_create_topic(
+            self.raft.latest_image(),
+            request,
+            topic_id,
+            &self.config.create_topic_policy,
+        )?;
+        self.raft.propose(record)
+    }
+
+    /// Validates and proposes deleting a topic.
+    pub fn delete_topic(&mut self, name: &str) -> Result<ProposalId, Refusal> {
+        self.require_leader()?;
+        let record = validate_delete_topic(self.raft.latest_image(), name)?;
+        self.raft.propose(record)
+    }
+
+    /// Validates and proposes a broker registration (the broker starts fenced).
+    pub fn register_broker(
+        &mut self,
+        request: &RegisterBrokerRequest,
+    ) -> Result<ProposalId, Refusal> {
+        self.require_leader()?;
+        let record = validate_register_broker(self.raft.latest_image(), request)?;
+        self.raft.propose(record)
+    }
+
+    /// Handles a broker heartbeat: `Ok(None)` when it changes nothing (nothing is written).
+    pub fn heartbeat(&mut self, request: &HeartbeatRequest) -> Result<Option<ProposalId>, Refusal> {
+        self.require_leader()?;
+        let caught_up = i64::try_from(self.raft.applied_index()).unwrap_or(i64::MAX);
+        match validate_heartbeat(self.raft.latest_image(), request, caught_up)? {
+            Some(record) => self.raft.propose(record).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Validates and proposes handing `block_size` producer ids to a broker.
+    pub fn allocate_producer_ids(
+        &mut self,
+        broker_id: i32,
+        broker_epoch: i64,
+        block_size: i32,
+    ) -> Result<ProposalId, Refusal> {
+        self.require_leader()?;
+        let record = validate_allocate_producer_ids(
+            self.raft.latest_image(),
+            broker_id,
+            broker_epoch,
+            block_size,
+        )?;
+        self.raft.propose(record)
+    }
+
+    /// Proposes a record the caller built (e.g. a `PartitionChange` from failover logic). It is
+    /// checked only by applying it to the latest image.
+    pub fn propose(&mut self, record: MetadataRecordT) -> Result<ProposalId, Refusal> {
+        self.raft.propose(record)
+    }
+
+    /// Feeds a raft message from a peer. Call [`Controller::poll`] afterwards.
+    pub fn step(&mut self, message: Message) -> Result<(), ControllerError> {
+        Ok(self.raft.step(message)?)
+    }
+
+    /// Advances raft's clock to `now_ms` (one tick per elapsed `tick_interval_ms`; the first
+    /// call only sets the origin), then polls.
+    pub fn tick(&mut self, now_ms: u64) -> Result<Polled, ControllerError> {
+        match self.last_tick_ms {
+            None => self.last_tick_ms = Some(now_ms),
+            Some(last) if now_ms > last => {
+                let ticks = (now_ms - last) / self.config.tick_interval_ms;
+                // Bound the catch-up after a long stall: a few election timeouts' worth is
+                // as good as any more.
+                let ticks_max = 4 * self.config.raft.election_ticks.max(1) as u64;
+                for _ in 0..ticks.min(ticks_max) {
+                    self.raft.tick();
+                }
+                self.last_tick_ms = Some(last + ticks * self.config.tick_interval_ms);
+            }
+            Some(_) => {}
+        }
+        self.poll()
+    }
+
+    /// Persists and applies everything raft has ready, until it has nothing more.
+    pub fn poll(&mut self) -> Result<Polled, ControllerError> {
+        let mut polled = Polled {
+            messages: std::mem::take(&mut self.outbox),
+            ..Default::default()
+        };
+        while let Some(mut ready) = self.raft.ready() {
+            polled.messages.append(&mut ready.messages);
+            self.disk
+                .persist_ready(ready.snapshot(), ready.entries(), ready.hard_state())?;
+            let advanced = self.raft.advance(ready)?;
+            self.disk.persist_advanced(
+                advanced.hard_state.as_ref(),
+                advanced.conf_state.as_ref(),
+                advanced.snapshot_taken.as_ref(),
+            )?;
+            polled.messages.extend(advanced.messages);
+            polled.committed.extend(advanced.committed);
+            polled.abandoned.extend(advanced.abandoned);
+        }
+        Ok(polled)
+    }
+}

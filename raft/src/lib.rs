@@ -1,0 +1,41 @@
+//! spool-raft: the cluster controller's metadata, replicated through raft-rs (DESIGN §4, §7).
+//!
+//! Layers, from pure to I/O:
+//! - [`image`]: [`MetadataImage`], the metadata state machine (brokers, topics, partitions,
+//!   configs, producer-id blocks) and `apply(record)`. Every core keeps one and applies the
+//!   committed records core 0 broadcasts.
+//! - [`validate`] / [`topic_config`]: requests → records, or a [`Refusal`] with Kafka's error
+//!   code (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
+//!   INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, …). Refused requests never reach the log.
+//! - [`image_snapshot`]: the image as bytes (a raft snapshot's payload) and back.
+//! - [`node`]: [`MetadataRaft`], the sans-IO raft driver (`propose`/`tick`/`step`, `ready` →
+//!   persist → `advance`), raft-rs `RawNode` over the in-memory [`log_cache::LogCache`].
+//! - [`disk`]: `<data_dir>/__raft/` — CRC-framed append-only log, hard state, snapshot; torn
+//!   tails are cut on open. Blocking `std::fs` I/O (rare, small writes on core 0).
+//! - [`controller`]: [`Controller`], the façade the broker drives on core 0 (see its docs for
+//!   the exact loop).
+//!
+//! Metadata records are `spool_protocol::metadata_records` (schemas/metadata.fbs), one per raft
+//! entry, encoded by `spool_protocol::metadata_log`. raft-rs logs through [`slog_tracing`].
+
+pub mod controller;
+pub mod disk;
+pub mod image;
+pub mod image_snapshot;
+pub mod log_cache;
+pub mod node;
+pub mod peer_message;
+pub mod proposal;
+pub mod records;
+pub mod slog_tracing;
+pub mod topic_config;
+pub mod validate;
+
+pub use controller::{Controller, ControllerConfig, ControllerError, Polled};
+pub use image::{MetadataImage, TopicId, TopicImage, Uuid128};
+pub use node::{Advanced, Committed, MetadataRaft, RaftConfig, RaftReady, RecoveredState};
+pub use proposal::ProposalId;
+pub use raft::eraftpb::Message as RaftMessage;
+pub use validate::{
+    CreateTopicPolicy, CreateTopicRequest, HeartbeatRequest, Refusal, RegisterBrokerRequest,
+};

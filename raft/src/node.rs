@@ -1,0 +1,552 @@
+//! [`MetadataRaft`]: the sans-IO controller core — raft-rs's `RawNode` plus the metadata state
+//! machine, shaped like raft-rs itself (`propose` / `tick` / `step`, then `ready` → persist →
+//! `advance`).
+//!
+//! Owns: the raft node, the committed [`MetadataImage`], a *speculative* image (committed + this
+//! node's proposals still in flight, so a second `CreateTopic` for the same name is refused before
+//! the first commits), proposal ids, and when to snapshot and compact the log.
+//! Promises: a proposal whose record does not apply to the speculative image is refused and never
+//! enters the log; every committed entry is applied to the image in log order exactly once and
+//! reported as a [`Committed`] (with its [`ProposalId`] when this node proposed it in this
+//! incarnation); every `snapshot_every_entries` applied entries the image is snapshotted and the
+//! log compacted. Applying is deterministic, so a committed record whose effect turned out
+//! impossible (e.g. a duplicate that raced in from another node) is skipped identically on every
+//! replica and reported with its error code.
+//! Never does: I/O, clocks, sockets. The driver ([`crate::Controller`], or a simulator) persists
+//! what [`RaftReady`] says between [`MetadataRaft::ready`] and [`MetadataRaft::advance`], sends
+//! the messages, and turns wall-clock time into `tick()` calls.
+
+use std::collections::VecDeque;
+
+use raft::eraftpb::{
+    ConfChange, ConfChangeV2, ConfState, Entry, EntryType, HardState, Message, Snapshot,
+};
+use raft::{Config, RawNode, StateRole, Storage};
+use spool_protocol::metadata_log;
+use spool_protocol::metadata_records::MetadataRecordT;
+use spool_protocol::ErrorCode;
+use thiserror::Error;
+
+use crate::image::MetadataImage;
+use crate::image_snapshot::{restore_image, snapshot_image, ImageSnapshotError};
+use crate::log_cache::{LogCache, LogCacheError};
+use crate::proposal::ProposalId;
+use crate::slog_tracing::raft_logger;
+use crate::validate::Refusal;
+
+/// Largest encoded metadata record accepted into the log (a 10 000-partition topic with three
+/// replicas each is well under this).
+pub const RECORD_BYTES_MAX: usize = 4 << 20;
+
+/// Raft settings for the metadata group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftConfig {
+    /// This node's raft id (non-zero).
+    pub node_id: u64,
+    /// The voters a *fresh* group starts with; ignored once the directory holds state.
+    pub initial_voters: Vec<u64>,
+    /// Ticks without a leader before a follower campaigns.
+    pub election_ticks: usize,
+    /// Ticks between a leader's heartbeats.
+    pub heartbeat_ticks: usize,
+    /// Take a snapshot and compact the log after this many applied entries.
+    pub snapshot_every_entries: u64,
+}
+
+impl RaftConfig {
+    /// A single-voter group made of `node_id` alone.
+    pub fn single_voter(node_id: u64) -> Self {
+        RaftConfig {
+            node_id,
+            initial_voters: vec![node_id],
+            election_ticks: 10,
+            heartbeat_ticks: 3,
+            snapshot_every_entries: 1024,
+        }
+    }
+}
+
+/// What the disk recovered, handed to [`MetadataRaft::new`].
+#[derive(Debug, Clone, Default)]
+pub struct RecoveredState {
+    /// Bumped and made durable by the driver on every open; makes proposal ids unique.
+    pub incarnation: u64,
+    pub hard_state: HardState,
+    /// Empty for a fresh directory.
+    pub conf_state: ConfState,
+    pub snapshot: Option<Snapshot>,
+    pub entries: Vec<Entry>,
+}
+
+#[derive(Debug, Error)]
+pub enum NodeError {
+    #[error("raft: {0}")]
+    Raft(#[from] raft::Error),
+    #[error("raft log: {0}")]
+    Log(#[from] LogCacheError),
+    #[error("snapshot at index {index}: {source}")]
+    Snapshot {
+        index: u64,
+        source: ImageSnapshotError,
+    },
+    #[error("committed entry {index} does not decode: {reason}")]
+    BadEntry { index: u64, reason: String },
+    #[error("invalid raft config: {0}")]
+    Config(String),
+}
+
+/// One committed entry that carried a metadata record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Committed {
+    /// The raft log index (the metadata offset).
+    pub index: u64,
+    pub term: u64,
+    /// Set when this node proposed it in this incarnation: answer that proposer.
+    pub proposal: Option<ProposalId>,
+    pub record: MetadataRecordT,
+    /// `Ok`: applied (broadcast it to every core). `Err`: skipped by every replica alike.
+    pub outcome: Result<(), ErrorCode>,
+}
+
+/// What to do between [`MetadataRaft::ready`] and [`MetadataRaft::advance`]: send `messages`
+/// now, then make `snapshot`, `entries` and `hard_state` durable (in that order), then advance.
+pub struct RaftReady {
+    /// Send to peers now (they do not depend on this node's persistence).
+    pub messages: Vec<Message>,
+    inner: raft::Ready,
+}
+
+impl RaftReady {
+    /// A snapshot received from the leader to persist (replaces the log before it).
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        let s = self.inner.snapshot();
+        (!s.is_empty()).then_some(s)
+    }
+
+    /// Entries to append durably (may overwrite a suffix from `entries[0].index` on).
+    pub fn entries(&self) -> &[Entry] {
+        self.inner.entries()
+    }
+
+    /// A new hard state (term, vote, commit) to persist, if it changed.
+    pub fn hard_state(&self) -> Option<&HardState> {
+        self.inner.hs()
+    }
+}
+
+/// What [`MetadataRaft::advance`] produced.
+#[derive(Debug, Default)]
+pub struct Advanced {
+    /// Send to peers now (they required this node's persistence).
+    pub messages: Vec<Message>,
+    /// Newly committed metadata records, in log order.
+    pub committed: Vec<Committed>,
+    /// The hard state to persist because the commit index or conf state moved; `None`: unchanged.
+    pub hard_state: Option<HardState>,
+    pub conf_state: Option<ConfState>,
+    /// A snapshot this node took: persist it, then compact the durable log through its index.
+    pub snapshot_taken: Option<Snapshot>,
+    /// Proposals that will never be answered by a commit from this node's view (leadership
+    /// moved while they were in flight): tell their proposers `NOT_CONTROLLER`.
+    pub abandoned: Vec<ProposalId>,
+}
+
+/// The sans-IO metadata raft node.
+pub struct MetadataRaft {
+    raw: RawNode<LogCache>,
+    node_id: u64,
+    incarnation: u64,
+    next_seq: u64,
+    image: MetadataImage,
+    /// Committed image plus `pending`, or `None` when nothing is pending.
+    speculative: Option<MetadataImage>,
+    pending: VecDeque<(ProposalId, MetadataRecordT)>,
+    applied: u64,
+    snapshot_every_entries: u64,
+    last_role: StateRole,
+    last_term: u64,
+}
+
+impl MetadataRaft {
+    /// Rebuilds the node from recovered state: restores the snapshot, re-applies the committed
+    /// entries after it, and — when this node is the group's only voter — campaigns at once, so a
+    /// single node leads without waiting for an election timeout.
+    /// Returns the node (its image is also [`MetadataRaft::image`]).
+    pub fn new(config: &RaftConfig, recovered: RecoveredState) -> Result<Self, NodeError> {
+        if config.node_id == 0 {
+            return Err(NodeError::Config("node id 0 is reserved by raft".into()));
+        }
+        if config.snapshot_every_entries == 0 {
+            return Err(NodeError::Config(
+                "snapshot_every_entries must be at least 1".into(),
+            ));
+        }
+        let is_empty = |cs: &ConfState| cs.voters.is_empty() && cs.learners.is_empty();
+        // The state file's conf state is the newest (it is rewritten on every conf change);
+        // the snapshot's stands in when the state file has none yet; a fresh group starts with
+        // the configured voters.
+        let mut conf_state = recovered.conf_state;
+        if is_empty(&conf_state) {
+            if let Some(s) = &recovered.snapshot {
+                conf_state = s.get_metadata().get_conf_state().clone();
+            }
+        }
+        if is_empty(&conf_state) {
+            conf_state.voters = config.initial_voters.clone();
+        }
+        let cache = LogCache::new(
+            recovered.hard_state,
+            conf_state,
+            recovered.snapshot,
+            recovered.entries,
+        )?;
+        let mut image = match cache.latest_snapshot() {
+            s if cache.snapshot_index() > 0 => {
+                restore_image(&s.data).map_err(|source| NodeError::Snapshot {
+                    index: cache.snapshot_index(),
+                    source,
+                })?
+            }
+            _ => MetadataImage::new(),
+        };
+        // Re-apply what was committed before the restart; what lies past the commit index is
+        // committed again (and reported) once this node hears from a quorum.
+        let commit = cache.hard_state().commit.min(cache.last());
+        for e in cache.entries_between(cache.first(), commit) {
+            if let Some(record) = decode_entry(e)? {
+                let _ = image.apply(&record);
+            }
+        }
+        let applied = commit.max(cache.snapshot_index());
+        let raft_config = Config {
+            id: config.node_id,
+            election_tick: config.election_ticks,
+            heartbeat_tick: config.heartbeat_ticks,
+            applied,
+            pre_vote: true,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            ..Default::default()
+        };
+        raft_config.validate()?;
+        let sole_voter =
+            cache.conf_state().voters == [config.node_id] && cache.conf_state().learners.is_empty();
+        let mut raw = RawNode::new(&raft_config, cache, &raft_logger())?;
+        if sole_voter {
+            raw.campaign()?;
+        }
+        let last_role = raw.raft.state;
+        let last_term = raw.raft.term;
+        Ok(MetadataRaft {
+            raw,
+            node_id: config.node_id,
+            incarnation: recovered.incarnation,
+            next_seq: 1,
+            image,
+            speculative: None,
+            pending: VecDeque::new(),
+            applied,
+            snapshot_every_entries: config.snapshot_every_entries,
+            last_role,
+            last_term,
+        })
+    }
+
+    /// The committed image.
+    pub fn image(&self) -> &MetadataImage {
+        &self.image
+    }
+
+    /// Committed image plus this node's in-flight proposals: validate new requests against this.
+    pub fn latest_image(&self) -> &MetadataImage {
+        self.speculative.as_ref().unwrap_or(&self.image)
+    }
+
+    /// The index of the last applied entry (the metadata offset brokers report as caught up).
+    pub fn applied_index(&self) -> u64 {
+        self.applied
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+
+    /// The current leader's node id, 0 if unknown.
+    pub fn leader_id(&self) -> u64 {
+        self.raw.raft.leader_id
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
+    /// The raft-rs storage mirror (read-only; for tests and status pages).
+    pub fn log(&self) -> &LogCache {
+        self.raw.store()
+    }
+
+    /// Proposes one record. Refused (never entering the log) when this node does not lead, when
+    /// the record does not apply to [`MetadataRaft::latest_image`], or when it is too large.
+    pub fn propose(&mut self, record: MetadataRecordT) -> Result<ProposalId, Refusal> {
+        if !self.is_leader() {
+            return Err(Refusal::new(
+                ErrorCode::NotController,
+                format!(
+                    "node {} is not the metadata leader (leader: {})",
+                    self.node_id,
+                    self.leader_id()
+                ),
+            ));
+        }
+        let data = metadata_log::encode(&record)
+            .map_err(|e| Refusal::new(ErrorCode::InvalidRequest, e.to_string()))?;
+        if data.len() > RECORD_BYTES_MAX {
+            return Err(Refusal::new(
+                ErrorCode::PolicyViolation,
+                format!(
+                    "metadata record is {} bytes; the limit is {RECORD_BYTES_MAX}",
+                    data.len()
+                ),
+            ));
+        }
+        let mut speculative = self
+            .speculative
+            .take()
+            .unwrap_or_else(|| self.image.clone());
+        if let Err(code) = speculative.apply(&record) {
+            self.speculative = (!self.pending.is_empty()).then_some(speculative);
+            return Err(Refusal::new(
+                code,
+                "the record does not apply to the metadata image",
+            ));
+        }
+        let id = ProposalId {
+            node_id: self.node_id,
+            incarnation: self.incarnation,
+            seq: self.next_seq,
+        };
+        if let Err(e) = self.raw.propose(id.to_context(), data) {
+            self.speculative = None;
+            self.rebuild_speculative();
+            return Err(Refusal::new(
+                ErrorCode::NotController,
+                format!("raft dropped the proposal: {e}"),
+            ));
+        }
+        self.next_seq += 1;
+        self.pending.push_back((id, record));
+        self.speculative = Some(speculative);
+        Ok(id)
+    }
+
+    /// Advances raft's logical clock by one tick.
+    pub fn tick(&mut self) {
+        self.raw.tick();
+    }
+
+    /// Feeds one message from a peer.
+    pub fn step(&mut self, message: Message) -> Result<(), NodeError> {
+        Ok(self.raw.step(message)?)
+    }
+
+    pub fn has_ready(&self) -> bool {
+        self.raw.has_ready()
+    }
+
+    /// The next batch of work, if any. Persist what it names, then call [`MetadataRaft::advance`].
+    pub fn ready(&mut self) -> Option<RaftReady> {
+        if !self.raw.has_ready() {
+            return None;
+        }
+        let mut inner = self.raw.ready();
+        let messages = inner.take_messages();
+        Some(RaftReady { messages, inner })
+    }
+
+    /// Records that the driver made `ready`'s snapshot, entries and hard state durable; applies
+    /// committed entries; maybe takes a snapshot.
+    pub fn advance(&mut self, mut ready: RaftReady) -> Result<Advanced, NodeError> {
+        let mut out = Advanced::default();
+        let mut hs_changed = false;
+        if let Some(snap) = ready.snapshot().cloned() {
+            let index = snap.get_metadata().index;
+            let image = restore_image(&snap.data)
+                .map_err(|source| NodeError::Snapshot { index, source })?;
+            self.raw.mut_store().install_snapshot(snap)?;
+            self.image = image;
+            self.applied = index;
+            for (id, _) in self.pending.drain(..) {
+                out.abandoned.push(id);
+            }
+            self.speculative = None;
+            out.conf_state = Some(self.raw.store().conf_state().clone());
+        }
+        let committed = ready.inner.take_committed_entries();
+        self.apply_committed(committed, &mut out)?;
+        self.raw.mut_store().append(ready.inner.entries())?;
+        if let Some(hs) = ready.inner.hs() {
+            self.raw.mut_store().set_hard_state(hs.clone());
+        }
+        out.messages.extend(ready.inner.take_persisted_messages());
+        let mut light = self.raw.advance(ready.inner);
+        if let Some(commit) = light.commit_index() {
+            self.raw.mut_store().set_commit(commit);
+            hs_changed = true;
+        }
+        out.messages.extend(light.take_messages());
+        self.apply_committed(light.take_committed_entries(), &mut out)?;
+        self.raw.advance_apply_to(self.applied);
+        if out.conf_state.is_some() {
+            hs_changed = true;
+        }
+        if hs_changed {
+            out.hard_state = Some(self.raw.store().hard_state().clone());
+        }
+        self.note_role_change(&mut out);
+        self.maybe_snapshot(&mut out)?;
+        Ok(out)
+    }
+
+    fn note_role_change(&mut self, out: &mut Advanced) {
+        let (role, term) = (self.raw.raft.state, self.raw.raft.term);
+        if (role, term) != (self.last_role, self.last_term) {
+            if self.last_role == StateRole::Leader {
+                // In-flight proposals may or may not commit under the new leader; their
+                // proposers get NOT_CONTROLLER and may retry (a retry that finds the topic
+                // already there sees TOPIC_ALREADY_EXISTS, as with Kafka).
+                for (id, _) in self.pending.drain(..) {
+                    out.abandoned.push(id);
+                }
+                self.speculative = None;
+            }
+            self.last_role = role;
+            self.last_term = term;
+        }
+    }
+
+    fn apply_committed(
+        &mut self,
+        entries: Vec<Entry>,
+        out: &mut Advanced,
+    ) -> Result<(), NodeError> {
+        for e in entries {
+            if e.index <= self.applied {
+                continue;
+            }
+            self.applied = e.index;
+            match e.get_entry_type() {
+                EntryType::EntryNormal => {}
+                EntryType::EntryConfChange => {
+                    let mut cc = ConfChange::default();
+                    protobuf::Message::merge_from_bytes(&mut cc, &e.data).map_err(|err| {
+                        NodeError::BadEntry {
+                            index: e.index,
+                            reason: err.to_string(),
+                        }
+                    })?;
+                    let cs = self.raw.apply_conf_change(&cc)?;
+                    self.raw.mut_store().set_conf_state(cs.clone());
+                    out.conf_state = Some(cs);
+                    continue;
+                }
+                EntryType::EntryConfChangeV2 => {
+                    let mut cc = ConfChangeV2::default();
+                    protobuf::Message::merge_from_bytes(&mut cc, &e.data).map_err(|err| {
+                        NodeError::BadEntry {
+                            index: e.index,
+                            reason: err.to_string(),
+                        }
+                    })?;
+                    let cs = self.raw.apply_conf_change(&cc)?;
+                    self.raw.mut_store().set_conf_state(cs.clone());
+                    out.conf_state = Some(cs);
+                    continue;
+                }
+            }
+            let Some(record) = decode_entry(&e)? else {
+                // An empty entry: a new leader's first entry of its term.
+                continue;
+            };
+            let outcome = self.image.apply(&record);
+            let proposal = ProposalId::from_context(&e.context)
+                .filter(|id| id.node_id == self.node_id && id.incarnation == self.incarnation);
+            self.settle_pending(proposal, &record);
+            out.committed.push(Committed {
+                index: e.index,
+                term: e.term,
+                proposal,
+                record,
+                outcome,
+            });
+        }
+        Ok(())
+    }
+
+    /// Keeps the speculative image equal to "committed + still pending".
+    fn settle_pending(&mut self, proposal: Option<ProposalId>, record: &MetadataRecordT) {
+        let front_matches = matches!(
+            (self.pending.front(), proposal),
+            (Some((id, r)), Some(p)) if *id == p && r == record
+        );
+        if front_matches {
+            self.pending.pop_front();
+            if self.pending.is_empty() {
+                self.speculative = None;
+            }
+            // Otherwise the speculative image already contains this record: nothing to do.
+        } else if !self.pending.is_empty() {
+            // Someone else's record (or ours out of order) landed first: recompute.
+            if let Some(p) = proposal {
+                self.pending.retain(|(id, _)| *id != p);
+            }
+            self.rebuild_speculative();
+        }
+    }
+
+    fn rebuild_speculative(&mut self) {
+        if self.pending.is_empty() {
+            self.speculative = None;
+            return;
+        }
+        let mut image = self.image.clone();
+        for (_, r) in &self.pending {
+            let _ = image.apply(r);
+        }
+        self.speculative = Some(image);
+    }
+
+    fn maybe_snapshot(&mut self, out: &mut Advanced) -> Result<(), NodeError> {
+        let store = self.raw.store();
+        if self.applied < store.snapshot_index() + self.snapshot_every_entries {
+            return Ok(());
+        }
+        let index = self.applied;
+        let term = store.term(index)?;
+        let data =
+            snapshot_image(&self.image).map_err(|source| NodeError::Snapshot { index, source })?;
+        let mut snap = Snapshot {
+            data: data.into(),
+            ..Default::default()
+        };
+        snap.mut_metadata().index = index;
+        snap.mut_metadata().term = term;
+        snap.mut_metadata()
+            .set_conf_state(store.conf_state().clone());
+        self.raw.mut_store().compact_to_snapshot(snap.clone())?;
+        out.snapshot_taken = Some(snap);
+        Ok(())
+    }
+}
+
+/// Decodes a normal entry's record; `None` for raft's empty entries.
+fn decode_entry(e: &Entry) -> Result<Option<MetadataRecordT>, NodeError> {
+    if e.get_entry_type() != EntryType::EntryNormal || e.data.is_empty() {
+        return Ok(None);
+    }
+    metadata_log::decode(&e.data)
+        .map(Some)
+        .map_err(|err| NodeError::BadEntry {
+            index: e.index,
+            reason: err.to_string(),
+        })
+}

@@ -1,0 +1,165 @@
+//! Constructors for the generated metadata record types (`schemas/metadata.fbs`).
+//!
+//! Owns: building `MetadataRecordT` values field by field. flatc marks its object-API structs
+//! `#[non_exhaustive]`, so they cannot be written as struct literals outside spool-protocol; these
+//! functions keep that noise out of the logic.
+//! Never does: validate — see [`crate::validate`].
+
+// Default-then-assign is the only way to build a `#[non_exhaustive]` struct from another crate.
+#![allow(clippy::field_reassign_with_default)]
+
+use spool_protocol::metadata_records::{
+    BrokerHeartbeatT, CreateTopicT, DeleteTopicT, FenceBrokerT, ListenerT, MetadataRecordBodyT,
+    MetadataRecordT, PartitionAssignmentT, PartitionChangeT, ProducerIdBlockT, RegisterBrokerT,
+    TopicConfigT, UnfenceBrokerT, UuidT,
+};
+
+use crate::image::Uuid128;
+
+pub fn record(body: MetadataRecordBodyT) -> MetadataRecordT {
+    let mut r = MetadataRecordT::default();
+    r.body = body;
+    r
+}
+
+pub fn uuid(id: Uuid128) -> UuidT {
+    let mut u = UuidT::default();
+    u.high = id.high;
+    u.low = id.low;
+    u
+}
+
+pub fn listener(name: &str, host: &str, port: u16) -> ListenerT {
+    let mut l = ListenerT::default();
+    l.name = name.to_owned();
+    l.host = host.to_owned();
+    l.port = port;
+    l
+}
+
+pub fn register_broker(
+    broker_id: i32,
+    incarnation_id: Option<Uuid128>,
+    broker_epoch: i64,
+    listeners: Vec<ListenerT>,
+    rack: Option<String>,
+) -> MetadataRecordT {
+    let mut r = RegisterBrokerT::default();
+    r.broker_id = broker_id;
+    r.incarnation_id = incarnation_id.map(uuid);
+    r.broker_epoch = broker_epoch;
+    r.listeners = Some(listeners);
+    r.rack = rack;
+    record(MetadataRecordBodyT::RegisterBroker(Box::new(r)))
+}
+
+pub fn broker_heartbeat(
+    broker_id: i32,
+    broker_epoch: i64,
+    current_metadata_offset: i64,
+    want_fence: bool,
+    want_shutdown: bool,
+) -> MetadataRecordT {
+    let mut r = BrokerHeartbeatT::default();
+    r.broker_id = broker_id;
+    r.broker_epoch = broker_epoch;
+    r.current_metadata_offset = current_metadata_offset;
+    r.want_fence = want_fence;
+    r.want_shutdown = want_shutdown;
+    record(MetadataRecordBodyT::BrokerHeartbeat(Box::new(r)))
+}
+
+pub fn fence_broker(broker_id: i32, broker_epoch: i64) -> MetadataRecordT {
+    let mut r = FenceBrokerT::default();
+    r.broker_id = broker_id;
+    r.broker_epoch = broker_epoch;
+    record(MetadataRecordBodyT::FenceBroker(Box::new(r)))
+}
+
+pub fn unfence_broker(broker_id: i32, broker_epoch: i64) -> MetadataRecordT {
+    let mut r = UnfenceBrokerT::default();
+    r.broker_id = broker_id;
+    r.broker_epoch = broker_epoch;
+    record(MetadataRecordBodyT::UnfenceBroker(Box::new(r)))
+}
+
+pub fn topic_config(name: &str, value: Option<&str>) -> TopicConfigT {
+    let mut c = TopicConfigT::default();
+    c.name = name.to_owned();
+    c.value = value.map(str::to_owned);
+    c
+}
+
+pub fn partition_assignment(
+    partition_index: i32,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+    leader: i32,
+    leader_epoch: i32,
+    partition_epoch: i32,
+) -> PartitionAssignmentT {
+    let mut p = PartitionAssignmentT::default();
+    p.partition_index = partition_index;
+    p.replicas = Some(replicas);
+    p.isr = Some(isr);
+    p.leader = leader;
+    p.leader_epoch = leader_epoch;
+    p.partition_epoch = partition_epoch;
+    p
+}
+
+pub fn create_topic(
+    name: &str,
+    topic_id: Uuid128,
+    configs: Vec<TopicConfigT>,
+    partitions: Vec<PartitionAssignmentT>,
+) -> MetadataRecordT {
+    let mut r = CreateTopicT::default();
+    r.name = name.to_owned();
+    r.topic_id = uuid(topic_id);
+    r.configs = Some(configs);
+    r.partitions = Some(partitions);
+    record(MetadataRecordBodyT::CreateTopic(Box::new(r)))
+}
+
+pub fn delete_topic(name: &str, topic_id: Uuid128) -> MetadataRecordT {
+    let mut r = DeleteTopicT::default();
+    r.name = name.to_owned();
+    r.topic_id = uuid(topic_id);
+    record(MetadataRecordBodyT::DeleteTopic(Box::new(r)))
+}
+
+/// `leader`: a broker id, `-1` for none, `-2` for unchanged; `None` lists mean unchanged.
+pub fn partition_change(
+    topic_id: Uuid128,
+    partition_index: i32,
+    leader: i32,
+    isr: Option<Vec<i32>>,
+    replicas: Option<Vec<i32>>,
+    leader_epoch: i32,
+    partition_epoch: i32,
+) -> MetadataRecordT {
+    let mut r = PartitionChangeT::default();
+    r.topic_id = uuid(topic_id);
+    r.partition_index = partition_index;
+    r.leader = leader;
+    r.isr = isr;
+    r.replicas = replicas;
+    r.leader_epoch = leader_epoch;
+    r.partition_epoch = partition_epoch;
+    record(MetadataRecordBodyT::PartitionChange(Box::new(r)))
+}
+
+pub fn producer_id_block(
+    assigned_broker_id: i32,
+    broker_epoch: i64,
+    first_producer_id: i64,
+    block_size: i32,
+) -> MetadataRecordT {
+    let mut r = ProducerIdBlockT::default();
+    r.assigned_broker_id = assigned_broker_id;
+    r.broker_epoch = broker_epoch;
+    r.first_producer_id = first_producer_id;
+    r.block_size = block_size;
+    record(MetadataRecordBodyT::ProducerIdBlock(Box::new(r)))
+}

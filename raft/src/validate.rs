@@ -1,0 +1,381 @@
+//! Turning client and broker requests into metadata records — or refusing them.
+//!
+//! Owns: every check a request must pass before its record may enter the raft log (topic names,
+//! partition counts, replication factors, config keys and values, broker epochs), and the choices
+//! the controller makes while doing so (replica placement, broker epochs, producer-id blocks).
+//! Promises: pure functions of `(image, request)`; a refused request returns a [`Refusal`] carrying
+//! Kafka's error code and a human message, and produces no record, so it never enters the log.
+//! A record produced here applies cleanly to the image it was validated against.
+//! Never does: I/O, clocks or randomness — a new topic's id is an input (the [`crate::Controller`]
+//! makes one), so the same inputs give the same record on every run.
+
+use spool_protocol::metadata_records::{MetadataRecordT, PartitionAssignmentT};
+use spool_protocol::ErrorCode;
+
+use crate::image::{BrokerListener, MetadataImage, TopicId, Uuid128};
+use crate::records;
+use crate::topic_config::check_topic_config;
+
+/// Kafka's longest legal topic name.
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+
+/// Why a request was refused: Kafka's code and a message for the response's `error_message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Refusal {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?} ({}): {}",
+            self.code, self.code as i16, self.message
+        )
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Defaults and limits the controller applies to CreateTopics (validated once at start-up by
+/// the broker's config layer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateTopicPolicy {
+    /// Used when a request asks for `-1` partitions (Kafka's `num.partitions`).
+    pub default_partitions: i32,
+    /// Used when a request asks for replication factor `-1` (`default.replication.factor`).
+    pub default_replication_factor: i16,
+    /// Upper bound on one topic's partition count.
+    pub partitions_per_topic_max: i32,
+}
+
+impl Default for CreateTopicPolicy {
+    fn default() -> Self {
+        CreateTopicPolicy {
+            default_partitions: 1,
+            default_replication_factor: 1,
+            partitions_per_topic_max: 10_000,
+        }
+    }
+}
+
+/// One topic of a CreateTopics request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateTopicRequest {
+    pub name: String,
+    /// `-1`: the policy's default.
+    pub num_partitions: i32,
+    /// `-1`: the policy's default.
+    pub replication_factor: i16,
+    /// Kafka config names and values; a `None` value is refused (as Kafka does on create).
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+impl CreateTopicRequest {
+    /// A request with `partitions` partitions, the default replication factor and no configs.
+    pub fn new(name: impl Into<String>, partitions: i32) -> Self {
+        CreateTopicRequest {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: -1,
+            configs: Vec::new(),
+        }
+    }
+
+    /// Adds one config.
+    pub fn with_config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.configs.push((key.into(), Some(value.into())));
+        self
+    }
+}
+
+/// A broker registering (at start-up).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterBrokerRequest {
+    pub broker_id: i32,
+    pub incarnation_id: Uuid128,
+    pub listeners: Vec<BrokerListener>,
+    pub rack: Option<String>,
+}
+
+/// A broker's heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatRequest {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    /// The last metadata log index the broker has applied.
+    pub current_metadata_offset: i64,
+    pub want_fence: bool,
+    pub want_shutdown: bool,
+}
+
+/// Kafka's topic-name rule: 1..=249 bytes of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn check_topic_name(name: &str) -> Result<(), Refusal> {
+    let invalid = |why: String| Err(Refusal::new(ErrorCode::InvalidTopicException, why));
+    if name.is_empty() {
+        return invalid("topic name is empty".into());
+    }
+    if name == "." || name == ".." {
+        return invalid(format!("topic name {name:?} is not allowed"));
+    }
+    if name.len() > TOPIC_NAME_BYTES_MAX {
+        return invalid(format!(
+            "topic name is {} bytes, the limit is {TOPIC_NAME_BYTES_MAX}",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return invalid(format!(
+            "topic name {name:?} contains {c:?}; legal are [a-zA-Z0-9._-]"
+        ));
+    }
+    Ok(())
+}
+
+/// Kafka refuses names that differ from an existing one only by `.` vs `_` (their metric names
+/// collide).
+fn collision_key(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+/// Validates one CreateTopics topic and, if it passes, returns its `CreateTopic` record.
+/// `topic_id` must be fresh and non-zero (the controller generates it).
+pub fn validate_create_topic(
+    image: &MetadataImage,
+    request: &CreateTopicRequest,
+    topic_id: TopicId,
+    policy: &CreateTopicPolicy,
+) -> Result<MetadataRecordT, Refusal> {
+    check_topic_name(&request.name)?;
+    if image.topic(&request.name).is_some() {
+        return Err(Refusal::new(
+            ErrorCode::TopicAlreadyExists,
+            format!("topic {:?} already exists", request.name),
+        ));
+    }
+    let key = collision_key(&request.name);
+    if let Some(other) = image.topics().find(|t| collision_key(&t.name) == key) {
+        return Err(Refusal::new(
+            ErrorCode::InvalidTopicException,
+            format!(
+                "topic {:?} collides with existing topic {:?} ('.' and '_' collide)",
+                request.name, other.name
+            ),
+        ));
+    }
+    let partitions = match request.num_partitions {
+        -1 => policy.default_partitions,
+        n => n,
+    };
+    if partitions < 1 || partitions > policy.partitions_per_topic_max {
+        return Err(Refusal::new(
+            ErrorCode::InvalidPartitions,
+            format!(
+                "{} partitions; must be between 1 and {}",
+                request.num_partitions, policy.partitions_per_topic_max
+            ),
+        ));
+    }
+    let replication_factor = match request.replication_factor {
+        -1 => policy.default_replication_factor,
+        n => n,
+    };
+    let brokers = image.unfenced_broker_ids();
+    if replication_factor < 1 || replication_factor as usize > brokers.len() {
+        return Err(Refusal::new(
+            ErrorCode::InvalidReplicationFactor,
+            format!(
+                "replication factor {} cannot be met: {} unfenced broker(s) registered",
+                request.replication_factor,
+                brokers.len()
+            ),
+        ));
+    }
+    let mut configs = Vec::with_capacity(request.configs.len());
+    for (i, (k, v)) in request.configs.iter().enumerate() {
+        check_topic_config(k, v.as_deref())
+            .map_err(|m| Refusal::new(ErrorCode::InvalidConfig, m))?;
+        if request.configs[..i].iter().any(|(earlier, _)| earlier == k) {
+            return Err(Refusal::new(
+                ErrorCode::InvalidConfig,
+                format!("topic config {k:?} given twice"),
+            ));
+        }
+        configs.push(records::topic_config(k, v.as_deref()));
+    }
+    if topic_id.is_zero() || image.topic_by_id(topic_id).is_some() {
+        return Err(Refusal::new(
+            ErrorCode::TopicAlreadyExists,
+            format!("topic id {topic_id:?} is zero or already used"),
+        ));
+    }
+    let assignments = assign_replicas(&brokers, partitions, replication_factor, topic_id);
+    Ok(records::create_topic(
+        &request.name,
+        topic_id,
+        configs,
+        assignments,
+    ))
+}
+
+/// Round-robin placement: partition `p`'s replicas are `rf` consecutive brokers (in id order)
+/// starting at `start + p`, where `start` comes from the topic id so topics spread their leaders.
+/// The first replica leads; the ISR starts as the whole replica set.
+fn assign_replicas(
+    brokers: &[i32],
+    partitions: i32,
+    replication_factor: i16,
+    topic_id: TopicId,
+) -> Vec<PartitionAssignmentT> {
+    let n = brokers.len() as u64;
+    // Callers checked 1 <= replication_factor <= brokers.len(), so n >= 1.
+    let start = topic_id.low % n;
+    (0..partitions)
+        .map(|p| {
+            let replicas: Vec<i32> = (0..replication_factor as u64)
+                .map(|j| brokers[((start + p as u64 + j) % n) as usize])
+                .collect();
+            // rf >= 1, so replicas[0] exists.
+            let leader = replicas[0];
+            records::partition_assignment(p, replicas.clone(), replicas, leader, 0, 0)
+        })
+        .collect()
+}
+
+/// Validates deleting a topic by name.
+pub fn validate_delete_topic(
+    image: &MetadataImage,
+    name: &str,
+) -> Result<MetadataRecordT, Refusal> {
+    let topic = image.topic(name).ok_or_else(|| {
+        Refusal::new(
+            ErrorCode::UnknownTopicOrPartition,
+            format!("topic {name:?} does not exist"),
+        )
+    })?;
+    Ok(records::delete_topic(&topic.name, topic.topic_id))
+}
+
+/// Validates a broker registration; the new broker epoch is one past the largest ever given.
+/// The broker starts fenced; its first caught-up heartbeat unfences it.
+pub fn validate_register_broker(
+    image: &MetadataImage,
+    request: &RegisterBrokerRequest,
+) -> Result<MetadataRecordT, Refusal> {
+    if request.broker_id < 0 {
+        return Err(Refusal::new(
+            ErrorCode::InvalidRequest,
+            format!("broker id {} is negative", request.broker_id),
+        ));
+    }
+    let listeners = request
+        .listeners
+        .iter()
+        .map(|l| records::listener(&l.name, &l.host, l.port))
+        .collect();
+    Ok(records::register_broker(
+        request.broker_id,
+        Some(request.incarnation_id),
+        image.max_broker_epoch().saturating_add(1),
+        listeners,
+        request.rack.clone(),
+    ))
+}
+
+/// Decides what a heartbeat changes. `Ok(None)`: nothing to write (the common case: heartbeats
+/// are not logged unless they change state). A fenced broker that asks to run and has applied
+/// the log up to `caught_up_offset` is unfenced; a broker asking to be fenced or to shut down
+/// gets a `BrokerHeartbeat` record saying so.
+pub fn validate_heartbeat(
+    image: &MetadataImage,
+    request: &HeartbeatRequest,
+    caught_up_offset: i64,
+) -> Result<Option<MetadataRecordT>, Refusal> {
+    let broker = image.broker(request.broker_id).ok_or_else(|| {
+        Refusal::new(
+            ErrorCode::BrokerNotAvailable,
+            format!("broker {} is not registered", request.broker_id),
+        )
+    })?;
+    if broker.broker_epoch != request.broker_epoch {
+        return Err(Refusal::new(
+            ErrorCode::StaleBrokerEpoch,
+            format!(
+                "broker {} epoch {} is not the registered {}",
+                request.broker_id, request.broker_epoch, broker.broker_epoch
+            ),
+        ));
+    }
+    let changes_state = (request.want_fence && !broker.fenced)
+        || request.want_shutdown != broker.in_controlled_shutdown;
+    if changes_state {
+        return Ok(Some(records::broker_heartbeat(
+            request.broker_id,
+            request.broker_epoch,
+            request.current_metadata_offset,
+            request.want_fence,
+            request.want_shutdown,
+        )));
+    }
+    let may_unfence = broker.fenced
+        && !request.want_fence
+        && !request.want_shutdown
+        && request.current_metadata_offset >= caught_up_offset;
+    if may_unfence {
+        return Ok(Some(records::unfence_broker(
+            request.broker_id,
+            request.broker_epoch,
+        )));
+    }
+    Ok(None)
+}
+
+/// Validates handing a block of `block_size` producer ids to a broker.
+pub fn validate_allocate_producer_ids(
+    image: &MetadataImage,
+    broker_id: i32,
+    broker_epoch: i64,
+    block_size: i32,
+) -> Result<MetadataRecordT, Refusal> {
+    match image.broker(broker_id) {
+        None => {
+            return Err(Refusal::new(
+                ErrorCode::BrokerNotAvailable,
+                format!("broker {broker_id} is not registered"),
+            ))
+        }
+        Some(b) if b.broker_epoch != broker_epoch => {
+            return Err(Refusal::new(
+                ErrorCode::StaleBrokerEpoch,
+                format!("broker {broker_id} epoch {broker_epoch} is stale"),
+            ))
+        }
+        Some(_) => {}
+    }
+    let first = image.next_producer_id();
+    if block_size <= 0 || first.checked_add(i64::from(block_size)).is_none() {
+        return Err(Refusal::new(
+            ErrorCode::InvalidRequest,
+            format!("producer id block of {block_size} cannot be allocated at {first}"),
+        ));
+    }
+    Ok(records::producer_id_block(
+        broker_id,
+        broker_epoch,
+        first,
+        block_size,
+    ))
+}
