@@ -267,3 +267,32 @@ fn admin_create_list_describe_delete() {
     );
     assert_eq!(admin.list_topics().unwrap(), vec!["b".to_owned()]);
 }
+
+#[test]
+fn headers_reach_the_consumer() {
+    let cluster = FakeCluster::start(1);
+    cluster.create_topic("h", 1, 0);
+    let producer =
+        Producer::new(&cluster.bootstrap(), ProducerConfig::default()).expect("producer");
+    let rec = ProducerRecord::new("h", "v")
+        .with_key("k")
+        .with_header("trace-id", Some(Bytes::from("abc")))
+        .with_header("flag", None);
+    producer.send(rec).unwrap().wait().unwrap();
+    let tp = TopicPartition::new("h", 0);
+    let mut c = consumer_from_beginning(&cluster, std::slice::from_ref(&tp));
+    let got = consume_all(&mut c, 1);
+    let headers: Vec<(Bytes, Option<Bytes>)> = got[0]
+        .headers
+        .iter()
+        .map(|h| (h.key.clone(), h.value.clone()))
+        .collect();
+    assert_eq!(
+        headers,
+        vec![
+            (Bytes::from("trace-id"), Some(Bytes::from("abc"))),
+            (Bytes::from("flag"), None)
+        ]
+    );
+    assert_eq!(got[0].key, Some(Bytes::from("k")));
+}

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use spool_storage::batch::{BatchError, Compression};
-use spool_storage::records::BatchBuilder;
+use spool_storage::records::{BatchBuilder, Record, RecordHeader};
 
 use crate::client::TopicPartition;
 
@@ -129,6 +129,7 @@ impl Accumulator {
         timestamp_ms: i64,
         key: Option<Bytes>,
         value: Option<Bytes>,
+        headers: Vec<RecordHeader>,
         record_bytes: usize,
         now_ms: u64,
     ) {
@@ -150,7 +151,14 @@ impl Accumulator {
         let Some(batch) = queue.back_mut() else {
             return;
         };
-        batch.builder.push(timestamp_ms, key, value);
+        let base_timestamp_ms = batch.builder.base_timestamp;
+        batch.builder.push_record(Record {
+            offset_delta: batch.records.len() as i32,
+            timestamp_delta: timestamp_ms - base_timestamp_ms,
+            key,
+            value,
+            headers,
+        });
         batch.records.push(PendingRecord { id, timestamp_ms });
         batch.reserved_bytes += record_bytes;
     }
@@ -168,7 +176,16 @@ impl Accumulator {
         now_ms: u64,
     ) -> Result<(), BufferFull> {
         self.reserve(record_bytes)?;
-        self.append_reserved(tp, id, timestamp_ms, key, value, record_bytes, now_ms);
+        self.append_reserved(
+            tp,
+            id,
+            timestamp_ms,
+            key,
+            value,
+            Vec::new(),
+            record_bytes,
+            now_ms,
+        );
         Ok(())
     }
 

@@ -367,6 +367,7 @@ impl ProducerCore {
             timestamp_ms,
             record.key,
             record.value,
+            record.headers,
             record_bytes,
             now_ms,
         );

@@ -38,6 +38,8 @@ pub struct ProducerRecord {
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
     pub timestamp_ms: Option<i64>,
+    /// Kafka record headers (key, optional value), delivered to consumers as they are.
+    pub headers: Vec<RecordHeader>,
 }
 
 impl ProducerRecord {
@@ -59,6 +61,14 @@ impl ProducerRecord {
         self
     }
 
+    pub fn with_header(mut self, key: impl Into<Bytes>, value: Option<Bytes>) -> Self {
+        self.headers.push(RecordHeader {
+            key: key.into(),
+            value,
+        });
+        self
+    }
+
     pub fn with_timestamp_ms(mut self, timestamp_ms: i64) -> Self {
         self.timestamp_ms = Some(timestamp_ms);
         self
@@ -67,7 +77,15 @@ impl ProducerRecord {
     /// Bytes the record occupies in a batch, roughly (Kafka's estimate: fields plus varint
     /// overhead), for the buffer and batch budgets.
     pub fn estimated_bytes(&self) -> usize {
-        self.key.as_ref().map_or(0, Bytes::len) + self.value.as_ref().map_or(0, Bytes::len) + 21
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|h| h.key.len() + h.value.as_ref().map_or(0, Bytes::len) + 10)
+            .sum();
+        self.key.as_ref().map_or(0, Bytes::len)
+            + self.value.as_ref().map_or(0, Bytes::len)
+            + headers
+            + 21
     }
 }
 
