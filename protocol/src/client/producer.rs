@@ -151,7 +151,7 @@ impl ProducerConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendError {
     /// The buffer is full: here is the record back; try again once deliveries free room.
-    BufferFull(ProducerRecord),
+    BufferFull(Box<ProducerRecord>),
     /// The record can never be sent (too large, producer closed or fenced).
     Rejected(ClientError),
 }
@@ -313,7 +313,7 @@ impl ProducerCore {
             }));
         }
         if self.acc.reserve(record_bytes).is_err() {
-            return Err(SendError::BufferFull(record));
+            return Err(SendError::BufferFull(Box::new(record)));
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -1069,7 +1069,7 @@ mod tests {
                 0,
             ) {
                 Ok(_) => sent += 1,
-                Err(SendError::BufferFull(r)) => break r,
+                Err(SendError::BufferFull(r)) => break *r,
                 Err(e) => panic!("{e:?}"),
             }
         };

@@ -151,7 +151,7 @@ impl Producer {
                 }
                 Err(SendError::Rejected(e)) => return Err(e),
                 Err(SendError::BufferFull(r)) => {
-                    record = r;
+                    record = *r;
                     state.send_waits += 1;
                     self.wake();
                     let now = Instant::now();
