@@ -6,6 +6,7 @@ use bytes::Bytes;
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 
 use crate::codec::{decode_request, decode_response, encode_request, encode_response};
 use crate::frame::{split_frame, FrameLimits};
@@ -709,4 +710,37 @@ fn garbage_header_fails_verification() {
         decode_response(&raw, &limits),
         Err(crate::FrameError::InvalidHeader(_))
     ));
+}
+
+/// Writes one valid frame per request and response type into `$SPOOL_WRITE_FUZZ_SEEDS` (a seed
+/// corpus for `protocol/fuzz`: `cargo fuzz run frame_decoder corpus/frame_decoder seeds`). Does
+/// nothing unless the variable is set.
+#[test]
+fn write_fuzz_seeds() {
+    let Some(dir) = std::env::var_os("SPOOL_WRITE_FUZZ_SEEDS") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let limits = FrameLimits::default();
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    for i in 0..64 {
+        let body = request_body().new_tree(&mut runner).unwrap().current();
+        let mut body = body;
+        fit_request(&mut body, 16);
+        let header = crate::codec::request(i, Some("seed"), body);
+        let frame = encode_request(&header, vec![Bytes::from_static(&[7; 16])], &limits).unwrap();
+        std::fs::write(dir.join(format!("request-{i}")), frame.to_bytes()).unwrap();
+        let mut body = response_body().new_tree(&mut runner).unwrap().current();
+        fit_response(&mut body, 16);
+        let header = crate::codec::response(i, 0, body);
+        let frame = encode_response(&header, vec![Bytes::from_static(&[7; 16])], &limits).unwrap();
+        std::fs::write(dir.join(format!("response-{i}")), frame.to_bytes()).unwrap();
+        let record = metadata_record().new_tree(&mut runner).unwrap().current();
+        std::fs::write(
+            dir.join(format!("metadata-{i}")),
+            metadata_log::encode(&record).unwrap(),
+        )
+        .unwrap();
+    }
 }

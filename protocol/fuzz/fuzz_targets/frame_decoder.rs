@@ -4,7 +4,11 @@
 //!
 //! Build / run (stable toolchain; cargo-fuzz needs nightly flags, which RUSTC_BOOTSTRAP allows):
 //!   cd protocol/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build
-//!   cd protocol/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run frame_decoder -- -max_total_time=60
+//!   cd protocol/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run frame_decoder corpus/frame_decoder seeds -- -max_total_time=60
+//!
+//! `seeds/` holds valid frames of every request, response and metadata record (regenerate with
+//! `SPOOL_WRITE_FUZZ_SEEDS=protocol/fuzz/seeds cargo test -p spool-protocol --lib write_fuzz_seeds`),
+//! so the fuzzer starts past the verifier instead of rediscovering flatbuffers from nothing.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
