@@ -19,10 +19,15 @@ pub use admin::Admin;
 pub use consumer::Consumer;
 pub use producer::{DeliveryFuture, Producer};
 
-/// Wall-clock milliseconds since the Unix epoch: the cores' `now_ms`.
+/// Wall-clock milliseconds since the Unix epoch: the cores' `now_ms` (and the default record
+/// timestamp). Never decreases within the process: if the wall clock steps back, time stands still
+/// until it catches up, so the cores' deadlines and backoffs never run backwards.
 pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LATEST_MS: AtomicU64 = AtomicU64::new(0);
+    let wall_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+        .unwrap_or(0);
+    LATEST_MS.fetch_max(wall_ms, Ordering::Relaxed).max(wall_ms)
 }
