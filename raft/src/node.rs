@@ -521,6 +521,11 @@ impl MetadataRaft {
             return Ok(());
         }
         let index = self.applied;
+        if index > store.last() {
+            // Applied past what this node holds (cannot happen with raft-rs 0.7, which hands
+            // out only persisted entries as committed); try again after the next append.
+            return Ok(());
+        }
         let term = store.term(index)?;
         let data =
             snapshot_image(&self.image).map_err(|source| NodeError::Snapshot { index, source })?;

@@ -320,3 +320,57 @@ fn ticks_from_any_clock_keep_a_single_voter_leading() {
     assert!(c.is_leader());
     start_broker(&mut c);
 }
+
+#[test]
+fn entries_durable_but_uncommitted_at_a_crash_commit_on_restart() {
+    use spool_raft::disk::RaftDisk;
+    use spool_raft::validate::validate_create_topic;
+    use spool_raft::{CreateTopicPolicy, MetadataRaft, RaftConfig};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut c, _) = open(dir.path());
+        start_broker(&mut c);
+    }
+    // Drive the sans-IO core by hand and "crash" after the entry is durable but before the
+    // commit index that covers it is.
+    let (mut disk, recovered) = RaftDisk::open(dir.path()).expect("disk");
+    let mut raft = MetadataRaft::new(&RaftConfig::single_voter(1), recovered).expect("raft");
+    while let Some(ready) = raft.ready() {
+        disk.persist_ready(ready.snapshot(), ready.entries(), ready.hard_state())
+            .expect("persist");
+        let adv = raft.advance(ready).expect("advance");
+        disk.persist_advanced(
+            adv.hard_state.as_ref(),
+            adv.conf_state.as_ref(),
+            adv.snapshot_taken.as_ref(),
+        )
+        .expect("persist advanced");
+    }
+    assert!(raft.is_leader());
+    let record = validate_create_topic(
+        raft.latest_image(),
+        &CreateTopicRequest::new("late", 1),
+        Uuid128 { high: 9, low: 9 },
+        &CreateTopicPolicy::default(),
+    )
+    .expect("valid");
+    let id = raft.propose(record).expect("propose");
+    let ready = raft.ready().expect("ready");
+    assert_eq!(ready.entries().len(), 1);
+    disk.persist_ready(ready.snapshot(), ready.entries(), ready.hard_state())
+        .expect("persist");
+    drop(ready);
+    drop(raft);
+    drop(disk);
+
+    let (mut c, image) = open(dir.path());
+    let topic = image.topic("late").expect("committed on restart");
+    assert_eq!(topic.topic_id, Uuid128 { high: 9, low: 9 });
+    // The old incarnation's proposal is not reported as this incarnation's.
+    let next = c
+        .create_topic(&CreateTopicRequest::new("next", 1))
+        .expect("next");
+    assert_ne!(next.incarnation, id.incarnation);
+    assert_eq!(commit(&mut c, next).outcome, Ok(()));
+}
