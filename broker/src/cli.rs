@@ -1,0 +1,364 @@
+//! `spool topic|produce|consume|cluster`: console tools in the style of `rpk`, on the native
+//! protocol's blocking client. Every command takes `--brokers HOST:PORT` (default
+//! 127.0.0.1:9093); an error prints one human line on stderr and exits non-zero.
+
+use std::io::{BufRead, Write};
+
+use bytes::Bytes;
+use clap::{Args, Subcommand, ValueEnum};
+use spool_protocol::client::admin::{AdminConfig, NewTopic};
+use spool_protocol::client::blocking::{Admin, Consumer, DeliveryFuture, Producer};
+use spool_protocol::client::consumer::{ConsumerConfig, SeekTo};
+use spool_protocol::client::producer::{Acks, ProducerConfig};
+use spool_protocol::client::{ProducerRecord, TopicPartition};
+
+#[derive(Debug, Clone, Args)]
+pub struct Brokers {
+    /// Broker to bootstrap from.
+    #[arg(
+        long,
+        global = true,
+        env = "SPOOL_BROKERS",
+        default_value = "127.0.0.1:9093"
+    )]
+    pub brokers: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TopicCmd {
+    /// Create a topic.
+    Create {
+        name: String,
+        #[arg(long, short = 'p', default_value_t = 1)]
+        partitions: i32,
+        #[arg(long, short = 'r', default_value_t = -1)]
+        replication_factor: i16,
+        /// A topic config, Kafka's name: --config retention.ms=60000 (repeatable).
+        #[arg(long = "config", short = 'c')]
+        configs: Vec<String>,
+    },
+    /// Delete a topic and its data.
+    Delete { name: String },
+    /// List topics.
+    List,
+    /// Show a topic's partitions, leaders and in-sync replicas.
+    Describe { name: String },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum AcksArg {
+    #[value(name = "0")]
+    Zero,
+    #[value(name = "1")]
+    One,
+    All,
+}
+
+#[derive(Debug, Args)]
+pub struct ProduceArgs {
+    pub topic: String,
+    /// Split each line into key and value at the first SEP.
+    #[arg(long)]
+    pub key_separator: Option<String>,
+    #[arg(long, value_enum, default_value = "all")]
+    pub acks: AcksArg,
+    /// Send every line to this partition instead of partitioning by key.
+    #[arg(long)]
+    pub partition: Option<i32>,
+    /// Print partition and offset of every acknowledged line.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    pub topic: String,
+    /// earliest | latest | OFFSET | @TIMESTAMP_MS
+    #[arg(long, default_value = "earliest")]
+    pub from: String,
+    /// Stop after N records (default: run until interrupted).
+    #[arg(short = 'n', long)]
+    pub num: Option<u64>,
+    /// Only this partition (default: every partition).
+    #[arg(long)]
+    pub partition: Option<i32>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Stop when no record arrives for this long (default: wait forever).
+    #[arg(long)]
+    pub idle_timeout_ms: Option<u64>,
+}
+
+fn bootstrap(b: &Brokers) -> Vec<&str> {
+    b.brokers
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn admin(b: &Brokers) -> Result<Admin, String> {
+    Admin::new(&bootstrap(b), AdminConfig::default())
+        .map_err(|e| format!("cannot reach {}: {e}", b.brokers))
+}
+
+pub fn topic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
+    let mut admin = admin(b)?;
+    match cmd {
+        TopicCmd::Create {
+            name,
+            partitions,
+            replication_factor,
+            configs,
+        } => {
+            let mut t = NewTopic::new(name.clone(), partitions, replication_factor);
+            for c in configs {
+                let Some((k, v)) = c.split_once('=') else {
+                    return Err(format!("--config wants key=value, got {c:?}"));
+                };
+                t.configs.push((k.to_string(), v.to_string()));
+            }
+            let results = admin.create_topics(vec![t]).map_err(|e| e.to_string())?;
+            for (name, r) in results {
+                r.map_err(|e| format!("cannot create topic {name}: {e}"))?;
+                println!("created topic {name} ({partitions} partitions)");
+            }
+        }
+        TopicCmd::Delete { name } => {
+            for (name, r) in admin.delete_topics(vec![name]).map_err(|e| e.to_string())? {
+                r.map_err(|e| format!("cannot delete topic {name}: {e}"))?;
+                println!("deleted topic {name}");
+            }
+        }
+        TopicCmd::List => {
+            for t in admin.list_topics().map_err(|e| e.to_string())? {
+                println!("{t}");
+            }
+        }
+        TopicCmd::Describe { name } => {
+            for (name, r) in admin
+                .describe_topics(vec![name])
+                .map_err(|e| e.to_string())?
+            {
+                let d = r.map_err(|e| format!("cannot describe topic {name}: {e}"))?;
+                println!("topic {} ({} partitions)", d.name, d.partitions.len());
+                println!(
+                    "{:>9}  {:>6}  {:>12}  {:>12}  {}",
+                    "PARTITION", "LEADER", "LEADER-EPOCH", "REPLICAS", "ISR"
+                );
+                for p in d.partitions {
+                    println!(
+                        "{:>9}  {:>6}  {:>12}  {:>12}  {:?}",
+                        p.partition,
+                        p.leader_id,
+                        p.leader_epoch,
+                        format!("{:?}", p.replicas),
+                        p.isr
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn cluster_info(b: &Brokers) -> Result<(), String> {
+    let mut admin = admin(b)?;
+    let topics = admin.list_topics().map_err(|e| e.to_string())?;
+    let described = admin
+        .describe_topics(topics.clone())
+        .map_err(|e| e.to_string())?;
+    let partitions: usize = described
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .map(|d| d.partitions.len())
+        .sum();
+    let mut brokers: Vec<i32> = described
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .flat_map(|d| d.partitions.iter().flat_map(|p| p.replicas.clone()))
+        .collect();
+    brokers.sort_unstable();
+    brokers.dedup();
+    println!("bootstrap: {}", b.brokers);
+    println!("brokers hosting replicas: {brokers:?}");
+    println!("topics: {} ({} partitions)", topics.len(), partitions);
+    for t in topics {
+        println!("  {t}");
+    }
+    Ok(())
+}
+
+pub fn produce(b: &Brokers, a: ProduceArgs) -> Result<(), String> {
+    let config = ProducerConfig {
+        acks: match a.acks {
+            AcksArg::Zero => Acks::None,
+            AcksArg::One => Acks::Leader,
+            AcksArg::All => Acks::All,
+        },
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::new(&bootstrap(b), config)
+        .map_err(|e| format!("cannot reach {}: {e}", b.brokers))?;
+    let stdin = std::io::stdin();
+    let mut pending = std::collections::VecDeque::new();
+    let mut failures = 0u64;
+    let report = |d: DeliveryFuture, failures: &mut u64| match d.wait() {
+        Ok(m) if a.verbose => println!("{}/{} offset {}", m.topic, m.partition, m.offset),
+        Ok(_) => {}
+        Err(e) => {
+            eprintln!("spool: a record was not delivered: {e}");
+            *failures += 1;
+        }
+    };
+    for line in stdin.lock().lines() {
+        let line = line.map_err(|e| format!("reading stdin: {e}"))?;
+        let mut record = match &a.key_separator {
+            Some(sep) => match line.split_once(sep.as_str()) {
+                Some((k, v)) => ProducerRecord::new(a.topic.clone(), Bytes::from(v.to_string()))
+                    .with_key(Bytes::from(k.to_string())),
+                None => ProducerRecord::new(a.topic.clone(), Bytes::from(line)),
+            },
+            None => ProducerRecord::new(a.topic.clone(), Bytes::from(line)),
+        };
+        if let Some(p) = a.partition {
+            record = record.with_partition(p);
+        }
+        pending.push_back(
+            producer
+                .send(record)
+                .map_err(|e| format!("cannot send: {e}"))?,
+        );
+        // Report in order, without holding more than a bounded number of results.
+        while pending.len() > 10_000 || pending.front().is_some_and(|d| d.is_ready()) {
+            if let Some(d) = pending.pop_front() {
+                report(d, &mut failures);
+            }
+        }
+    }
+    producer
+        .flush(60_000)
+        .map_err(|e| format!("flushing: {e}"))?;
+    while let Some(d) = pending.pop_front() {
+        report(d, &mut failures);
+    }
+    producer
+        .close(10_000)
+        .map_err(|e| format!("closing the producer: {e}"))?;
+    if failures > 0 {
+        return Err(format!("{failures} record(s) were not delivered"));
+    }
+    Ok(())
+}
+
+fn json_string(b: &Option<Bytes>) -> String {
+    match b {
+        None => "null".into(),
+        Some(b) => {
+            let s = String::from_utf8_lossy(b);
+            let mut out = String::with_capacity(s.len() + 2);
+            out.push('"');
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        }
+    }
+}
+
+pub fn consume(b: &Brokers, a: ConsumeArgs) -> Result<(), String> {
+    let seek =
+        match a.from.as_str() {
+            "earliest" => SeekTo::Earliest,
+            "latest" => SeekTo::Latest,
+            s if s.starts_with('@') => SeekTo::Timestamp(
+                s[1..]
+                    .parse()
+                    .map_err(|_| format!("--from {s}: not a timestamp in ms"))?,
+            ),
+            s => SeekTo::Offset(s.parse().map_err(|_| {
+                format!("--from {s}: want earliest, latest, OFFSET or @TIMESTAMP_MS")
+            })?),
+        };
+    let partitions: Vec<i32> = match a.partition {
+        Some(p) => vec![p],
+        None => {
+            let mut admin = admin(b)?;
+            let d = admin
+                .describe_topics(vec![a.topic.clone()])
+                .map_err(|e| e.to_string())?;
+            let (_, d) = d.into_iter().next().ok_or("no answer for the topic")?;
+            let d = d.map_err(|e| format!("topic {}: {e}", a.topic))?;
+            d.partitions.iter().map(|p| p.partition).collect()
+        }
+    };
+    let mut consumer = Consumer::new(&bootstrap(b), ConsumerConfig::default())
+        .map_err(|e| format!("cannot reach {}: {e}", b.brokers))?;
+    let tps: Vec<TopicPartition> = partitions
+        .iter()
+        .map(|&p| TopicPartition::new(a.topic.clone(), p))
+        .collect();
+    consumer.assign(tps.clone());
+    for tp in &tps {
+        consumer
+            .seek(tp, seek)
+            .map_err(|e| format!("seek {}/{}: {e}", tp.topic, tp.partition))?;
+    }
+    let mut seen = 0u64;
+    let mut idle_ms = 0u64;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    loop {
+        if a.num.is_some_and(|n| seen >= n) {
+            break;
+        }
+        let records = consumer.poll(500).map_err(|e| format!("fetch: {e}"))?;
+        if records.is_empty() {
+            idle_ms += 500;
+            if a.idle_timeout_ms.is_some_and(|t| idle_ms >= t) {
+                break;
+            }
+            continue;
+        }
+        idle_ms = 0;
+        for r in records {
+            if a.num.is_some_and(|n| seen >= n) {
+                break;
+            }
+            seen += 1;
+            let line = match a.format {
+                Format::Text => match &r.key {
+                    Some(k) => format!("{}\t{}", String::from_utf8_lossy(k), String::from_utf8_lossy(r.value.as_deref().unwrap_or_default())),
+                    None => String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned(),
+                },
+                Format::Json => format!(
+                    "{{\"topic\":{},\"partition\":{},\"offset\":{},\"timestamp\":{},\"key\":{},\"value\":{}}}",
+                    json_string(&Some(Bytes::from(r.topic.clone()))),
+                    r.partition,
+                    r.offset,
+                    r.timestamp_ms,
+                    json_string(&r.key),
+                    json_string(&r.value)
+                ),
+            };
+            writeln!(out, "{line}").map_err(|e| format!("stdout: {e}"))?;
+        }
+        out.flush().map_err(|e| format!("stdout: {e}"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! Broker configuration: flags (clap) with `SPOOL_*` environment overrides, validated once at
+//! start-up with messages that name the setting. Zero configuration works: `./spool-data`, every
+//! core, 127.0.0.1, ports 9093 (native) and 9644 (admin HTTP).
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use spool_storage::Durability;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    /// Acknowledge after fdatasync (group commit).
+    Fsync,
+    /// Acknowledge after the in-sync replicas have the bytes in memory; flush on an interval.
+    Replicated,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Where partition logs and the raft metadata log live.
+    #[arg(long, env = "SPOOL_DATA_DIR", default_value = "./spool-data")]
+    pub data_dir: PathBuf,
+    /// Executors (one pinned per core); default: every core.
+    #[arg(long, env = "SPOOL_CORES")]
+    pub cores: Option<usize>,
+    /// Address every listener binds.
+    #[arg(long, env = "SPOOL_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, env = "SPOOL_NATIVE_PORT", default_value_t = 9093)]
+    pub native_port: u16,
+    #[arg(long, env = "SPOOL_ADMIN_PORT", default_value_t = 9644)]
+    pub admin_port: u16,
+    #[arg(long, env = "SPOOL_NODE_ID", default_value_t = 0)]
+    pub node_id: i32,
+    #[arg(long, env = "SPOOL_DURABILITY", value_enum, default_value_t = DurabilityArg::Fsync)]
+    pub durability: DurabilityArg,
+    /// Serve fetches by copying segment bytes instead of splicing file ranges.
+    #[arg(long, env = "SPOOL_FETCH_COPY", default_value_t = false)]
+    pub fetch_copy: bool,
+    /// Largest record batch accepted (Kafka's `message.max.bytes`).
+    #[arg(long, env = "SPOOL_MAX_MESSAGE_BYTES", default_value_t = 1_048_588)]
+    pub max_message_bytes: usize,
+    /// Largest frame read from a client, checked before allocating.
+    #[arg(long, env = "SPOOL_MAX_FRAME_BYTES", default_value_t = 100 * 1024 * 1024)]
+    pub max_frame_bytes: usize,
+    /// Requests one connection may have in flight; more wait in the socket (backpressure).
+    #[arg(long, env = "SPOOL_MAX_IN_FLIGHT", default_value_t = 16)]
+    pub max_in_flight_per_connection: usize,
+    /// How often acks=0 appends are made durable and visible.
+    #[arg(long, env = "SPOOL_FLUSH_INTERVAL_MS", default_value_t = 50)]
+    pub flush_interval_ms: u64,
+    /// Default `segment.bytes` for new topics.
+    #[arg(long, env = "SPOOL_SEGMENT_BYTES", default_value_t = 1 << 30)]
+    pub segment_bytes: u64,
+    /// Default `retention.ms` for new topics (-1: forever).
+    #[arg(long, env = "SPOOL_RETENTION_MS", default_value_t = 7 * 24 * 3_600_000)]
+    pub retention_ms: i64,
+}
+
+/// The validated configuration every core shares (read-only).
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub data_dir: PathBuf,
+    pub cores: usize,
+    pub host: String,
+    pub native_port: u16,
+    pub admin_port: u16,
+    pub node_id: i32,
+    pub durability: Durability,
+    pub fetch_copy: bool,
+    pub max_message_bytes: usize,
+    pub max_frame_bytes: usize,
+    pub max_in_flight_per_connection: usize,
+    pub flush_interval_ms: u64,
+    pub segment_bytes: u64,
+    pub retention_ms: Option<i64>,
+    pub cluster_id: String,
+}
+
+impl BrokerConfig {
+    pub fn from_args(a: &ServeArgs) -> Result<Self, String> {
+        let available = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let cores = a.cores.unwrap_or(available);
+        if cores == 0 || cores > available {
+            return Err(format!(
+                "--cores must be between 1 and {available} (this machine's cores), got {cores}"
+            ));
+        }
+        if a.max_in_flight_per_connection == 0 {
+            return Err("--max-in-flight must be at least 1".into());
+        }
+        if a.max_message_bytes < 61 || a.max_message_bytes + 4096 > a.max_frame_bytes {
+            return Err(format!(
+                "--max-message-bytes ({}) must be at least 61 and leave room in --max-frame-bytes ({})",
+                a.max_message_bytes, a.max_frame_bytes
+            ));
+        }
+        if a.node_id < 0 {
+            return Err(format!("--node-id must be non-negative, got {}", a.node_id));
+        }
+        if a.segment_bytes < 4096 || a.segment_bytes > u64::from(u32::MAX) {
+            return Err(format!(
+                "--segment-bytes must be in [4096, {}], got {}",
+                u32::MAX,
+                a.segment_bytes
+            ));
+        }
+        Ok(Self {
+            data_dir: a.data_dir.clone(),
+            cores,
+            host: a.host.clone(),
+            native_port: a.native_port,
+            admin_port: a.admin_port,
+            node_id: a.node_id,
+            durability: match a.durability {
+                DurabilityArg::Fsync => Durability::Fsync,
+                DurabilityArg::Replicated => Durability::Replicated,
+            },
+            fetch_copy: a.fetch_copy,
+            max_message_bytes: a.max_message_bytes,
+            max_frame_bytes: a.max_frame_bytes,
+            max_in_flight_per_connection: a.max_in_flight_per_connection,
+            flush_interval_ms: a.flush_interval_ms.max(1),
+            segment_bytes: a.segment_bytes,
+            retention_ms: (a.retention_ms >= 0).then_some(a.retention_ms),
+            cluster_id: "spool".into(),
+        })
+    }
+}

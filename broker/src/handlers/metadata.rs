@@ -1,0 +1,63 @@
+//! Metadata: answered from this core's replica of the metadata image, no mesh hop.
+
+use std::rc::Rc;
+
+use spool_protocol::wire::{
+    self, MetadataBrokerT, MetadataPartitionT, MetadataRequestT, MetadataResponseT, MetadataTopicT,
+};
+use spool_protocol::ErrorCode;
+
+use crate::shard::Shard;
+
+pub fn handle(shard: &Rc<Shard>, req: &MetadataRequestT) -> MetadataResponseT {
+    let image = shard.image.borrow();
+    let cfg = &shard.config;
+    let topic_t = |t: &spool_raft::image::TopicImage| {
+        build!(MetadataTopicT {
+            error_code: wire::ErrorCode::from(ErrorCode::None),
+            name: t.name.clone(),
+            is_internal: t.name.starts_with("__"),
+            partitions: Some(
+                t.partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| build!(MetadataPartitionT {
+                        error_code: wire::ErrorCode::from(ErrorCode::None),
+                        partition_index: i as i32,
+                        leader_id: p.leader,
+                        leader_epoch: p.leader_epoch,
+                        replica_nodes: Some(p.replicas.clone()),
+                        isr_nodes: Some(p.isr.clone()),
+                        offline_replicas: Some(Vec::new()),
+                    }))
+                    .collect(),
+            ),
+        })
+    };
+    let topics = match &req.topics {
+        None => image.topics().map(topic_t).collect(),
+        Some(names) => names
+            .iter()
+            .map(|n| match image.topic(n) {
+                Some(t) => topic_t(t),
+                None => build!(MetadataTopicT {
+                    error_code: wire::ErrorCode::from(ErrorCode::UnknownTopicOrPartition),
+                    name: n.clone(),
+                    is_internal: false,
+                    partitions: Some(Vec::new()),
+                }),
+            })
+            .collect(),
+    };
+    build!(MetadataResponseT {
+        brokers: Some(vec![build!(MetadataBrokerT {
+            node_id: cfg.node_id,
+            host: cfg.host.clone(),
+            port: i32::from(cfg.native_port),
+            rack: None,
+        })]),
+        cluster_id: Some(cfg.cluster_id.clone()),
+        controller_id: cfg.node_id,
+        topics: Some(topics),
+    })
+}

@@ -1,0 +1,25 @@
+//! spool-broker: the broker behind `spool serve` (DESIGN §4, §6, §10).
+//!
+//! The data path, top to bottom: [`connection`] (frames in, responses out) → [`handlers`]
+//! (decode, split by partition) → [`shard`] (route to the owning core over the [`mesh`]) →
+//! [`partition`] (log, high watermark) → `spool_storage` → ack. Core 0 also runs the
+//! [`controller`] (raft metadata) and the [`admin_http`] endpoint. Decision logic that needs no
+//! I/O is pure and tested without a runtime: [`replica`] (ISR and high watermark), [`shard_map`].
+
+pub mod admin_http;
+pub mod cli;
+pub mod config;
+pub mod connection;
+pub mod controller;
+pub mod handlers;
+pub mod mesh;
+pub mod metrics;
+pub mod net_io;
+pub mod partition;
+pub mod producer_state;
+pub mod replica;
+pub mod requests;
+pub mod runtime;
+pub mod shard;
+pub mod shard_map;
+pub mod topic_config;

@@ -1,0 +1,60 @@
+//! `spool`: the broker (`spool serve`) and its command-line tools.
+
+use clap::{Parser, Subcommand};
+use spool_broker::cli::{self, Brokers, ConsumeArgs, ProduceArgs, TopicCmd};
+use spool_broker::config::{BrokerConfig, ServeArgs};
+
+#[derive(Parser)]
+#[command(name = "spool", version, about = "spool: a Kafka-class message queue")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    brokers: Brokers,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a broker (zero config: ./spool-data, every core, 127.0.0.1).
+    Serve(ServeArgs),
+    /// Create, delete, list and describe topics.
+    #[command(subcommand)]
+    Topic(TopicCmd),
+    /// Produce one record per stdin line.
+    Produce(ProduceArgs),
+    /// Print records of a topic.
+    Consume(ConsumeArgs),
+    /// Cluster commands.
+    #[command(subcommand)]
+    Cluster(ClusterCmd),
+}
+
+#[derive(Subcommand)]
+enum ClusterCmd {
+    /// Brokers and topics.
+    Info,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                )
+                .with_writer(std::io::stderr)
+                .init();
+            BrokerConfig::from_args(&args).and_then(spool_broker::runtime::serve)
+        }
+        Command::Topic(cmd) => cli::topic(&cli.brokers, cmd),
+        Command::Produce(a) => cli::produce(&cli.brokers, a),
+        Command::Consume(a) => cli::consume(&cli.brokers, a),
+        Command::Cluster(ClusterCmd::Info) => cli::cluster_info(&cli.brokers),
+    };
+    if let Err(e) = result {
+        eprintln!("spool: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,223 @@
+//! `spool serve`: one pinned glommio executor per core, joined by a channel mesh; core 0 also
+//! runs the controller and the admin HTTP endpoint. Owns start-up (data-dir lock, port checks,
+//! the controller's image reaching every core before any listener opens) and shutdown (SIGTERM or
+//! SIGINT: stop accepting, finish in-flight requests, flush and close every partition cleanly,
+//! exit 0).
+
+use std::net::TcpListener as StdListener;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::net::TcpListener;
+use glommio::{LocalExecutorBuilder, Placement};
+
+use crate::config::BrokerConfig;
+use crate::controller::Controller;
+use crate::mesh::{Message, Request, MESH_CHANNEL_CAPACITY};
+use crate::shard::Shard;
+
+/// Set by the signal handler; every core polls it.
+static STOP: AtomicBool = AtomicBool::new(false);
+/// How often cores look at [`STOP`].
+const STOP_POLL_MS: u64 = 50;
+/// How long shutdown waits for open connections to finish their requests.
+const DRAIN_TIMEOUT_MS: u64 = 10_000;
+/// Retention and compaction run this often (Kafka's `log.retention.check.interval.ms`).
+const RETENTION_CHECK_INTERVAL_MS: u64 = 300_000;
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// Takes an exclusive lock on the data directory for the process's lifetime.
+fn lock_data_dir(config: &BrokerConfig) -> Result<std::fs::File, String> {
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| format!("cannot create data dir {}: {e}", config.data_dir.display()))?;
+    let path = config.data_dir.join(".broker.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(format!(
+            "data dir {} is in use by another spool broker (lock {})",
+            config.data_dir.display(),
+            path.display()
+        ));
+    }
+    Ok(f)
+}
+
+/// glommio sets SO_REUSEPORT on every listener, so a second broker on the same port would bind
+/// silently and steal connections (DESIGN §12). A plain bind first tells the truth.
+fn check_port_free(host: &str, port: u16, what: &str) -> Result<(), String> {
+    StdListener::bind((host, port)).map(drop).map_err(|e| {
+        format!("cannot listen on {host}:{port} ({what}): {e} — is another broker running?")
+    })
+}
+
+pub fn serve(config: BrokerConfig) -> Result<(), String> {
+    let _lock = lock_data_dir(&config)?;
+    check_port_free(&config.host, config.native_port, "native port")?;
+    check_port_free(&config.host, config.admin_port, "admin port")?;
+    install_signal_handlers();
+    let config = std::sync::Arc::new(config);
+    let mesh = MeshBuilder::<Message, _>::full(config.cores, MESH_CHANNEL_CAPACITY);
+    let mut handles = Vec::new();
+    for core in 0..config.cores {
+        let mesh = mesh.clone();
+        let config = std::sync::Arc::clone(&config);
+        let h = LocalExecutorBuilder::new(Placement::Fixed(core))
+            .name(&format!("spool-core-{core}"))
+            .spawn(move || async move { run_core(core, (*config).clone(), mesh).await })
+            .map_err(|e| format!("cannot start executor on core {core}: {e}"))?;
+        handles.push(h);
+    }
+    let mut first_error = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                first_error.get_or_insert(format!("a core failed: {e}"));
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => {
+            tracing::info!("spool stopped cleanly");
+            Ok(())
+        }
+    }
+}
+
+async fn run_core(
+    core: usize,
+    config: BrokerConfig,
+    mesh: MeshBuilder<Message, glommio::channels::channel_mesh::Full>,
+) -> Result<(), String> {
+    let (senders, receivers) = mesh
+        .join()
+        .await
+        .map_err(|_| "joining the core mesh failed".to_string())?;
+    let shard = Shard::new(core, Rc::new(config), senders);
+    shard.spawn_receivers(receivers);
+    spawn_stop_watcher(&shard);
+    if core == 0 {
+        let (controller, image) = match Controller::open(&shard) {
+            Ok(c) => c,
+            Err(e) => {
+                STOP.store(true, Ordering::SeqCst);
+                return Err(format!(
+                    "cannot start the controller in {}: {e}",
+                    shard.config.data_dir.display()
+                ));
+            }
+        };
+        *shard.controller.borrow_mut() = Some(Rc::clone(&controller));
+        let records: Vec<Vec<u8>> = spool_raft::image_snapshot::image_records(&image)
+            .iter()
+            .filter_map(|r| spool_protocol::metadata_log::encode(r).ok())
+            .collect();
+        shard
+            .broadcast(|| Request::ApplyMetadata(records.clone()))
+            .await;
+        controller.spawn_ticker(&shard);
+        crate::admin_http::spawn(&shard)?;
+    }
+    futures_lite::future::or(shard.until_ready(), async {
+        let _: Option<()> = shard.stopped_signal().await;
+    })
+    .await;
+    spawn_maintenance(&shard);
+    let listener = TcpListener::bind((shard.config.host.as_str(), shard.config.native_port))
+        .map_err(|e| {
+            format!(
+                "core {core}: cannot listen on {}:{}: {e}",
+                shard.config.host, shard.config.native_port
+            )
+        })?;
+    if core == 0 {
+        tracing::info!(
+            "spool serving on {}:{} (native), {}:{} (admin), {} cores, data in {}",
+            shard.config.host,
+            shard.config.native_port,
+            shard.config.host,
+            shard.config.admin_port,
+            shard.config.cores,
+            shard.config.data_dir.display()
+        );
+    }
+    loop {
+        let accepted = futures_lite::future::or(
+            async { Some(listener.accept().await) },
+            shard.stopped_signal(),
+        )
+        .await;
+        match accepted {
+            None => break,
+            Some(Ok(stream)) => {
+                let me = Rc::clone(&shard);
+                glommio::spawn_local(crate::connection::serve(me, stream)).detach();
+            }
+            Some(Err(e)) => tracing::warn!(core, "accept: {e}"),
+        }
+    }
+    drop(listener);
+    // Drain: connections stop reading new requests and finish what they have.
+    let mut waited = 0;
+    while shard.metrics.connections.get() > 0 && waited < DRAIN_TIMEOUT_MS {
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+        waited += 20;
+    }
+    shard.close_partitions().await;
+    Ok(())
+}
+
+fn spawn_stop_watcher(shard: &Rc<Shard>) {
+    let shard = Rc::clone(shard);
+    glommio::spawn_local(async move {
+        while !STOP.load(Ordering::SeqCst) {
+            glommio::timer::sleep(Duration::from_millis(STOP_POLL_MS)).await;
+        }
+        shard.stop();
+    })
+    .detach();
+}
+
+/// Periodic work of one core: making acks=0 appends durable and visible, retention, compaction.
+fn spawn_maintenance(shard: &Rc<Shard>) {
+    let me = Rc::clone(shard);
+    glommio::spawn_local(async move {
+        let interval = me.config.flush_interval_ms;
+        let mut since_retention = 0u64;
+        while !me.stopping.get() {
+            glommio::timer::sleep(Duration::from_millis(interval)).await;
+            me.flush_partitions().await;
+            since_retention += interval;
+            if since_retention >= RETENTION_CHECK_INTERVAL_MS {
+                since_retention = 0;
+                me.enforce_retention().await;
+            }
+        }
+    })
+    .detach();
+}
