@@ -14,6 +14,35 @@
 //! - [`glommio_io`]: async, **requires the glommio runtime** (spool's runtime): the client must be
 //!   created and used on one glommio `LocalExecutor` thread (its futures are `!Send`).
 //!
+//! From a plain `fn main()`:
+//!
+//! ```no_run
+//! use spool_protocol::client::admin::{AdminConfig, NewTopic};
+//! use spool_protocol::client::blocking::{Admin, Consumer, Producer};
+//! use spool_protocol::client::consumer::{ConsumerConfig, SeekTo};
+//! use spool_protocol::client::producer::ProducerConfig;
+//! use spool_protocol::client::{ProducerRecord, TopicPartition};
+//!
+//! fn main() -> Result<(), spool_protocol::client::ClientError> {
+//!     let brokers = ["127.0.0.1:9093"];
+//!     Admin::new(&brokers, AdminConfig::default())?.create_topics(vec![NewTopic::new("orders", 3, 1)])?;
+//!
+//!     let producer = Producer::new(&brokers, ProducerConfig::default())?;
+//!     let delivery = producer.send(ProducerRecord::new("orders", "hello").with_key("customer-7"))?;
+//!     let md = delivery.wait()?; // partition (murmur2 of the key) and offset
+//!     producer.close(10_000)?;
+//!
+//!     let mut consumer = Consumer::new(&brokers, ConsumerConfig::default())?;
+//!     let tp = TopicPartition::new("orders", md.partition);
+//!     consumer.assign([tp.clone()]);
+//!     consumer.seek(&tp, SeekTo::Offset(md.offset))?;
+//!     for record in consumer.poll(1_000)? {
+//!         println!("{} {:?}", record.offset, record.value);
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
 //! Everything is bounded: the producer's buffer (`buffer_bytes`), requests in flight per broker
 //! (`max_in_flight_per_broker`, ≤ 5), the consumer's fetched-but-unread bytes
 //! (`max_buffered_bytes`), frame sizes (`FrameLimits`).

@@ -226,7 +226,8 @@ impl ProducerCore {
             return Err(ClientError::InvalidConfig("bootstrap list is empty".into()));
         }
         let acc = Accumulator::new(AccumulatorConfig {
-            batch_bytes: config.batch_bytes,
+            // A batch never outgrows a request.
+            batch_bytes: config.batch_bytes.min(config.max_request_bytes),
             linger_ms: config.linger_ms,
             buffer_bytes: config.buffer_bytes,
             compression: config.compression,
