@@ -6,11 +6,14 @@
 //! [`crate::disk`] for why that is acceptable here).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
+
+use super::faults;
 
 /// Fsyncs a directory so a rename or create inside it is durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    faults::step("directory fsync")?;
     File::open(dir)?.sync_all()
 }
 
@@ -25,9 +28,11 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
             .create(true)
             .truncate(true)
             .open(tmp)?;
-        f.write_all(bytes)?;
+        faults::write_all(&mut f, bytes, "write of a replacement file")?;
+        faults::step("fdatasync of a replacement file")?;
         f.sync_data()?;
     }
+    faults::step("rename of a replacement file")?;
     fs::rename(tmp, path)?;
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => sync_dir(dir),

@@ -10,7 +10,7 @@
 //! Never does: interpret entries (that is [`crate::MetadataRaft`]'s job).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use protobuf::Message as _;
@@ -18,6 +18,7 @@ use raft::eraftpb::Entry;
 
 use super::atomic::write_atomically;
 use super::error::DiskError;
+use super::faults;
 use super::frame::{get_frame, put_frame, FrameFault};
 
 /// The open raft log file.
@@ -106,9 +107,12 @@ impl EntryLog {
                 reason = stop.as_deref().unwrap_or("?"),
                 "raft log: cutting a torn tail"
             );
-            file.set_len(valid_bytes as u64)
+            faults::step("raft log tail truncation")
+                .and_then(|()| file.set_len(valid_bytes as u64))
                 .map_err(DiskError::io("truncate", path))?;
-            file.sync_data().map_err(DiskError::io("fdatasync", path))?;
+            faults::step("raft log fdatasync")
+                .and_then(|()| file.sync_data())
+                .map_err(DiskError::io("fdatasync", path))?;
         }
         file.seek(SeekFrom::End(0))
             .map_err(DiskError::io("seek", path))?;
@@ -166,8 +170,8 @@ impl EntryLog {
             if head.index <= last {
                 let keep = (head.index - self.first_index) as usize;
                 let cut_at = self.starts[keep];
-                self.file
-                    .set_len(cut_at)
+                faults::step("raft log suffix truncation")
+                    .and_then(|()| self.file.set_len(cut_at))
                     .map_err(DiskError::io("truncate", &self.path))?;
                 self.file
                     .seek(SeekFrom::Start(cut_at))
@@ -194,11 +198,10 @@ impl EntryLog {
             })?;
             put_frame(&mut buf, &payload);
         }
-        self.file
-            .write_all(&buf)
+        faults::write_all(&mut self.file, &buf, "raft log append")
             .map_err(DiskError::io("write", &self.path))?;
-        self.file
-            .sync_data()
+        faults::step("raft log fdatasync")
+            .and_then(|()| self.file.sync_data())
             .map_err(DiskError::io("fdatasync", &self.path))?;
         self.starts.extend(starts);
         self.end_bytes += buf.len() as u64;

@@ -21,6 +21,7 @@
 pub mod atomic;
 pub mod entry_log;
 pub mod error;
+pub mod faults;
 pub mod frame;
 pub mod snapshot_file;
 pub mod state_file;
