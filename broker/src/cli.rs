@@ -148,10 +148,7 @@ pub fn topic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
             {
                 let d = r.map_err(|e| format!("cannot describe topic {name}: {e}"))?;
                 println!("topic {} ({} partitions)", d.name, d.partitions.len());
-                println!(
-                    "{:>9}  {:>6}  {:>12}  {:>12}  {}",
-                    "PARTITION", "LEADER", "LEADER-EPOCH", "REPLICAS", "ISR"
-                );
+                println!("PARTITION  LEADER  LEADER-EPOCH      REPLICAS  ISR");
                 for p in d.partitions {
                     println!(
                         "{:>9}  {:>6}  {:>12}  {:>12}  {:?}",

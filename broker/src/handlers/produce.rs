@@ -22,7 +22,7 @@ pub async fn handle(
 ) -> Option<ProduceResponseT> {
     let started = Instant::now();
     let acks = req.acks;
-    let valid_acks = matches!(acks, 0 | 1 | -1);
+    let valid_acks = (-1..=1).contains(&acks);
     let mut calls = Vec::new();
     let mut bytes = 0u64;
     for topic in req.topics.unwrap_or_default() {
