@@ -16,113 +16,24 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
-use spool_storage::batch::{BatchError, BatchIter};
-use spool_storage::records::read_batch;
 use tracing::warn;
+
+mod config;
+mod fetched;
+
+pub use config::{ConsumerConfig, OffsetReset, SeekTo};
+pub use fetched::{decode_fetched, Decoded};
 
 use crate::client::metadata::MetadataCache;
 use crate::client::net::{backoff_ms, Addr, ClientCore, InFlight, NetAction};
 use crate::client::{ClientError, ConsumerRecord, TopicPartition};
 use crate::codec::{self, encode_request, Response};
-use crate::frame::FrameLimits;
 use crate::payload;
 use crate::wire::{
     FetchPartitionDataT, FetchPartitionT, FetchRequestT, FetchTopicT, IsolationLevel,
     ListOffsetsPartitionT, ListOffsetsRequestT, ListOffsetsTopicT, RequestBodyT, ResponseBodyT,
 };
 use crate::ErrorCode;
-
-/// Where to start when a partition has no valid position (Kafka `auto.offset.reset`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OffsetReset {
-    Earliest,
-    Latest,
-    /// No automatic reset: fetching stops with an error until the application seeks.
-    None,
-}
-
-/// A seek target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SeekTo {
-    Offset(i64),
-    Earliest,
-    Latest,
-    /// The first offset whose timestamp is at or after this many ms since the epoch (the end of
-    /// the partition when there is none).
-    Timestamp(i64),
-}
-
-impl SeekTo {
-    /// Kafka's ListOffsets timestamp for a lookup target.
-    fn list_offsets_timestamp(self) -> i64 {
-        match self {
-            Self::Earliest => -2,
-            Self::Latest => -1,
-            Self::Timestamp(t) => t,
-            Self::Offset(o) => o,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct ConsumerConfig {
-    pub client_id: String,
-    /// How long the broker may hold a fetch waiting for `fetch_min_bytes`.
-    pub fetch_max_wait_ms: u64,
-    pub fetch_min_bytes: i32,
-    /// Bytes per fetch response, all partitions together.
-    pub fetch_max_bytes: i32,
-    /// Bytes per partition per fetch (Kafka `max.partition.fetch.bytes`).
-    pub max_partition_fetch_bytes: i32,
-    pub isolation_level: IsolationLevel,
-    pub auto_offset_reset: OffsetReset,
-    pub request_timeout_ms: u64,
-    pub retry_backoff_ms: u64,
-    pub retry_backoff_max_ms: u64,
-    /// Fetched bytes not yet taken by the application; no fetch goes out above it.
-    pub max_buffered_bytes: usize,
-    pub metadata_max_age_ms: u64,
-    pub frame_limits: FrameLimits,
-}
-
-impl Default for ConsumerConfig {
-    fn default() -> Self {
-        Self {
-            client_id: "spool-consumer".into(),
-            fetch_max_wait_ms: 500,
-            fetch_min_bytes: 1,
-            fetch_max_bytes: 50 * 1024 * 1024,
-            max_partition_fetch_bytes: 1024 * 1024,
-            isolation_level: IsolationLevel::ReadUncommitted,
-            auto_offset_reset: OffsetReset::Latest,
-            request_timeout_ms: 30_000,
-            retry_backoff_ms: 100,
-            retry_backoff_max_ms: 1000,
-            max_buffered_bytes: 64 * 1024 * 1024,
-            metadata_max_age_ms: 300_000,
-            frame_limits: FrameLimits::default(),
-        }
-    }
-}
-
-impl ConsumerConfig {
-    pub fn validate(&self) -> Result<(), ClientError> {
-        let bad = |m: &str| Err(ClientError::InvalidConfig(m.to_owned()));
-        if self.request_timeout_ms <= self.fetch_max_wait_ms {
-            return bad("request_timeout_ms must exceed fetch_max_wait_ms");
-        }
-        if self.fetch_max_bytes <= 0 || self.max_partition_fetch_bytes <= 0 {
-            return bad("fetch_max_bytes and max_partition_fetch_bytes must be > 0");
-        }
-        if self.fetch_max_bytes as usize + 1024 * 1024 > self.frame_limits.max_frame_bytes {
-            return bad("fetch_max_bytes must leave room for the header within the frame limit");
-        }
-        if self.max_buffered_bytes == 0 {
-            return bad("max_buffered_bytes must be > 0");
-        }
-        Ok(())
-    }
-}
 
 #[derive(Debug, Default)]
 struct PartState {
@@ -575,88 +486,27 @@ impl ConsumerCore {
             }
         };
         let read_committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
-        let mut aborted: Vec<(i64, i64)> = data
+        let aborted: Vec<(i64, i64)> = data
             .aborted_transactions
             .iter()
             .flatten()
-            .map(|a| (a.first_offset, a.producer_id))
+            .map(|a| (a.producer_id, a.first_offset))
             .collect();
-        aborted.sort_unstable();
-        let mut aborted = aborted.into_iter().peekable();
-        let mut active_aborts: BTreeSet<i64> = BTreeSet::new();
         let max_batch_bytes = self.config.frame_limits.max_frame_bytes;
-        let mut next_offset = fetch_offset;
-        let mut fetched = Vec::new();
-        let mut seen_batch = false;
-        for item in BatchIter::new(&bytes, max_batch_bytes) {
-            let batch = match item {
-                Ok(b) => b,
-                // A partial batch at the end is normal: the broker cut at max bytes.
-                Err((_, BatchError::Truncated { .. })) if seen_batch => break,
-                Err((position, e)) => {
-                    self.errors.push_back(ClientError::Corrupt(format!(
-                        "{tp}: batch at fetch offset {next_offset} (byte {position}): {e}"
-                    )));
-                    break;
-                }
-            };
-            seen_batch = true;
-            let h = batch.header;
-            if h.last_offset() < next_offset {
-                continue;
-            }
-            if read_committed {
-                while let Some(&(first, pid)) = aborted.peek() {
-                    if first > h.last_offset() {
-                        break;
-                    }
-                    active_aborts.insert(pid);
-                    aborted.next();
-                }
-            }
-            if h.is_control() {
-                if read_committed && is_abort_marker(batch.bytes) {
-                    active_aborts.remove(&h.producer_id);
-                }
-                next_offset = h.last_offset() + 1;
-                continue;
-            }
-            if read_committed && h.is_transactional() && active_aborts.contains(&h.producer_id) {
-                next_offset = h.last_offset() + 1;
-                continue;
-            }
-            let owned = Bytes::copy_from_slice(batch.bytes);
-            let records = match read_batch(&owned, max_batch_bytes) {
-                Ok((_, r)) => r,
-                Err(e) => {
-                    self.errors.push_back(ClientError::Corrupt(format!(
-                        "{tp}: batch at offset {}: {e}",
-                        h.base_offset
-                    )));
-                    break;
-                }
-            };
-            for r in records {
-                let offset = h.base_offset + i64::from(r.offset_delta);
-                if offset < next_offset {
-                    continue;
-                }
-                fetched.push(ConsumerRecord {
-                    topic: tp.topic.clone(),
-                    partition: tp.partition,
-                    offset,
-                    timestamp_ms: h.base_timestamp + r.timestamp_delta,
-                    key: r.key,
-                    value: r.value,
-                    headers: r.headers,
-                });
-            }
-            next_offset = h.last_offset() + 1;
-        }
-        if !seen_batch && !bytes.is_empty() && self.errors.is_empty() {
-            self.errors.push_back(ClientError::Corrupt(format!(
-                "{tp}: the batch at offset {fetch_offset} is larger than max_partition_fetch_bytes returned"
-            )));
+        let Decoded {
+            records: fetched,
+            next_offset,
+            error,
+        } = decode_fetched(
+            tp,
+            &bytes,
+            fetch_offset,
+            &aborted,
+            read_committed,
+            max_batch_bytes,
+        );
+        if let Some(e) = error {
+            self.errors.push_back(e);
         }
         let Some(st) = self.parts.get_mut(tp) else {
             return;
@@ -745,19 +595,6 @@ impl ConsumerCore {
                     self.config.retry_backoff_max_ms,
                 );
         }
-    }
-}
-
-/// Whether a control batch holds an ABORT marker: the control record's key is
-/// `version i16 | type i16`, type 0 = abort, 1 = commit.
-fn is_abort_marker(batch: &[u8]) -> bool {
-    let owned = Bytes::copy_from_slice(batch);
-    match read_batch(&owned, batch.len()) {
-        Ok((_, records)) => records
-            .first()
-            .and_then(|r| r.key.as_ref())
-            .is_some_and(|k| k.len() >= 4 && i16::from_be_bytes([k[2], k[3]]) == 0),
-        Err(_) => false,
     }
 }
 
@@ -862,370 +699,4 @@ impl ClientCore for ConsumerCore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::client::test_util::*;
-    use crate::codec::Request;
-    use crate::payload::PayloadBuilder;
-    use crate::wire::{
-        AbortedTransactionT, FetchResponseT, FetchableTopicResponseT,
-        ListOffsetsPartitionResponseT, ListOffsetsResponseT, ListOffsetsTopicResponseT,
-    };
-    use spool_storage::records::BatchBuilder;
-
-    fn tp() -> TopicPartition {
-        TopicPartition::new("t", 0)
-    }
-
-    /// One encoded batch at `base_offset`.
-    fn batch(
-        base_offset: i64,
-        producer_id: i64,
-        transactional: bool,
-        control: Option<i16>,
-        values: &[&str],
-    ) -> Bytes {
-        let mut b = BatchBuilder::new(1000);
-        b.producer_id = producer_id;
-        b.producer_epoch = 0;
-        b.base_sequence = 0;
-        b.transactional = transactional;
-        if let Some(marker) = control {
-            b.control = true;
-            let mut key = Vec::new();
-            key.extend_from_slice(&0i16.to_be_bytes());
-            key.extend_from_slice(&marker.to_be_bytes());
-            b.push(
-                1000,
-                Some(Bytes::from(key)),
-                Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
-            );
-        }
-        for v in values {
-            b.push(1000, None, Some(Bytes::from(v.to_string())));
-        }
-        let mut bytes = b.build().unwrap();
-        spool_storage::batch::set_base_offset(&mut bytes, base_offset);
-        bytes.freeze()
-    }
-
-    fn fetch_response(
-        req: &Request,
-        batches: &[Bytes],
-        high_watermark: i64,
-        aborted: Vec<(i64, i64)>,
-        code: ErrorCode,
-    ) -> Response {
-        let mut payload = PayloadBuilder::new();
-        let mut d = FetchPartitionDataT::default();
-        d.partition_index = 0;
-        d.error_code = code.into();
-        d.high_watermark = high_watermark;
-        d.aborted_transactions = Some(
-            aborted
-                .into_iter()
-                .map(|(producer_id, first_offset)| AbortedTransactionT {
-                    producer_id,
-                    first_offset,
-                })
-                .collect(),
-        );
-        if !batches.is_empty() {
-            d.records = Some(payload.push(Bytes::from(batches.concat())).unwrap());
-        }
-        let mut t = FetchableTopicResponseT::default();
-        t.topic = "t".into();
-        t.partitions = Some(vec![d]);
-        let mut r = FetchResponseT::default();
-        r.responses = Some(vec![t]);
-        let chunks = payload.finish();
-        respond(
-            req,
-            ResponseBodyT::FetchResponse(Box::new(r)),
-            Bytes::from(chunks.concat()),
-        )
-    }
-
-    fn list_offsets_response(req: &Request, offset: i64) -> Response {
-        let mut p = ListOffsetsPartitionResponseT::default();
-        p.partition_index = 0;
-        p.offset = offset;
-        let mut t = ListOffsetsTopicResponseT::default();
-        t.name = "t".into();
-        t.partitions = Some(vec![p]);
-        let mut r = ListOffsetsResponseT::default();
-        r.topics = Some(vec![t]);
-        respond(
-            req,
-            ResponseBodyT::ListOffsetsResponse(Box::new(r)),
-            Bytes::new(),
-        )
-    }
-
-    /// A consumer assigned t-0, with metadata answered and its position resolved to `start`.
-    fn ready_consumer(config: ConsumerConfig, start: i64) -> ConsumerCore {
-        let mut c = ConsumerCore::new(config, vec!["boot:1".into()]).unwrap();
-        c.assign([tp()]);
-        let reqs = requests(&c.poll_actions(0));
-        let (addr, req) = &reqs[0];
-        c.on_response(addr, respond(req, metadata("t", &[0], 1), Bytes::new()), 0);
-        let reqs = requests(&c.poll_actions(0));
-        let (addr, req) = &reqs[0];
-        assert!(matches!(
-            req.header.body,
-            RequestBodyT::ListOffsetsRequest(_)
-        ));
-        c.on_response(addr, list_offsets_response(req, start), 0);
-        assert_eq!(c.position(&tp()), Some(start));
-        c
-    }
-
-    fn next_fetch(c: &mut ConsumerCore, now_ms: u64) -> (String, Request) {
-        let mut reqs = requests(&c.poll_actions(now_ms));
-        assert_eq!(reqs.len(), 1);
-        let (addr, req) = reqs.remove(0);
-        assert!(
-            matches!(req.header.body, RequestBodyT::FetchRequest(_)),
-            "{:?}",
-            req.header.api_key
-        );
-        (addr, req)
-    }
-
-    fn earliest() -> ConsumerConfig {
-        ConsumerConfig {
-            auto_offset_reset: OffsetReset::Earliest,
-            ..ConsumerConfig::default()
-        }
-    }
-
-    #[test]
-    fn fetch_decodes_batches_and_tracks_position() {
-        let mut c = ready_consumer(earliest(), 0);
-        let (addr, req) = next_fetch(&mut c, 0);
-        let RequestBodyT::FetchRequest(f) = &req.header.body else {
-            unreachable!()
-        };
-        assert_eq!(f.max_wait_ms, 500);
-        assert_eq!(
-            f.topics.as_ref().unwrap()[0].partitions.as_ref().unwrap()[0].fetch_offset,
-            0
-        );
-        let batches = [
-            batch(0, -1, false, None, &["a", "b"]),
-            batch(2, -1, false, None, &["c"]),
-        ];
-        c.on_response(
-            &addr,
-            fetch_response(&req, &batches, 3, vec![], ErrorCode::None),
-            1,
-        );
-        assert_eq!(
-            c.position(&tp()),
-            Some(0),
-            "position moves as records are taken"
-        );
-        let got = c.take_records(2);
-        assert_eq!(got.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![0, 1]);
-        assert_eq!(c.position(&tp()), Some(2));
-        let got = c.take_records(10);
-        assert_eq!(got[0].value.as_deref(), Some(&b"c"[..]));
-        assert_eq!(c.position(&tp()), Some(3));
-        assert_eq!(c.high_watermark(&tp()), Some(3));
-        let (_, req) = next_fetch(&mut c, 2);
-        let RequestBodyT::FetchRequest(f) = &req.header.body else {
-            unreachable!()
-        };
-        assert_eq!(
-            f.topics.as_ref().unwrap()[0].partitions.as_ref().unwrap()[0].fetch_offset,
-            3
-        );
-    }
-
-    #[test]
-    fn read_committed_drops_aborted_transactions_and_markers() {
-        let config = ConsumerConfig {
-            isolation_level: IsolationLevel::ReadCommitted,
-            ..earliest()
-        };
-        let mut c = ready_consumer(config, 0);
-        let (addr, req) = next_fetch(&mut c, 0);
-        let batches = [
-            batch(0, 7, true, None, &["aborted-1", "aborted-2"]),
-            batch(2, -1, false, None, &["plain"]),
-            batch(3, 7, true, Some(0), &[]), // abort marker for pid 7
-            batch(4, 8, true, None, &["committed"]),
-            batch(5, 8, true, Some(1), &[]), // commit marker for pid 8
-        ];
-        c.on_response(
-            &addr,
-            fetch_response(&req, &batches, 6, vec![(7, 0)], ErrorCode::None),
-            1,
-        );
-        let got: Vec<(i64, String)> = c
-            .take_records(100)
-            .into_iter()
-            .map(|r| {
-                (
-                    r.offset,
-                    String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            got,
-            vec![(2, "plain".to_owned()), (4, "committed".to_owned())]
-        );
-        assert_eq!(
-            c.position(&tp()),
-            Some(6),
-            "markers and aborted records count as consumed"
-        );
-    }
-
-    #[test]
-    fn read_uncommitted_returns_everything_but_markers() {
-        let mut c = ready_consumer(earliest(), 0);
-        let (addr, req) = next_fetch(&mut c, 0);
-        let batches = [
-            batch(0, 7, true, None, &["x"]),
-            batch(1, 7, true, Some(0), &[]),
-        ];
-        c.on_response(
-            &addr,
-            fetch_response(&req, &batches, 2, vec![(7, 0)], ErrorCode::None),
-            1,
-        );
-        assert_eq!(c.take_records(10).len(), 1);
-        assert_eq!(c.position(&tp()), Some(2));
-    }
-
-    #[test]
-    fn a_fetch_answered_after_a_seek_is_dropped() {
-        let mut c = ready_consumer(earliest(), 0);
-        let (addr, req) = next_fetch(&mut c, 0);
-        c.seek(&tp(), SeekTo::Offset(100)).unwrap();
-        c.on_response(
-            &addr,
-            fetch_response(
-                &req,
-                &[batch(0, -1, false, None, &["old"])],
-                1,
-                vec![],
-                ErrorCode::None,
-            ),
-            1,
-        );
-        assert!(!c.has_records());
-        assert_eq!(c.position(&tp()), Some(100));
-        let (_, req) = next_fetch(&mut c, 1);
-        let RequestBodyT::FetchRequest(f) = &req.header.body else {
-            unreachable!()
-        };
-        assert_eq!(
-            f.topics.as_ref().unwrap()[0].partitions.as_ref().unwrap()[0].fetch_offset,
-            100
-        );
-    }
-
-    #[test]
-    fn offset_out_of_range_resets_or_reports() {
-        let mut c = ready_consumer(earliest(), 0);
-        let (addr, req) = next_fetch(&mut c, 0);
-        c.on_response(
-            &addr,
-            fetch_response(&req, &[], 0, vec![], ErrorCode::OffsetOutOfRange),
-            1,
-        );
-        let reqs = requests(&c.poll_actions(1));
-        assert!(
-            matches!(reqs[0].1.header.body, RequestBodyT::ListOffsetsRequest(_)),
-            "reset to earliest"
-        );
-
-        let config = ConsumerConfig {
-            auto_offset_reset: OffsetReset::None,
-            ..ConsumerConfig::default()
-        };
-        let mut c = ConsumerCore::new(config, vec!["boot:1".into()]).unwrap();
-        c.assign([tp()]);
-        c.seek(&tp(), SeekTo::Offset(50)).unwrap();
-        let reqs = requests(&c.poll_actions(0));
-        let (addr, req) = &reqs[0];
-        c.on_response(addr, respond(req, metadata("t", &[0], 1), Bytes::new()), 0);
-        let (addr, req) = next_fetch(&mut c, 0);
-        c.on_response(
-            &addr,
-            fetch_response(&req, &[], 10, vec![], ErrorCode::OffsetOutOfRange),
-            1,
-        );
-        assert_eq!(
-            c.take_error().and_then(|e| e.error_code()),
-            Some(ErrorCode::OffsetOutOfRange)
-        );
-        assert!(
-            requests(&c.poll_actions(2)).is_empty(),
-            "no fetching until the application seeks"
-        );
-    }
-
-    #[test]
-    fn fetching_stops_while_the_buffer_is_full() {
-        let config = ConsumerConfig {
-            max_buffered_bytes: 100,
-            ..earliest()
-        };
-        let mut c = ready_consumer(config, 0);
-        let (addr, req) = next_fetch(&mut c, 0);
-        let batches = [batch(0, -1, false, None, &["a", "b", "c"])];
-        c.on_response(
-            &addr,
-            fetch_response(&req, &batches, 3, vec![], ErrorCode::None),
-            1,
-        );
-        assert!(c.buffered_bytes() >= 100);
-        assert!(
-            requests(&c.poll_actions(2)).is_empty(),
-            "over max_buffered_bytes: no fetch"
-        );
-        let _ = c.take_records(100);
-        assert_eq!(c.buffered_bytes(), 0);
-        let _ = next_fetch(&mut c, 3);
-    }
-
-    #[test]
-    fn corrupt_batch_is_reported_with_its_partition() {
-        let mut c = ready_consumer(earliest(), 0);
-        let (addr, req) = next_fetch(&mut c, 0);
-        let mut bad = batch(0, -1, false, None, &["a"]).to_vec();
-        let last = bad.len() - 1;
-        bad[last] ^= 0xff;
-        c.on_response(
-            &addr,
-            fetch_response(&req, &[Bytes::from(bad)], 1, vec![], ErrorCode::None),
-            1,
-        );
-        let err = c.take_error().expect("an error");
-        assert!(
-            matches!(&err, ClientError::Corrupt(m) if m.contains("t-0")),
-            "{err}"
-        );
-        assert!(!c.has_records());
-    }
-
-    #[test]
-    fn not_leader_refreshes_metadata() {
-        let mut c = ready_consumer(earliest(), 0);
-        let (addr, req) = next_fetch(&mut c, 0);
-        c.on_response(
-            &addr,
-            fetch_response(&req, &[], -1, vec![], ErrorCode::NotLeaderOrFollower),
-            1,
-        );
-        let reqs = requests(&c.poll_actions(1000));
-        assert!(reqs
-            .iter()
-            .any(|(_, r)| matches!(r.header.body, RequestBodyT::MetadataRequest(_))));
-        assert!(!c.has_error(), "retriable: not reported");
-    }
-}
+mod tests;

@@ -1,0 +1,359 @@
+//! Unit tests of the producer core, driven by hand-made responses and a hand-moved clock.
+
+use super::*;
+use crate::client::test_util::*;
+use crate::wire::InitProducerIdResponseT;
+use bytes::Bytes;
+
+fn core(config: ProducerConfig) -> ProducerCore {
+    ProducerCore::new(config, vec!["boot:1".into()], 1).unwrap()
+}
+
+fn plain() -> ProducerConfig {
+    ProducerConfig {
+        acks: Acks::Leader,
+        enable_idempotence: false,
+        ..ProducerConfig::default()
+    }
+}
+
+/// Answers the metadata request in `actions` and returns the next poll's actions.
+fn with_metadata(
+    p: &mut ProducerCore,
+    actions: &[NetAction],
+    leaders: &[i32],
+    now_ms: u64,
+) -> Vec<NetAction> {
+    let reqs = requests(actions);
+    let (addr, req) = reqs
+        .iter()
+        .find(|(_, r)| matches!(r.header.body, RequestBodyT::MetadataRequest(_)))
+        .expect("a metadata request");
+    p.on_response(
+        addr,
+        respond(req, metadata("t", leaders, 2), Bytes::new()),
+        now_ms,
+    );
+    p.poll_actions(now_ms)
+}
+
+#[test]
+fn batches_wait_for_linger_then_go_one_request_per_leader() {
+    let mut p = core(plain());
+    p.send(ProducerRecord::new("t", "a").with_partition(0), 0)
+        .unwrap();
+    p.send(ProducerRecord::new("t", "b").with_partition(1), 0)
+        .unwrap();
+    let first = p.poll_actions(0);
+    let after_metadata = with_metadata(&mut p, &first, &[0, 1], 1);
+    assert!(
+        requests(&after_metadata).is_empty(),
+        "linger_ms (5) not over yet"
+    );
+    // The batches opened when the metadata placed the records, at 1.
+    assert_eq!(p.next_wakeup_ms(1), Some(6));
+    assert!(requests(&p.poll_actions(5)).is_empty());
+    let reqs = requests(&p.poll_actions(6));
+    assert_eq!(reqs.len(), 2);
+    let addrs: Vec<&str> = reqs.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(addrs, vec!["b0:1", "b1:1"]);
+    for (addr, req) in &reqs {
+        p.on_response(
+            addr,
+            respond(
+                req,
+                produce_response(req, ErrorCode::None, 41),
+                Bytes::new(),
+            ),
+            6,
+        );
+    }
+    let mut reports = p.take_reports();
+    reports.sort_by_key(|r| r.id);
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[0].result.as_ref().unwrap().offset, 41);
+    assert_eq!(reports[0].result.as_ref().unwrap().partition, 0);
+    assert!(p.is_idle());
+}
+
+#[test]
+fn requests_in_flight_per_broker_are_bounded() {
+    let config = ProducerConfig {
+        max_in_flight_per_broker: 2,
+        max_request_bytes: 1000,
+        linger_ms: 0,
+        ..plain()
+    };
+    let mut p = core(config);
+    for part in 0..5 {
+        p.send(
+            ProducerRecord::new("t", vec![0u8; 600]).with_partition(part),
+            0,
+        )
+        .unwrap();
+    }
+    let first = p.poll_actions(0);
+    let reqs = requests(&with_metadata(&mut p, &first, &[0, 0, 0, 0, 0], 0));
+    assert_eq!(reqs.len(), 2, "two in flight to broker 0, the rest wait");
+    assert!(requests(&p.poll_actions(1)).is_empty());
+    let (addr, req) = &reqs[0];
+    p.on_response(
+        addr,
+        respond(req, produce_response(req, ErrorCode::None, 0), Bytes::new()),
+        2,
+    );
+    assert_eq!(
+        requests(&p.poll_actions(2)).len(),
+        1,
+        "one slot freed, one more request"
+    );
+}
+
+#[test]
+fn full_buffer_returns_the_record_until_a_delivery_frees_room() {
+    let config = ProducerConfig {
+        buffer_bytes: 1000,
+        linger_ms: 0,
+        ..plain()
+    };
+    let mut p = core(config);
+    let mut sent = 0;
+    let rejected = loop {
+        match p.send(
+            ProducerRecord::new("t", vec![1u8; 100]).with_partition(0),
+            0,
+        ) {
+            Ok(_) => sent += 1,
+            Err(SendError::BufferFull(r)) => break *r,
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert_eq!(sent, 1000 / 121);
+    assert!(p.buffered_bytes() <= 1000);
+    let first = p.poll_actions(0);
+    let reqs = requests(&with_metadata(&mut p, &first, &[0], 0));
+    let (addr, req) = &reqs[0];
+    assert!(
+        matches!(p.send(rejected.clone(), 1), Err(SendError::BufferFull(_))),
+        "still in flight"
+    );
+    p.on_response(
+        addr,
+        respond(req, produce_response(req, ErrorCode::None, 0), Bytes::new()),
+        1,
+    );
+    assert_eq!(p.buffered_bytes(), 0);
+    assert!(p.send(rejected, 1).is_ok());
+}
+
+#[test]
+fn retriable_error_backs_off_and_resends_the_same_bytes_before_newer_batches() {
+    let config = ProducerConfig {
+        linger_ms: 0,
+        retry_backoff_ms: 100,
+        ..plain()
+    };
+    let mut p = core(config);
+    p.send(ProducerRecord::new("t", "first").with_partition(0), 0)
+        .unwrap();
+    let first = p.poll_actions(0);
+    let reqs = requests(&with_metadata(&mut p, &first, &[0], 0));
+    let (addr, req) = &reqs[0];
+    p.on_response(
+        addr,
+        respond(
+            req,
+            produce_response(req, ErrorCode::NotEnoughReplicas, -1),
+            Bytes::new(),
+        ),
+        10,
+    );
+    p.send(ProducerRecord::new("t", "second").with_partition(0), 10)
+        .unwrap();
+    assert!(
+        requests(&p.poll_actions(50)).is_empty(),
+        "backing off; the newer batch waits behind it"
+    );
+    assert_eq!(p.next_wakeup_ms(50), Some(110));
+    let again = requests(&p.poll_actions(110));
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        again[0].1.payload, req.payload,
+        "the retry resends the very same batch"
+    );
+    let (addr, req) = &again[0];
+    p.on_response(
+        addr,
+        respond(req, produce_response(req, ErrorCode::None, 7), Bytes::new()),
+        111,
+    );
+    let next = requests(&p.poll_actions(111));
+    assert_eq!(next.len(), 1, "now the newer batch goes");
+    let reports = p.take_reports();
+    assert_eq!(reports[0].result.as_ref().unwrap().offset, 7);
+    assert_eq!(p.stats().batch_retries, 1);
+}
+
+#[test]
+fn not_leader_requests_a_metadata_refresh() {
+    let config = ProducerConfig {
+        linger_ms: 0,
+        retry_backoff_ms: 10,
+        ..plain()
+    };
+    let mut p = core(config);
+    p.send(ProducerRecord::new("t", "x").with_partition(0), 0)
+        .unwrap();
+    let first = p.poll_actions(0);
+    let reqs = requests(&with_metadata(&mut p, &first, &[0], 0));
+    let (addr, req) = &reqs[0];
+    p.on_response(
+        addr,
+        respond(
+            req,
+            produce_response(req, ErrorCode::NotLeaderOrFollower, -1),
+            Bytes::new(),
+        ),
+        1,
+    );
+    let after = p.poll_actions(200);
+    let metadata_requests = requests(&after)
+        .iter()
+        .filter(|(_, r)| matches!(r.header.body, RequestBodyT::MetadataRequest(_)))
+        .count();
+    assert_eq!(metadata_requests, 1);
+    // The new leader is broker 1: the retry goes there.
+    let retry = requests(&with_metadata(&mut p, &after, &[1], 201));
+    assert_eq!(retry.len(), 1);
+    assert_eq!(retry[0].0, "b1:1");
+}
+
+#[test]
+fn lost_connection_retries_and_unanswered_requests_time_out() {
+    let config = ProducerConfig {
+        linger_ms: 0,
+        request_timeout_ms: 1000,
+        retry_backoff_ms: 10,
+        ..plain()
+    };
+    let mut p = core(config);
+    p.send(ProducerRecord::new("t", "x").with_partition(0), 0)
+        .unwrap();
+    let first = p.poll_actions(0);
+    let reqs = requests(&with_metadata(&mut p, &first, &[0], 0));
+    p.on_disconnect(&reqs[0].0, 5);
+    assert_eq!(p.stats().batch_retries, 1);
+    // Metadata refresh then resend; this time nobody answers.
+    let actions = p.poll_actions(100);
+    let resent = requests(&with_metadata(&mut p, &actions, &[0], 100));
+    assert_eq!(resent.len(), 1);
+    let timed_out = p.poll_actions(100 + 1000);
+    assert!(timed_out
+        .iter()
+        .any(|a| matches!(a, NetAction::Close { addr } if addr == "b0:1")));
+    assert_eq!(p.stats().batch_retries, 2);
+}
+
+#[test]
+fn records_fail_after_the_delivery_timeout() {
+    let config = ProducerConfig {
+        delivery_timeout_ms: 1000,
+        ..plain()
+    };
+    let mut p = core(config);
+    p.send(ProducerRecord::new("nowhere", "x"), 0).unwrap();
+    let _ = p.poll_actions(0); // the metadata request, never answered
+    let _ = p.poll_actions(999);
+    assert!(p.take_reports().is_empty());
+    let _ = p.poll_actions(1000);
+    let reports = p.take_reports();
+    assert!(matches!(
+        reports[0].result,
+        Err(ClientError::Timeout { .. })
+    ));
+    assert!(p.is_idle());
+}
+
+#[test]
+fn idempotent_producer_gets_an_id_and_numbers_batches() {
+    let config = ProducerConfig {
+        linger_ms: 0,
+        ..ProducerConfig::default()
+    };
+    let mut p = core(config);
+    p.send(ProducerRecord::new("t", "a").with_partition(0), 0)
+        .unwrap();
+    p.send(ProducerRecord::new("t", "b").with_partition(0), 0)
+        .unwrap();
+    let first = p.poll_actions(0);
+    let mut reqs = requests(&first);
+    reqs.extend(requests(&with_metadata(&mut p, &first, &[0], 0)));
+    assert!(
+        reqs.iter()
+            .all(|(_, r)| !matches!(r.header.body, RequestBodyT::ProduceRequest(_))),
+        "no produce before an id"
+    );
+    let (addr, req) = reqs
+        .iter()
+        .find(|(_, r)| matches!(r.header.body, RequestBodyT::InitProducerIdRequest(_)))
+        .expect("InitProducerId");
+    let mut pid = InitProducerIdResponseT::default();
+    pid.producer_id = 77;
+    pid.producer_epoch = 3;
+    p.on_response(
+        addr,
+        respond(
+            req,
+            ResponseBodyT::InitProducerIdResponse(Box::new(pid)),
+            Bytes::new(),
+        ),
+        1,
+    );
+    let reqs = requests(&p.poll_actions(1));
+    let (addr, req) = &reqs[0];
+    let h = spool_storage::batch::validate(&req.payload, 1 << 20).unwrap();
+    assert_eq!(
+        (
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+            h.record_count
+        ),
+        (77, 3, 0, 2)
+    );
+    p.on_response(
+        addr,
+        respond(req, produce_response(req, ErrorCode::None, 0), Bytes::new()),
+        2,
+    );
+    p.send(ProducerRecord::new("t", "c").with_partition(0), 2)
+        .unwrap();
+    let reqs = requests(&p.poll_actions(2));
+    let h = spool_storage::batch::validate(&reqs[0].1.payload, 1 << 20).unwrap();
+    assert_eq!(
+        h.base_sequence, 2,
+        "sequence continues after the first batch's two records"
+    );
+}
+
+#[test]
+fn explicit_partition_outside_the_topic_fails_the_record() {
+    let mut p = core(ProducerConfig {
+        linger_ms: 0,
+        ..plain()
+    });
+    p.send(ProducerRecord::new("t", "x").with_partition(9), 0)
+        .unwrap();
+    let first = p.poll_actions(0);
+    let _ = with_metadata(&mut p, &first, &[0, 1], 0);
+    let reports = p.take_reports();
+    assert!(matches!(
+        reports[0].result,
+        Err(ClientError::InvalidPartition {
+            partition: 9,
+            partitions: 2,
+            ..
+        })
+    ));
+    assert!(p.is_idle());
+}
