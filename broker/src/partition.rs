@@ -261,7 +261,9 @@ impl Partition {
             log_start_offset: start as i64,
             chunks: Vec::new(),
         };
-        if offset < 0 || (offset as u64) < start || (offset as u64) > hw {
+        // Kafka's rule: out of range only outside [log start, log end]; between the high
+        // watermark and the log end a fetch is simply empty (the data is not safe to show yet).
+        if offset < 0 || (offset as u64) < start || (offset as u64) > self.log.log_end_offset() {
             out.error = ErrorCode::OffsetOutOfRange;
             return out;
         }

@@ -84,10 +84,16 @@ impl Segment {
     }
 
     /// Makes sure file bytes below `end` are in the file (the active segment may still stage them).
+    /// A writer that went offline after a failed write cannot flush, but everything it wrote
+    /// before stays readable: only a read past that point fails.
     pub async fn ensure_written(&self, end: u64) -> Result<(), LogError> {
         if let Some(w) = self.writer() {
             if w.written_end() < end {
-                w.flush().await?;
+                if let Err(e) = w.flush().await {
+                    if w.written_end() < end {
+                        return Err(e);
+                    }
+                }
             }
         }
         Ok(())
