@@ -124,6 +124,24 @@ pub struct Polled {
     pub abandoned: Vec<ProposalId>,
 }
 
+/// A point-in-time view of the controller for status pages and `/metrics` (the broker's probe
+/// reads this; this crate keeps no metrics of its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerStatus {
+    pub node_id: u64,
+    /// 0 when unknown.
+    pub leader_id: u64,
+    pub is_leader: bool,
+    pub term: u64,
+    pub commit_index: u64,
+    pub applied_index: u64,
+    pub snapshot_index: u64,
+    /// Entries held after the snapshot (bounded by `snapshot_every_entries`).
+    pub log_entries: u64,
+    pub log_bytes: u64,
+    pub incarnation: u64,
+}
+
 /// The controller on core 0.
 pub struct Controller {
     raft: MetadataRaft,
@@ -198,6 +216,23 @@ impl Controller {
     /// Index of the last applied metadata entry (a broker's "caught up" offset).
     pub fn applied_index(&self) -> u64 {
         self.raft.applied_index()
+    }
+
+    /// Numbers for status pages and metrics.
+    pub fn status(&self) -> ControllerStatus {
+        let log = self.raft.log();
+        ControllerStatus {
+            node_id: self.raft.node_id(),
+            leader_id: self.raft.leader_id(),
+            is_leader: self.raft.is_leader(),
+            term: self.raft.term(),
+            commit_index: log.hard_state().commit,
+            applied_index: self.raft.applied_index(),
+            snapshot_index: log.snapshot_index(),
+            log_entries: log.last() - log.snapshot_index(),
+            log_bytes: self.disk.log_size_bytes(),
+            incarnation: self.raft.incarnation(),
+        }
     }
 
     /// The sans-IO core, read-only.

@@ -31,7 +31,7 @@ pub mod slog_tracing;
 pub mod topic_config;
 pub mod validate;
 
-pub use controller::{Controller, ControllerConfig, ControllerError, Polled};
+pub use controller::{Controller, ControllerConfig, ControllerError, ControllerStatus, Polled};
 pub use image::{MetadataImage, TopicId, TopicImage, Uuid128};
 pub use node::{Advanced, Committed, MetadataRaft, RaftConfig, RaftReady, RecoveredState};
 pub use proposal::ProposalId;

@@ -45,6 +45,9 @@ pub struct RaftConfig {
     pub node_id: u64,
     /// The voters a *fresh* group starts with; ignored once the directory holds state.
     pub initial_voters: Vec<u64>,
+    /// The learners a fresh group starts with (brokers that follow the metadata log without
+    /// voting, DESIGN §7).
+    pub initial_learners: Vec<u64>,
     /// Ticks without a leader before a follower campaigns.
     pub election_ticks: usize,
     /// Ticks between a leader's heartbeats.
@@ -59,6 +62,7 @@ impl RaftConfig {
         RaftConfig {
             node_id,
             initial_voters: vec![node_id],
+            initial_learners: Vec::new(),
             election_ticks: 10,
             heartbeat_ticks: 3,
             snapshot_every_entries: 1024,
@@ -193,6 +197,7 @@ impl MetadataRaft {
         }
         if is_empty(&conf_state) {
             conf_state.voters = config.initial_voters.clone();
+            conf_state.learners = config.initial_learners.clone();
         }
         let cache = LogCache::new(
             recovered.hard_state,
@@ -278,6 +283,16 @@ impl MetadataRaft {
 
     pub fn node_id(&self) -> u64 {
         self.node_id
+    }
+
+    /// The current raft term.
+    pub fn term(&self) -> u64 {
+        self.raw.raft.term
+    }
+
+    /// The incarnation proposal ids carry.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     /// The raft-rs storage mirror (read-only; for tests and status pages).

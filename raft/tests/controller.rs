@@ -283,6 +283,11 @@ fn snapshots_compact_the_log_and_restore_on_restart() {
     assert_eq!(commit(&mut c, pid.expect("pids")).outcome, Ok(()));
     assert_eq!(c.image().next_producer_id(), 1000);
     assert!(c.disk().snapshot_index() > 0, "a snapshot was taken");
+    let status = c.status();
+    assert!(status.is_leader && status.leader_id == 1 && status.term >= 1);
+    assert_eq!(status.applied_index, status.commit_index);
+    assert!(status.log_entries < 5, "{status:?}");
+    assert_eq!(status.snapshot_index, c.disk().snapshot_index());
     let held = c.raft().log().last() + 1 - c.raft().log().first();
     assert!(held <= 5 + 2, "the log is compacted (holds {held} entries)");
     let before = c.image().clone();
