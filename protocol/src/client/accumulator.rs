@@ -154,7 +154,7 @@ impl Accumulator {
         let base_timestamp_ms = batch.builder.base_timestamp;
         batch.builder.push_record(Record {
             offset_delta: batch.records.len() as i32,
-            timestamp_delta: timestamp_ms - base_timestamp_ms,
+            timestamp_delta: timestamp_ms.saturating_sub(base_timestamp_ms),
             key,
             value,
             headers,

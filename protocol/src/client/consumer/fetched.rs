@@ -71,12 +71,28 @@ pub fn decode_fetched(
         };
         seen_batch = true;
         let h = batch.header;
-        if h.last_offset() < next_offset {
+        // Offsets come from the broker: refuse ones that would overflow rather than panic.
+        let Some(last_offset) = h
+            .base_offset
+            .checked_add(i64::from(h.last_offset_delta))
+            .filter(|o| *o < i64::MAX && h.base_offset >= 0)
+        else {
+            let e = ClientError::Corrupt(format!(
+                "{tp}: batch with base offset {} is out of range",
+                h.base_offset
+            ));
+            return Decoded {
+                records,
+                next_offset,
+                error: Some(e),
+            };
+        };
+        if last_offset < next_offset {
             continue;
         }
         if read_committed {
             while let Some(&(first, pid)) = pending_aborts.peek() {
-                if first > h.last_offset() {
+                if first > last_offset {
                     break;
                 }
                 active_aborts.insert(pid);
@@ -88,11 +104,11 @@ pub fn decode_fetched(
             if read_committed && is_abort_marker(&batch_bytes) {
                 active_aborts.remove(&h.producer_id);
             }
-            next_offset = h.last_offset() + 1;
+            next_offset = last_offset + 1;
             continue;
         }
         if read_committed && h.is_transactional() && active_aborts.contains(&h.producer_id) {
-            next_offset = h.last_offset() + 1;
+            next_offset = last_offset + 1;
             continue;
         }
         let decoded = match read_batch(&batch_bytes, max_batch_bytes) {
@@ -108,7 +124,7 @@ pub fn decode_fetched(
             }
         };
         for r in decoded {
-            let offset = h.base_offset + i64::from(r.offset_delta);
+            let offset = h.base_offset.saturating_add(i64::from(r.offset_delta));
             if offset < next_offset {
                 continue;
             }
@@ -116,13 +132,13 @@ pub fn decode_fetched(
                 topic: tp.topic.clone(),
                 partition: tp.partition,
                 offset,
-                timestamp_ms: h.base_timestamp + r.timestamp_delta,
+                timestamp_ms: h.base_timestamp.saturating_add(r.timestamp_delta),
                 key: r.key,
                 value: r.value,
                 headers: r.headers,
             });
         }
-        next_offset = h.last_offset() + 1;
+        next_offset = last_offset + 1;
     }
     Decoded {
         records,

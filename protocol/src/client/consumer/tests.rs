@@ -365,3 +365,25 @@ fn not_leader_refreshes_metadata() {
         .any(|(_, r)| matches!(r.header.body, RequestBodyT::MetadataRequest(_))));
     assert!(!c.has_error(), "retriable: not reported");
 }
+
+proptest::proptest! {
+    /// Whatever bytes and offsets a broker sends, decoding returns records or an error, never a
+    /// panic (base offsets are outside the CRC, so even a "valid" batch can carry any of them).
+    #[test]
+    fn decode_fetched_never_panics(
+        noise in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        base_offset in proptest::prelude::any::<i64>(),
+        fetch_offset in proptest::prelude::any::<i64>(),
+        aborted in proptest::collection::vec((proptest::prelude::any::<i64>(), proptest::prelude::any::<i64>()), 0..4),
+        read_committed in proptest::prelude::any::<bool>(),
+    ) {
+        let _ = decode_fetched(&tp(), &Bytes::from(noise.clone()), fetch_offset, &aborted, read_committed, 1 << 20);
+        let mut bytes = batch(0, 7, true, None, &["a", "b"]).to_vec();
+        spool_storage::batch::set_base_offset(&mut bytes, base_offset);
+        bytes.extend_from_slice(&noise);
+        let d = decode_fetched(&tp(), &Bytes::from(bytes), fetch_offset, &aborted, read_committed, 1 << 20);
+        for r in &d.records {
+            proptest::prop_assert!(r.offset >= fetch_offset);
+        }
+    }
+}

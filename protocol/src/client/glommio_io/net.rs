@@ -38,6 +38,10 @@ struct Conn {
     _reader: Task<()>,
 }
 
+/// Longest a connection attempt may take (Kafka `socket.connection.setup.timeout.ms`): the
+/// driving task waits on it, so an unreachable broker must not stall the others for long.
+const MAX_CONNECT_TIMEOUT_MS: u64 = 10_000;
+
 /// Events queued between reader tasks and the driver; readers wait when it is full.
 const EVENT_CAPACITY: usize = 1024;
 
@@ -62,7 +66,9 @@ impl AsyncNet {
             tx: Rc::new(tx),
             rx,
             limits,
-            connect_timeout: Duration::from_millis(connect_timeout_ms.max(1)),
+            connect_timeout: Duration::from_millis(
+                connect_timeout_ms.clamp(1, MAX_CONNECT_TIMEOUT_MS),
+            ),
             next_conn_id: 0,
         }
     }

@@ -312,7 +312,7 @@ impl ProducerCore {
                     topic: batch.tp.topic.clone(),
                     partition: batch.tp.partition,
                     offset: if base_offset >= 0 {
-                        base_offset + i as i64
+                        base_offset.saturating_add(i as i64)
                     } else {
                         -1
                     },
