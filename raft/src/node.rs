@@ -38,6 +38,13 @@ use crate::validate::Refusal;
 /// replicas each is well under this).
 pub const RECORD_BYTES_MAX: usize = 4 << 20;
 
+/// Most proposals in flight (proposed, not yet committed) on one node; more are refused with
+/// `THROTTLING_QUOTA_EXCEEDED` until the driver polls.
+pub const PENDING_PROPOSALS_MAX: usize = 4096;
+
+/// raft-rs's bound on uncommitted log bytes on the leader.
+const UNCOMMITTED_BYTES_MAX: u64 = 64 << 20;
+
 /// Raft settings for the metadata group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RaftConfig {
@@ -231,6 +238,7 @@ impl MetadataRaft {
             pre_vote: true,
             max_size_per_msg: 1 << 20,
             max_inflight_msgs: 256,
+            max_uncommitted_size: UNCOMMITTED_BYTES_MAX,
             ..Default::default()
         };
         raft_config.validate()?;
@@ -311,6 +319,12 @@ impl MetadataRaft {
                     self.node_id,
                     self.leader_id()
                 ),
+            ));
+        }
+        if self.pending.len() >= PENDING_PROPOSALS_MAX {
+            return Err(Refusal::new(
+                ErrorCode::ThrottlingQuotaExceeded,
+                format!("{PENDING_PROPOSALS_MAX} metadata proposals are already in flight"),
             ));
         }
         let data = metadata_log::encode(&record)

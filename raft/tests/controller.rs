@@ -379,3 +379,27 @@ fn entries_durable_but_uncommitted_at_a_crash_commit_on_restart() {
     assert_ne!(next.incarnation, id.incarnation);
     assert_eq!(commit(&mut c, next).outcome, Ok(()));
 }
+
+#[test]
+fn proposals_in_flight_are_bounded_until_the_driver_polls() {
+    use spool_raft::node::PENDING_PROPOSALS_MAX;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut c, _) = open(dir.path());
+    start_broker(&mut c);
+    let epoch = c.image().broker(1).expect("registered").broker_epoch;
+    for _ in 0..PENDING_PROPOSALS_MAX {
+        c.allocate_producer_ids(1, epoch, 10)
+            .expect("within the bound");
+    }
+    let over = c.allocate_producer_ids(1, epoch, 10).map_err(|r| r.code);
+    assert_eq!(over, Err(ErrorCode::ThrottlingQuotaExceeded));
+    let polled = c.poll().expect("poll");
+    assert_eq!(polled.committed.len(), PENDING_PROPOSALS_MAX);
+    assert_eq!(
+        c.image().next_producer_id(),
+        10 * PENDING_PROPOSALS_MAX as i64
+    );
+    c.allocate_producer_ids(1, epoch, 10)
+        .expect("room again after the poll");
+}
