@@ -1,5 +1,5 @@
 //! Record-batch bytes in a frame's payload: placing them ([`PayloadBuilder`]) and finding them
-//! again ([`slice`]).
+//! again ([`slice()`]).
 //!
 //! A payload is the concatenation of chunks, each chunk whole RecordBatch v2 batches (built and
 //! validated by `spool_storage`); a `PayloadSlice { offset, length }` in the header names each
