@@ -138,6 +138,17 @@ fn async_producer_retries_and_waits_for_room() {
             "NOT_LEADER_OR_FOLLOWER was retried"
         );
 
+        // A malformed response frame: the connection is dropped and the batch retried.
+        c.update(|s| s.garbage_next_response = true);
+        let md = producer
+            .send(ProducerRecord::new("t", "second"))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        assert_eq!(md.offset, 1);
+        assert_eq!(c.records("t", 0).len(), 2, "retried without duplicating");
+
         c.update(|s| s.produce_gate_closed = true);
         let p = producer.clone();
         let sender = glommio::spawn_local(async move {
@@ -160,6 +171,6 @@ fn async_producer_retries_and_waits_for_room() {
         assert!(producer.buffered_bytes() <= 2048);
         c.update(|s| s.produce_gate_closed = false);
         let offsets = sender.await;
-        assert_eq!(offsets, (1..=100).collect::<Vec<i64>>());
+        assert_eq!(offsets, (2..=101).collect::<Vec<i64>>());
     });
 }
