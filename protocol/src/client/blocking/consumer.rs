@@ -38,6 +38,15 @@ impl Consumer {
         self.core.seek(tp, to)
     }
 
+    /// Stops fetching `tp` until `resume` (records already fetched are still returned).
+    pub fn pause(&mut self, tp: &TopicPartition) -> Result<(), ClientError> {
+        self.core.pause(tp)
+    }
+
+    pub fn resume(&mut self, tp: &TopicPartition) -> Result<(), ClientError> {
+        self.core.resume(tp)
+    }
+
     pub fn seek_to_beginning(&mut self, tp: &TopicPartition) -> Result<(), ClientError> {
         self.core.seek(tp, SeekTo::Earliest)
     }

@@ -48,6 +48,8 @@ struct PartState {
     retry_at_ms: u64,
     attempts: u32,
     buffered_records: usize,
+    /// Paused by the application: no fetches (positions and buffered records stay).
+    paused: bool,
 }
 
 #[derive(Debug)]
@@ -139,6 +141,34 @@ impl ConsumerCore {
 
     pub fn assignment(&self) -> Vec<TopicPartition> {
         self.parts.keys().cloned().collect()
+    }
+
+    /// Stops fetching `tp` until [`Self::resume`] (Kafka's `pause`); records already fetched are
+    /// still returned.
+    pub fn pause(&mut self, tp: &TopicPartition) -> Result<(), ClientError> {
+        let st = self
+            .parts
+            .get_mut(tp)
+            .ok_or_else(|| ClientError::NotAssigned(tp.clone()))?;
+        st.paused = true;
+        Ok(())
+    }
+
+    pub fn resume(&mut self, tp: &TopicPartition) -> Result<(), ClientError> {
+        let st = self
+            .parts
+            .get_mut(tp)
+            .ok_or_else(|| ClientError::NotAssigned(tp.clone()))?;
+        st.paused = false;
+        Ok(())
+    }
+
+    pub fn paused(&self) -> Vec<TopicPartition> {
+        self.parts
+            .iter()
+            .filter(|(_, s)| s.paused)
+            .map(|(tp, _)| tp.clone())
+            .collect()
     }
 
     /// Moves a partition's position. Records already fetched for it are dropped.
@@ -326,7 +356,7 @@ impl ConsumerCore {
             return;
         }
         let groups = self.leaders_for(now_ms, |s| {
-            s.fetch_offset.is_some() && !s.fetch_in_flight && s.lookup.is_none()
+            s.fetch_offset.is_some() && !s.fetch_in_flight && s.lookup.is_none() && !s.paused
         });
         for (addr, tps) in groups {
             // One fetch per broker at a time, as Kafka's consumer does.

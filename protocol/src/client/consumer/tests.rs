@@ -351,6 +351,20 @@ fn corrupt_batch_is_reported_with_its_partition() {
 }
 
 #[test]
+fn paused_partitions_are_not_fetched() {
+    let mut c = ready_consumer(earliest(), 0);
+    c.pause(&tp()).unwrap();
+    assert_eq!(c.paused(), vec![tp()]);
+    assert!(requests(&c.poll_actions(0)).is_empty());
+    c.resume(&tp()).unwrap();
+    let _ = next_fetch(&mut c, 0);
+    assert!(matches!(
+        c.pause(&TopicPartition::new("other", 0)),
+        Err(ClientError::NotAssigned(_))
+    ));
+}
+
+#[test]
 fn not_leader_refreshes_metadata() {
     let mut c = ready_consumer(earliest(), 0);
     let (addr, req) = next_fetch(&mut c, 0);

@@ -34,6 +34,15 @@ impl Consumer {
         self.core.seek(tp, to)
     }
 
+    /// Stops fetching `tp` until `resume` (records already fetched are still returned).
+    pub fn pause(&mut self, tp: &TopicPartition) -> Result<(), ClientError> {
+        self.core.pause(tp)
+    }
+
+    pub fn resume(&mut self, tp: &TopicPartition) -> Result<(), ClientError> {
+        self.core.resume(tp)
+    }
+
     /// The next offset `poll` will return for `tp`, resolving a pending seek first.
     pub async fn position(
         &mut self,
