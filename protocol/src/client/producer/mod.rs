@@ -580,6 +580,7 @@ impl ProducerCore {
     ) {
         let mut payload = PayloadBuilder::new();
         let mut topics: BTreeMap<String, Vec<PartitionProduceDataT>> = BTreeMap::new();
+        let mut overflow = None;
         for b in &mut batches {
             b.attempts += 1;
             match payload.push(b.bytes.clone()) {
@@ -592,8 +593,15 @@ impl ProducerCore {
                             records,
                         })
                 }
-                Err(_) => unreachable_size(),
+                // Cannot happen: requests stay under max_request_bytes, far below u32::MAX.
+                Err(e) => overflow = Some(e),
             }
+        }
+        if let Some(e) = overflow {
+            for b in batches {
+                self.fail_batch(b, ClientError::Corrupt(e.to_string()));
+            }
+            return;
         }
         let mut body = ProduceRequestT::default();
         body.acks = self.config.acks.wire();
@@ -711,11 +719,6 @@ impl ProducerCore {
             }
         }
     }
-}
-
-fn unreachable_size() {
-    // Requests are bounded by max_request_bytes (validated < frame limit < u32::MAX), so a payload
-    // offset cannot overflow; nothing to do if it somehow did — the frame encoder refuses it.
 }
 
 impl ClientCore for ProducerCore {
