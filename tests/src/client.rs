@@ -1,0 +1,100 @@
+//! The native client library (`spool_protocol::client::blocking`) set up for tests: topics
+//! created and checked, producers with bounded timeouts, and consuming until a condition holds or
+//! a deadline passes.
+
+use std::time::{Duration, Instant};
+
+use spool_protocol::client::admin::{AdminConfig, NewTopic};
+use spool_protocol::client::blocking::{Admin, Consumer, Producer};
+use spool_protocol::client::consumer::{ConsumerConfig, OffsetReset, SeekTo};
+use spool_protocol::client::producer::{Acks, ProducerConfig};
+use spool_protocol::client::{ConsumerRecord, TopicPartition};
+
+use crate::broker::Broker;
+
+/// Bound on any one client operation; far above what an idle machine needs.
+pub const OPERATION_TIMEOUT_MS: u64 = 30_000;
+
+pub fn admin(broker: &Broker) -> Admin {
+    let config = AdminConfig {
+        request_timeout_ms: OPERATION_TIMEOUT_MS,
+        operation_timeout_ms: OPERATION_TIMEOUT_MS,
+        ..AdminConfig::default()
+    };
+    Admin::new(&[&broker.bootstrap()], config).expect("an admin client")
+}
+
+/// Creates `name` with `partitions` partitions (one replica); panics unless it was created.
+pub fn create_topic(broker: &Broker, name: &str, partitions: i32) {
+    let results = admin(broker)
+        .create_topics(vec![NewTopic::new(name, partitions, 1)])
+        .unwrap_or_else(|e| panic!("create topic {name}: {e}\n{}", broker.log_tail()));
+    for (topic, r) in results {
+        r.unwrap_or_else(|e| panic!("create topic {topic}: {e}"));
+    }
+}
+
+/// A producer with `acks` and timeouts short enough that a dead broker fails a test instead of
+/// hanging it.
+pub fn producer(broker: &Broker, acks: Acks) -> Producer {
+    Producer::new(&[&broker.bootstrap()], producer_config(acks)).expect("a producer")
+}
+
+pub fn producer_config(acks: Acks) -> ProducerConfig {
+    ProducerConfig {
+        acks,
+        request_timeout_ms: OPERATION_TIMEOUT_MS,
+        delivery_timeout_ms: OPERATION_TIMEOUT_MS * 2,
+        max_block_ms: OPERATION_TIMEOUT_MS,
+        ..ProducerConfig::default()
+    }
+}
+
+/// A consumer reading `partitions` of `topic` from the earliest offset.
+pub fn consumer_from_earliest(broker: &Broker, topic: &str, partitions: i32) -> Consumer {
+    let config = ConsumerConfig {
+        auto_offset_reset: OffsetReset::Earliest,
+        fetch_max_wait_ms: 200,
+        request_timeout_ms: OPERATION_TIMEOUT_MS,
+        ..ConsumerConfig::default()
+    };
+    let mut c = Consumer::new(&[&broker.bootstrap()], config).expect("a consumer");
+    let tps: Vec<TopicPartition> = (0..partitions)
+        .map(|p| TopicPartition::new(topic, p))
+        .collect();
+    c.assign(tps.clone());
+    for tp in &tps {
+        c.seek(tp, SeekTo::Earliest)
+            .expect("seeking an assigned partition");
+    }
+    c
+}
+
+/// Reads `partitions` of `topic` from the beginning, in the order the consumer returns them, until
+/// `done(records so far)` holds. Panics with what it has when `timeout` passes first.
+pub fn consume_until(
+    broker: &Broker,
+    topic: &str,
+    partitions: i32,
+    timeout: Duration,
+    mut done: impl FnMut(&[ConsumerRecord]) -> bool,
+) -> Vec<ConsumerRecord> {
+    let mut consumer = consumer_from_earliest(broker, topic, partitions);
+    let deadline = Instant::now() + timeout;
+    let mut records = Vec::new();
+    while !done(&records) {
+        let now = Instant::now();
+        assert!(
+            now < deadline,
+            "consuming {topic}: condition not met after {timeout:?} with {} records\n{}",
+            records.len(),
+            broker.log_tail()
+        );
+        let wait_ms = (deadline - now).as_millis().min(1000) as u64;
+        let batch = consumer
+            .poll(wait_ms)
+            .unwrap_or_else(|e| panic!("consuming {topic}: {e}\n{}", broker.log_tail()));
+        records.extend(batch);
+    }
+    records
+}

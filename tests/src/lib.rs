@@ -1,0 +1,31 @@
+//! spool-tests: the process-level test harness (DESIGN §11). Tests here run real `spool serve`
+//! processes and talk to them only through public surfaces: the native port (the client library,
+//! or raw frames built with `spool_protocol::codec`), the admin HTTP port, and the `spool` CLI.
+//!
+//! - [`binary`]: the `spool` binary, built once per test process from the sources under test;
+//! - [`addr`]: a loopback address of its own (127.0.x.y) and free ports for every broker, so tests
+//!   run in parallel;
+//! - [`broker`]: start (ready = ApiVersions answers), `kill9`, `terminate` (exit 0 required),
+//!   `restart` on the same data dir; killed on drop;
+//! - [`client`], [`cli`], [`wire`], [`http`]: the four ways in;
+//! - [`checker`]: acknowledged vs read back — nothing lost, nothing twice, order per partition;
+//! - [`process`]: bounded waits on child processes.
+//!
+//! Every wait has a deadline that only bounds failure; nothing sleeps to let something happen.
+//! The tests themselves live in `tests/` by area: `data_integrity`, `faults`, `cli`.
+
+// The generated flatbuffers object-API types (`wire::FooT`) are `#[non_exhaustive]`: outside
+// spool-protocol they can only be built as `Default` plus field assignments.
+#![allow(clippy::field_reassign_with_default)]
+
+pub mod addr;
+pub mod binary;
+pub mod broker;
+pub mod checker;
+pub mod cli;
+pub mod client;
+pub mod http;
+pub mod process;
+pub mod wire;
+
+pub use broker::{Broker, BrokerOptions};
