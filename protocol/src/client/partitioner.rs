@@ -114,20 +114,21 @@ impl StickyPartitioner {
     }
 
     fn choose(&mut self, available: &[i32], partitions: usize, previous: Option<i32>) -> i32 {
-        let pool: Vec<i32> = if available.is_empty() {
+        let mut pool: Vec<i32> = if available.is_empty() {
             (0..partitions.max(1) as i32).collect()
         } else {
             available.to_vec()
         };
-        if pool.len() == 1 {
-            return pool[0];
-        }
-        loop {
-            let p = pool[(self.next_random() % pool.len() as u64) as usize];
-            if Some(p) != previous {
-                return p;
-            }
-        }
+        pool.sort_unstable();
+        pool.dedup();
+        // Prefer a partition other than the one just left, when there is one.
+        let others: Vec<i32> = pool
+            .iter()
+            .copied()
+            .filter(|p| Some(*p) != previous)
+            .collect();
+        let from = if others.is_empty() { &pool } else { &others };
+        from[(self.next_random() % from.len() as u64) as usize]
     }
 }
 
@@ -176,5 +177,9 @@ mod tests {
         }
         // With no leader anywhere it still picks a valid partition.
         assert!((0..3).contains(&s.partition("u", &[], 3, 1)));
+        // Duplicates in a (broker-supplied) list cannot make it spin.
+        for _ in 0..10 {
+            assert_eq!(s.partition("v", &[4, 4, 4], 8, 10), 4);
+        }
     }
 }
