@@ -49,11 +49,13 @@ pub(crate) struct BlockingNet {
     rx: Receiver<Event>,
     limits: FrameLimits,
     connect_timeout: Duration,
+    /// Bound on one frame write (the request timeout).
+    write_timeout: Duration,
     next_conn_id: u64,
 }
 
 impl BlockingNet {
-    pub(crate) fn new(limits: FrameLimits, connect_timeout_ms: u64) -> Self {
+    pub(crate) fn new(limits: FrameLimits, request_timeout_ms: u64) -> Self {
         let (tx, rx) = sync_channel(EVENT_CAPACITY);
         Self {
             conns: HashMap::new(),
@@ -61,8 +63,9 @@ impl BlockingNet {
             rx,
             limits,
             connect_timeout: Duration::from_millis(
-                connect_timeout_ms.clamp(1, MAX_CONNECT_TIMEOUT_MS),
+                request_timeout_ms.clamp(1, MAX_CONNECT_TIMEOUT_MS),
             ),
+            write_timeout: Duration::from_millis(request_timeout_ms.max(1)),
             next_conn_id: 0,
         }
     }
@@ -90,6 +93,8 @@ impl BlockingNet {
             }
             let stream = connected.ok_or(last_err)?;
             stream.set_nodelay(true)?;
+            // A broker that stops reading must not wedge the driving thread in write().
+            stream.set_write_timeout(Some(self.write_timeout))?;
             let mut reader = stream.try_clone()?;
             self.next_conn_id += 1;
             let conn_id = self.next_conn_id;

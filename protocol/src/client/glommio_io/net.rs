@@ -51,6 +51,8 @@ pub(crate) struct AsyncNet {
     rx: LocalReceiver<Event>,
     limits: FrameLimits,
     connect_timeout: Duration,
+    /// Bound on one frame write (the request timeout).
+    write_timeout: Duration,
     next_conn_id: u64,
 }
 
@@ -59,7 +61,7 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 impl AsyncNet {
-    pub(crate) fn new(limits: FrameLimits, connect_timeout_ms: u64) -> Self {
+    pub(crate) fn new(limits: FrameLimits, request_timeout_ms: u64) -> Self {
         let (tx, rx) = local_channel::new_bounded(EVENT_CAPACITY);
         Self {
             conns: HashMap::new(),
@@ -67,8 +69,9 @@ impl AsyncNet {
             rx,
             limits,
             connect_timeout: Duration::from_millis(
-                connect_timeout_ms.clamp(1, MAX_CONNECT_TIMEOUT_MS),
+                request_timeout_ms.clamp(1, MAX_CONNECT_TIMEOUT_MS),
             ),
+            write_timeout: Duration::from_millis(request_timeout_ms.max(1)),
             next_conn_id: 0,
         }
     }
@@ -87,6 +90,10 @@ impl AsyncNet {
             .await
             .map_err(std::io::Error::from)?;
         stream.set_nodelay(true).map_err(std::io::Error::from)?;
+        // A broker that stops reading must not wedge the driving task in a write.
+        stream
+            .set_write_timeout(Some(self.write_timeout))
+            .map_err(std::io::Error::from)?;
         let (mut reader, writer) = split(stream);
         self.next_conn_id += 1;
         let conn_id = self.next_conn_id;
