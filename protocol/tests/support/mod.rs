@@ -79,6 +79,11 @@ pub struct FakeCluster {
 impl FakeCluster {
     /// Starts `brokers` fake brokers (ids 0..n) on 127.0.0.1 ephemeral ports.
     pub fn start(brokers: usize) -> Self {
+        // `RUST_LOG=spool_protocol=trace cargo test ...` shows what the clients did.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         let inner = Arc::new(Inner {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
