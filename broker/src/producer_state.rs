@@ -174,7 +174,11 @@ mod tests {
         t.on_append(2, 0, 0, 0, 11, 11);
         t.on_append(3, 0, 0, 0, 12, 12);
         assert_eq!(t.len(), 2);
-        assert_eq!(t.check(1, 0, 0, 0), Check::Append, "producer 1 was forgotten");
+        assert_eq!(
+            t.check(1, 0, 0, 0),
+            Check::Append,
+            "producer 1 was forgotten"
+        );
         assert_eq!(t.check(3, 0, 0, 0), Check::Duplicate { base_offset: 12 });
     }
 

@@ -4,7 +4,6 @@
 //! SIGINT: stop accepting, finish in-flight requests, flush and close every partition cleanly,
 //! exit 0).
 
-use std::net::TcpListener as StdListener;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,11 +63,29 @@ fn lock_data_dir(config: &BrokerConfig) -> Result<std::fs::File, String> {
 }
 
 /// glommio sets SO_REUSEPORT on every listener, so a second broker on the same port would bind
-/// silently and steal connections (DESIGN §12). A plain bind first tells the truth.
+/// silently and steal connections (DESIGN §12). A bind without SO_REUSEPORT first tells the
+/// truth; SO_REUSEADDR keeps connections lingering in TIME_WAIT from a previous run from
+/// failing it.
 fn check_port_free(host: &str, port: u16, what: &str) -> Result<(), String> {
-    StdListener::bind((host, port)).map(drop).map_err(|e| {
+    use std::net::ToSocketAddrs;
+    let fail = |e: std::io::Error| {
         format!("cannot listen on {host}:{port} ({what}): {e} — is another broker running?")
-    })
+    };
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(fail)?
+        .next()
+        .ok_or_else(|| format!("{host}:{port} ({what}) resolves to no address"))?;
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .map_err(fail)?;
+    socket.set_reuse_address(true).map_err(fail)?;
+    socket.bind(&addr.into()).map_err(fail)?;
+    socket.listen(1).map_err(fail)?;
+    Ok(())
 }
 
 pub fn serve(config: BrokerConfig) -> Result<(), String> {
