@@ -214,10 +214,12 @@ impl ProducerCore {
         let id = self.next_id;
         self.next_id += 1;
         self.metadata.want_topic(&record.topic);
-        if self.metadata.partition_count(&record.topic).is_some() && self.waiting.is_empty() {
+        // Per-topic order: a record waits while an earlier one of its topic waits for metadata;
+        // other topics are not held up.
+        let topic_waiting = self.waiting.iter().any(|w| w.record.topic == record.topic);
+        if self.metadata.partition_count(&record.topic).is_some() && !topic_waiting {
             self.place(id, record, record_bytes, now_ms);
         } else {
-            // Keep send order: once one record waits for metadata, later ones queue behind it.
             self.waiting.push_back(Waiting {
                 id,
                 record,
@@ -390,12 +392,20 @@ impl ProducerCore {
     }
 
     fn place_waiting(&mut self, now_ms: u64) {
-        while let Some(w) = self.waiting.front() {
-            if self.metadata.partition_count(&w.record.topic).is_none() {
-                break;
-            }
-            if let Some(w) = self.waiting.pop_front() {
+        if self
+            .waiting
+            .iter()
+            .all(|w| self.metadata.partition_count(&w.record.topic).is_none())
+        {
+            return;
+        }
+        let waiting = std::mem::take(&mut self.waiting);
+        for w in waiting {
+            // In send order, so each topic's records keep theirs.
+            if self.metadata.partition_count(&w.record.topic).is_some() {
                 self.place(w.id, w.record, w.record_bytes, now_ms);
+            } else {
+                self.waiting.push_back(w);
             }
         }
     }

@@ -357,3 +357,22 @@ fn explicit_partition_outside_the_topic_fails_the_record() {
     ));
     assert!(p.is_idle());
 }
+
+#[test]
+fn an_unknown_topic_does_not_hold_up_known_ones() {
+    let mut p = core(ProducerConfig {
+        linger_ms: 0,
+        ..plain()
+    });
+    p.send(ProducerRecord::new("missing", "x"), 0).unwrap();
+    p.send(ProducerRecord::new("t", "y").with_partition(0), 0)
+        .unwrap();
+    let first = p.poll_actions(0);
+    // Metadata knows "t" but not "missing": the "t" record goes anyway.
+    let reqs = requests(&with_metadata(&mut p, &first, &[0], 0));
+    assert_eq!(reqs.len(), 1);
+    assert!(matches!(
+        reqs[0].1.header.body,
+        RequestBodyT::ProduceRequest(_)
+    ));
+}
