@@ -321,3 +321,47 @@ fn try_send_reports_a_full_buffer_and_oversize_records_are_refused() {
         f.wait().unwrap();
     }
 }
+
+#[test]
+fn consumer_reconnects_after_losing_a_fetch_and_misses_nothing() {
+    let cluster = FakeCluster::start(1);
+    cluster.create_topic("t", 1, 0);
+    let producer = Producer::new(&cluster.bootstrap(), fast_retries()).unwrap();
+    for i in 0..5 {
+        producer
+            .send(ProducerRecord::new("t", format!("a{i}")))
+            .unwrap();
+    }
+    producer.flush(30_000).unwrap();
+    let config = ConsumerConfig {
+        auto_offset_reset: OffsetReset::Earliest,
+        fetch_max_wait_ms: 100,
+        retry_backoff_ms: 5,
+        ..ConsumerConfig::default()
+    };
+    // The consumer's first fetch is answered by a dropped connection.
+    cluster.update(|s| s.drop_next_fetch = true);
+    let mut consumer = Consumer::new(&cluster.bootstrap(), config).unwrap();
+    consumer.assign([TopicPartition::new("t", 0)]);
+    let mut got = Vec::new();
+    while got.len() < 5 {
+        got.extend(consumer.poll(30_000).unwrap());
+    }
+    assert!(
+        !cluster.state().drop_next_fetch,
+        "a fetch was dropped before any record arrived"
+    );
+    for i in 5..10 {
+        producer
+            .send(ProducerRecord::new("t", format!("a{i}")))
+            .unwrap();
+    }
+    producer.flush(30_000).unwrap();
+    while got.len() < 10 {
+        got.extend(consumer.poll(30_000).unwrap());
+    }
+    assert_eq!(
+        got.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        (0..10).collect::<Vec<i64>>()
+    );
+}

@@ -64,6 +64,8 @@ pub struct State {
     pub drop_after_next_produce: bool,
     /// Send a malformed frame instead of the next response.
     pub garbage_next_response: bool,
+    /// Drop the connection instead of answering the next fetch.
+    pub drop_next_fetch: bool,
 }
 
 struct Inner {
@@ -494,6 +496,9 @@ fn append(
 fn fetch(inner: &Inner, broker_id: i32, r: &FetchRequestT) -> Handled {
     let mut s = inner.state.lock().unwrap();
     s.fetch_requests += 1;
+    if std::mem::take(&mut s.drop_next_fetch) {
+        return (ResponseBodyT::NONE, vec![], false, true);
+    }
     let has_data = |s: &State| {
         r.topics.iter().flatten().any(|t| {
             t.partitions.iter().flatten().any(|p| {
