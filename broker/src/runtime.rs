@@ -63,28 +63,22 @@ fn lock_data_dir(config: &BrokerConfig) -> Result<std::fs::File, String> {
 }
 
 /// glommio sets SO_REUSEPORT on every listener, so a second broker on the same port would bind
-/// silently and steal connections (DESIGN §12). A bind without SO_REUSEPORT first tells the
-/// truth; SO_REUSEADDR keeps connections lingering in TIME_WAIT from a previous run from
-/// failing it.
+/// silently and steal connections (DESIGN §12). So before binding, ask the port: if anything
+/// accepts a connection there, another broker (or program) is listening. A bind-based probe is
+/// not used because connections of a broker killed a moment ago linger (FIN_WAIT) and would make
+/// a legitimate restart fail.
 fn check_port_free(host: &str, port: u16, what: &str) -> Result<(), String> {
-    use std::net::ToSocketAddrs;
-    let fail = |e: std::io::Error| {
-        format!("cannot listen on {host}:{port} ({what}): {e} — is another broker running?")
-    };
-    let addr = (host, port)
+    use std::net::{TcpStream, ToSocketAddrs};
+    let addrs = (host, port)
         .to_socket_addrs()
-        .map_err(fail)?
-        .next()
-        .ok_or_else(|| format!("{host}:{port} ({what}) resolves to no address"))?;
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        None,
-    )
-    .map_err(fail)?;
-    socket.set_reuse_address(true).map_err(fail)?;
-    socket.bind(&addr.into()).map_err(fail)?;
-    socket.listen(1).map_err(fail)?;
+        .map_err(|e| format!("cannot resolve {host}:{port} ({what}): {e}"))?;
+    for addr in addrs {
+        if TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(500)).is_ok() {
+            return Err(format!(
+                "cannot listen on {host}:{port} ({what}): something is already listening there — is another broker running?"
+            ));
+        }
+    }
     Ok(())
 }
 
