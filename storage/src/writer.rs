@@ -173,17 +173,26 @@ impl SegmentWriter {
         }
     }
 
-    /// Makes sure the file has space for `end`, a preallocation step at a time.
+    /// Makes sure the file has space for `end`, a preallocation step at a time. When a whole step
+    /// no longer fits (the disk is nearly full) it reserves just what `end` needs, so the space
+    /// that is left is still used; only when even that fails is the append refused (DiskFull).
     async fn reserve(&self, end: u64) -> Result<(), LogError> {
         let prealloc = self.st.borrow().preallocated_end;
         if end <= prealloc || self.preallocate_bytes == 0 {
             return Ok(());
         }
-        let target = align_up(end.max(prealloc + self.preallocate_bytes));
-        self.file
-            .pre_allocate(target, false)
-            .await
-            .map_err(|e| LogError::io("preallocating", &self.path, e))?;
+        let step = align_up(end.max(prealloc + self.preallocate_bytes));
+        let target = match self.file.pre_allocate(step, false).await {
+            Ok(()) => step,
+            Err(_) => {
+                let exact = align_up(end);
+                self.file
+                    .pre_allocate(exact, false)
+                    .await
+                    .map_err(|e| LogError::io("preallocating", &self.path, e))?;
+                exact
+            }
+        };
         let mut st = self.st.borrow_mut();
         st.preallocated_end = st.preallocated_end.max(target);
         Ok(())
