@@ -40,6 +40,9 @@ pub struct Partition {
     append_turn: Semaphore,
 }
 
+/// Long-poll wakers kept per partition.
+pub const WATCHERS_MAX: usize = 1024;
+
 /// Producers remembered per partition.
 const PRODUCERS_PER_PARTITION_MAX: usize = 10_000;
 
@@ -108,12 +111,20 @@ impl Partition {
         }
     }
 
-    /// Registers a waker to be woken when the high watermark moves.
+    /// Registers a waker to be woken when the high watermark moves. Fetches that time out leave
+    /// their wakers behind on an idle partition, so the list is bounded: past
+    /// [`WATCHERS_MAX`] everyone is woken (a spurious wake only makes a fetch look again).
     pub fn watch(&self, waker: &Waker) {
         let mut w = self.watchers.borrow_mut();
-        if !w.iter().any(|x| x.will_wake(waker)) {
-            w.push(waker.clone());
+        if w.iter().any(|x| x.will_wake(waker)) {
+            return;
         }
+        if w.len() >= WATCHERS_MAX {
+            for x in w.drain(..) {
+                x.wake();
+            }
+        }
+        w.push(waker.clone());
     }
 
     /// Validates every batch first (so a bad one appends nothing), then appends them in order.
