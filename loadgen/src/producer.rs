@@ -1,0 +1,160 @@
+//! One loadgen producer task on a client executor: waits until the consumers are positioned,
+//! then sends on its schedule (open loop with `--rate`, closed loop otherwise), stamping each
+//! payload with (producer id, sequence, intended send time). Each delivery is awaited by a small
+//! detached task that records the acknowledgement latency from the intended send time.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use spool_protocol::client::glommio_io::Producer;
+use spool_protocol::client::producer::ProducerConfig;
+use spool_protocol::client::ProducerRecord;
+
+use crate::cli::Bound;
+use crate::core_state::CoreState;
+use crate::keys::{KeyGen, Rng};
+use crate::payload::{Header, PayloadBuilder};
+use crate::rate::{share, Schedule};
+use crate::shared::Shared;
+use crate::stats::{record, Live};
+
+/// Longest wait for outstanding deliveries after `close` returned.
+const DELIVERY_WAIT_MS: u64 = 5_000;
+
+pub async fn run(
+    id: usize,
+    sh: Arc<Shared>,
+    st: Rc<RefCell<CoreState>>,
+    live: Arc<Live>,
+) -> Result<(), String> {
+    let s = &sh.settings;
+    let o = &s.opts;
+    let config = ProducerConfig {
+        client_id: format!("loadgen-p{id}"),
+        acks: s.acks,
+        batch_bytes: o.batch_bytes,
+        linger_ms: o.linger_ms,
+        buffer_bytes: o.buffer_bytes,
+        compression: s.compression,
+        ..ProducerConfig::default()
+    };
+    let producer =
+        Producer::new(&s.brokers(), config).map_err(|e| format!("producer {id}: {e}"))?;
+    let consumers = if s.kind.consumes() { o.consumers } else { 0 };
+    while sh.consumers_ready.load(Ordering::Acquire) < consumers {
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+    let start = sh.start();
+    let measure_from = sh.measure_from();
+    let (limit, deadline) = match s.bound {
+        Bound::Messages(n) => (Some(share(n, o.producers, id)), None),
+        Bound::Duration(d) => (None, Some(measure_from + d)),
+    };
+    let schedule = Schedule::new(o.rate, o.producers);
+    let keygen = KeyGen::new(&o.keys);
+    let mut rng = Rng::new(o.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let payloads = PayloadBuilder::new(o.message_bytes, o.seed.wrapping_add(id as u64));
+    let outstanding = Rc::new(Cell::new(0u64));
+    // Let the driver task run between sends, about four times per batch.
+    let yield_every = (o.batch_bytes / o.message_bytes / 4).max(1) as u64;
+    let mut seq = 0u64;
+    loop {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) || limit.is_some_and(|n| seq >= n) {
+            break;
+        }
+        let elapsed_ns = now.saturating_duration_since(start).as_nanos() as u64;
+        let due = schedule.due_by(elapsed_ns).unwrap_or(seq + yield_every);
+        if due <= seq {
+            let next = schedule.intended_offset_ns(seq).unwrap_or(0);
+            glommio::timer::sleep(Duration::from_nanos(next.saturating_sub(elapsed_ns))).await;
+            continue;
+        }
+        let due = limit.map_or(due, |n| due.min(n));
+        while seq < due {
+            let intended = match schedule.intended_offset_ns(seq) {
+                Some(off) => start + Duration::from_nanos(off),
+                None => Instant::now(),
+            };
+            let header = Header {
+                run_id: sh.run_id,
+                producer_id: id as u32,
+                seq,
+                send_time_us: sh.epoch_us(intended),
+            };
+            let mut rec = ProducerRecord::new(o.topic.clone(), payloads.build(&header));
+            if let Some(k) = keygen.next_index(&mut rng) {
+                rec = rec.with_key(KeyGen::key_bytes(k));
+            }
+            match producer.send(rec).await {
+                Ok(delivery) => {
+                    outstanding.set(outstanding.get() + 1);
+                    let (st, live, outstanding) = (st.clone(), live.clone(), outstanding.clone());
+                    let bytes = o.message_bytes as u64;
+                    let verify = o.verify;
+                    glommio::spawn_local(async move {
+                        let result = delivery.await;
+                        let now = Instant::now();
+                        let latency_us = now.saturating_duration_since(intended).as_micros() as u64;
+                        let mut st = st.borrow_mut();
+                        match result {
+                            Ok(_) => {
+                                Live::add(&live.acked_msgs, 1);
+                                Live::add(&live.acked_bytes, bytes);
+                                live.record_produce(latency_us);
+                                if now >= measure_from {
+                                    st.totals.acked_msgs += 1;
+                                    st.totals.acked_bytes += bytes;
+                                    record(&mut st.totals.latencies.produce_us, latency_us);
+                                    st.totals.touch(now);
+                                }
+                                if verify {
+                                    st.acks.ack(id as u32, seq);
+                                }
+                            }
+                            Err(e) => {
+                                Live::add(&live.errors, 1);
+                                st.totals.failed_sends += 1;
+                                st.acks.failed_sends += 1;
+                                st.error(format!("producer {id} seq {seq}: {e}"));
+                            }
+                        }
+                        outstanding.set(outstanding.get() - 1);
+                    })
+                    .detach();
+                }
+                Err(e) => {
+                    let mut st = st.borrow_mut();
+                    st.totals.failed_sends += 1;
+                    st.acks.failed_sends += 1;
+                    st.error(format!("producer {id} send seq {seq}: {e}"));
+                }
+            }
+            seq += 1;
+            if seq % yield_every == 0 {
+                futures_lite::future::yield_now().await;
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    break;
+                }
+            }
+        }
+    }
+    let close_ms = sh.settings.drain_timeout.as_millis() as u64;
+    if let Err(e) = producer.close(close_ms.max(1)).await {
+        st.borrow_mut().error(format!("producer {id} close: {e}"));
+    }
+    let wait_until = Instant::now() + Duration::from_millis(DELIVERY_WAIT_MS);
+    while outstanding.get() > 0 && Instant::now() < wait_until {
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+    if outstanding.get() > 0 {
+        st.borrow_mut().error(format!(
+            "producer {id}: {} deliveries never completed",
+            outstanding.get()
+        ));
+    }
+    Ok(())
+}
