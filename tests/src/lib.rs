@@ -8,6 +8,7 @@
 //! - [`broker`]: start (ready = ApiVersions answers), `kill9`, `terminate` (exit 0 required),
 //!   `restart` on the same data dir; killed on drop;
 //! - [`client`], [`cli`], [`wire`], [`http`]: the four ways in;
+//! - [`garbage`]: seeded malformed input for the bad-input tests;
 //! - [`checker`]: acknowledged vs read back — nothing lost, nothing twice, order per partition;
 //! - [`process`]: bounded waits on child processes.
 //!
@@ -24,6 +25,7 @@ pub mod broker;
 pub mod checker;
 pub mod cli;
 pub mod client;
+pub mod garbage;
 pub mod http;
 pub mod process;
 pub mod wire;

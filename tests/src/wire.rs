@@ -14,8 +14,7 @@ use spool_protocol::codec::{self, Response};
 use spool_protocol::frame::{self, FrameLimits};
 use spool_protocol::payload::PayloadBuilder;
 use spool_protocol::wire::{
-    self, ApiVersionsRequestT, PartitionProduceDataT, ProduceRequestT, RequestBodyT, ResponseBodyT,
-    TopicProduceDataT,
+    self, PartitionProduceDataT, ProduceRequestT, RequestBodyT, ResponseBodyT, TopicProduceDataT,
 };
 
 /// How long a read waits for the broker before the test fails.
@@ -76,7 +75,7 @@ impl RawConn {
 
     /// ApiVersions v0; `Ok` only when the broker answered with no error.
     pub fn api_versions(&mut self) -> std::io::Result<()> {
-        let body = RequestBodyT::ApiVersionsRequest(Box::new(ApiVersionsRequestT::default()));
+        let body = api_versions_body();
         let r = self.request(body, 0, Vec::new())?;
         match r.header.body {
             ResponseBodyT::ApiVersionsResponse(b) if b.error_code == wire::ErrorCode::NONE => {
@@ -112,6 +111,11 @@ impl RawConn {
             }
         }
     }
+}
+
+/// An ApiVersions request body.
+pub fn api_versions_body() -> RequestBodyT {
+    RequestBodyT::ApiVersionsRequest(Box::default())
 }
 
 /// A produce request for one partition carrying `records` (any bytes) in the payload.

@@ -1,0 +1,532 @@
+//! Faults a broker must shrug off: malformed input on one connection while a producer keeps
+//! working on another (DESIGN §1 "bad input is harmless"), and a second broker started on a data
+//! directory or port that is already taken.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use spool_protocol::client::blocking::Producer;
+use spool_protocol::client::producer::{Acks, ProducerConfig};
+use spool_protocol::client::ProducerRecord;
+use spool_protocol::wire::{self, ErrorCode, RequestBodyT};
+use spool_storage::records::BatchBuilder;
+use spool_tests::checker::{self, Acked};
+use spool_tests::client::{self, consume_until, create_topic};
+use spool_tests::garbage::{self, Rng};
+use spool_tests::process::run_to_end;
+use spool_tests::wire::{api_versions_body, produce_body, produce_outcome, RawConn};
+use spool_tests::{addr, Broker, BrokerOptions};
+
+/// The broker's `--max-message-bytes` in the bad-input test.
+const MAX_MESSAGE_BYTES: usize = 4096;
+/// Bound on the steady producer making progress after each bad input.
+const PROGRESS_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+struct SteadyState {
+    acked: Vec<Acked>,
+    failure: Option<String>,
+}
+
+/// A producer on its own connection sending one record at a time (acks=all) and checking each
+/// acknowledgement, until stopped.
+struct Steady {
+    stop: Arc<AtomicBool>,
+    state: Arc<(Mutex<SteadyState>, Condvar)>,
+    thread: JoinHandle<()>,
+}
+
+impl Steady {
+    fn start(broker: &Broker, topic: &'static str) -> Self {
+        let config = ProducerConfig {
+            // One record per batch, far below the broker's limit in this test.
+            batch_bytes: 1024,
+            ..client::producer_config(Acks::All)
+        };
+        let producer = Producer::new(&[&broker.bootstrap()], config).expect("a producer");
+        let stop = Arc::new(AtomicBool::new(false));
+        let state = Arc::new((Mutex::new(SteadyState::default()), Condvar::new()));
+        let (stop2, state2) = (stop.clone(), state.clone());
+        let thread = std::thread::spawn(move || {
+            let (s, progress) = &*state2;
+            let mut seq = 0u64;
+            while !stop2.load(Ordering::SeqCst) {
+                let value = Bytes::from(format!("steady-{seq}"));
+                let result = producer
+                    .send(ProducerRecord::new(topic, value.clone()))
+                    .and_then(|d| d.wait());
+                let mut s = s.lock().expect("steady state");
+                match result {
+                    Ok(md) => s.acked.push(Acked {
+                        partition: md.partition,
+                        offset: md.offset,
+                        value,
+                    }),
+                    Err(e) => s.failure = Some(format!("record {seq}: {e}")),
+                }
+                progress.notify_all();
+                if s.failure.is_some() {
+                    break;
+                }
+                seq += 1;
+            }
+            let _ = producer.close(client::OPERATION_TIMEOUT_MS);
+        });
+        Self {
+            stop,
+            state,
+            thread,
+        }
+    }
+
+    /// Waits until the producer has more than `count` acknowledgements; returns how many.
+    fn wait_past(&self, count: usize, after: &str) -> usize {
+        let (s, progress) = &*self.state;
+        let deadline = Instant::now() + PROGRESS_TIMEOUT;
+        let mut s = s.lock().expect("steady state");
+        loop {
+            if let Some(f) = &s.failure {
+                panic!("after {after}: the producer failed: {f}");
+            }
+            if s.acked.len() > count {
+                return s.acked.len();
+            }
+            let now = Instant::now();
+            assert!(
+                now < deadline,
+                "after {after}: no acknowledgement for {PROGRESS_TIMEOUT:?}"
+            );
+            s = progress
+                .wait_timeout(s, deadline - now)
+                .expect("steady state")
+                .0;
+        }
+    }
+
+    fn stop(self) -> Vec<Acked> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().expect("the producer thread");
+        let mut s = self.state.0.lock().expect("steady state");
+        if let Some(f) = &s.failure {
+            panic!("the producer failed: {f}");
+        }
+        std::mem::take(&mut s.acked)
+    }
+}
+
+/// One valid batch of `records` records with `value_bytes`-byte values.
+fn batch(records: usize, value_bytes: usize) -> Bytes {
+    let mut b = BatchBuilder::new(1_700_000_000_000);
+    for i in 0..records {
+        b.push(
+            1_700_000_000_000 + i as i64,
+            Some(Bytes::from(format!("k{i}"))),
+            Some(Bytes::from(vec![b'x'; value_bytes])),
+        );
+    }
+    b.build().expect("building a batch").freeze()
+}
+
+/// Sends a produce for `topic`/`partition` with `records` and returns its per-partition error.
+fn produce_error(
+    conn: &mut RawConn,
+    topic: &str,
+    partition: i32,
+    acks: i16,
+    records: Bytes,
+) -> ErrorCode {
+    let (body, payload) = produce_body(topic, partition, acks, records);
+    let r = conn.request(body, 0, payload).expect("a produce response");
+    produce_outcome(&r).expect("a produce outcome").0
+}
+
+/// Requests answered with an error code on a connection that stays open.
+fn answered_with_errors(broker: &Broker, steady: &Steady, mut acked: usize) -> usize {
+    let mut conn = RawConn::connect(broker.native_addr()).expect("connecting");
+    let step = |what: &str, got: ErrorCode, want: ErrorCode, acked: &mut usize| {
+        assert_eq!(got, want, "{what}");
+        *acked = steady.wait_past(*acked, what);
+    };
+
+    let r = conn
+        .request(api_versions_body(), 9, Vec::new())
+        .expect("a response");
+    step(
+        "ApiVersions v9",
+        r.header.error_code,
+        ErrorCode::UNSUPPORTED_VERSION,
+        &mut acked,
+    );
+
+    let (body, payload) = produce_body("target", 0, -1, batch(1, 10));
+    let r = conn.request(body, 3, payload).expect("a response");
+    step(
+        "Produce v3",
+        r.header.error_code,
+        ErrorCode::UNSUPPORTED_VERSION,
+        &mut acked,
+    );
+
+    let find = RequestBodyT::FindCoordinatorRequest(Box::default());
+    let r = conn.request(find, 0, Vec::new()).expect("a response");
+    step(
+        "FindCoordinator (not implemented)",
+        r.header.error_code,
+        ErrorCode::UNSUPPORTED_VERSION,
+        &mut acked,
+    );
+
+    let mut corrupt = batch(3, 100).to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x55; // inside the records, which the CRC covers
+    let got = produce_error(&mut conn, "target", 0, -1, corrupt.into());
+    step(
+        "batch with a bad CRC",
+        got,
+        ErrorCode::CORRUPT_MESSAGE,
+        &mut acked,
+    );
+
+    let half = batch(3, 100).slice(..120);
+    let got = produce_error(&mut conn, "target", 0, -1, half);
+    step(
+        "truncated batch",
+        got,
+        ErrorCode::CORRUPT_MESSAGE,
+        &mut acked,
+    );
+
+    let got = produce_error(&mut conn, "target", 0, -1, Bytes::new());
+    step("empty records", got, ErrorCode::CORRUPT_MESSAGE, &mut acked);
+
+    // Random bytes behind a length field that fits: bad magic or bad CRC.
+    let mut noise = Rng::new(7).bytes(300);
+    noise[8..12].copy_from_slice(&(300u32 - 12).to_be_bytes());
+    let got = produce_error(&mut conn, "target", 0, -1, Bytes::from(noise));
+    step(
+        "random records",
+        got,
+        ErrorCode::CORRUPT_MESSAGE,
+        &mut acked,
+    );
+
+    // A batch length past the limit is refused from the length alone.
+    let mut huge = batch(1, 10).to_vec();
+    huge[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+    let got = produce_error(&mut conn, "target", 0, -1, Bytes::from(huge));
+    step(
+        "batch length of 2 GiB",
+        got,
+        ErrorCode::MESSAGE_TOO_LARGE,
+        &mut acked,
+    );
+
+    let big = batch(1, 2 * MAX_MESSAGE_BYTES);
+    let got = produce_error(&mut conn, "target", 0, -1, big);
+    step(
+        "batch over --max-message-bytes",
+        got,
+        ErrorCode::MESSAGE_TOO_LARGE,
+        &mut acked,
+    );
+
+    let got = produce_error(&mut conn, "no-such-topic", 0, -1, batch(1, 10));
+    step(
+        "unknown topic",
+        got,
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+        &mut acked,
+    );
+
+    for partition in [2, -1, i32::MAX] {
+        let got = produce_error(&mut conn, "target", partition, -1, batch(1, 10));
+        step(
+            &format!("partition {partition} of a 2-partition topic"),
+            got,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            &mut acked,
+        );
+    }
+
+    let got = produce_error(&mut conn, "target", 0, 7, batch(1, 10));
+    step("acks=7", got, ErrorCode::INVALID_REQUIRED_ACKS, &mut acked);
+
+    // After all that, the same connection still works, and nothing bad was appended.
+    let (body, payload) = produce_body("target", 1, -1, batch(2, 10));
+    let r = conn.request(body, 0, payload).expect("a response");
+    let (code, offset) = produce_outcome(&r).expect("a produce outcome");
+    assert_eq!(
+        (code, offset),
+        (ErrorCode::NONE, 0),
+        "a valid produce after the bad ones"
+    );
+    let got = produce_error(&mut conn, "target", 0, -1, batch(1, 10));
+    assert_eq!(
+        got,
+        ErrorCode::NONE,
+        "partition 0 after the refused batches"
+    );
+    conn.api_versions()
+        .expect("ApiVersions on the same connection");
+    acked
+}
+
+/// Input after which the broker can only hang up: nothing in it can be trusted to answer.
+fn closed_connections(broker: &Broker, steady: &Steady, mut acked: usize) -> usize {
+    let mut rng = Rng::new(0x5eed);
+    let valid = {
+        let mut c = Vec::new();
+        let limits = spool_protocol::frame::FrameLimits::default();
+        let h = spool_protocol::codec::request(1, None, api_versions_body());
+        spool_protocol::codec::encode_request(&h, Vec::new(), &limits)
+            .expect("encoding ApiVersions")
+            .write_to(&mut c)
+            .expect("writing to memory");
+        c
+    };
+    let mut cases: Vec<(String, Vec<u8>, bool)> = Vec::new();
+    for len in [1, 3, 7, 64, 4096, 65_536] {
+        cases.push((format!("{len} random bytes"), rng.bytes(len), true));
+    }
+    cases.push((
+        "a frame cut short".into(),
+        valid[..valid.len() - 5].to_vec(),
+        true,
+    ));
+    cases.push(("a frame prefix cut short".into(), valid[..2].to_vec(), true));
+    cases.push((
+        "a 4 GiB length prefix".into(),
+        u32::MAX.to_be_bytes().to_vec(),
+        false,
+    ));
+    cases.push((
+        "a length prefix just over 100 MiB".into(),
+        (100u32 * 1024 * 1024 - 3).to_be_bytes().to_vec(),
+        false,
+    ));
+    cases.push((
+        "a 3-byte frame".into(),
+        garbage::frame_with_lengths(3, 0, &[]).to_vec(),
+        false,
+    ));
+    cases.push((
+        "a header length past the frame".into(),
+        garbage::frame_with_lengths(20, 1000, &[0; 16]).to_vec(),
+        false,
+    ));
+    cases.push((
+        "a random header".into(),
+        garbage::frame_around_header(&rng.bytes(200)).to_vec(),
+        false,
+    ));
+    cases.push((
+        "an empty header".into(),
+        garbage::frame_around_header(&[]).to_vec(),
+        false,
+    ));
+    cases.push((
+        "unknown API key 999".into(),
+        garbage::header_with_api_key(999, 5).to_vec(),
+        false,
+    ));
+    cases.push((
+        "api key Produce on an ApiVersions body".into(),
+        garbage::header_with_api_key(wire::ApiKey::Produce.0, 6).to_vec(),
+        false,
+    ));
+    cases.push((
+        "valid frames then random bytes".into(),
+        [valid.clone(), valid.clone(), rng.bytes(100)].concat(),
+        true,
+    ));
+    for (what, bytes, half_close) in cases {
+        let mut conn = RawConn::connect(broker.native_addr()).expect("connecting");
+        // The peer may hang up before taking every byte; that is an answer too.
+        let _ = conn.send_raw(&bytes);
+        if half_close {
+            let _ = conn.finish_sending();
+        }
+        if let Err(e) = conn.expect_closed() {
+            panic!("after {what}: the broker kept the connection: {e}");
+        }
+        acked = steady.wait_past(acked, &what);
+    }
+    acked
+}
+
+#[test]
+fn bad_input_on_one_connection_harms_no_producer() {
+    let mut broker = Broker::start_with(
+        BrokerOptions::default()
+            .arg("--max-message-bytes")
+            .arg(MAX_MESSAGE_BYTES.to_string()),
+    );
+    create_topic(&broker, "steady", 4);
+    create_topic(&broker, "target", 2);
+    let steady = Steady::start(&broker, "steady");
+    let acked = steady.wait_past(0, "start-up");
+
+    let acked = answered_with_errors(&broker, &steady, acked);
+    closed_connections(&broker, &steady, acked);
+
+    assert!(
+        broker.is_running(),
+        "the broker died\n{}",
+        broker.log_tail()
+    );
+    RawConn::connect(broker.native_addr())
+        .and_then(|mut c| c.api_versions())
+        .expect("a fresh connection after the bad input");
+    let acked = steady.stop();
+    let read = consume_until(&broker, "steady", 4, PROGRESS_TIMEOUT, |r| {
+        r.len() >= acked.len()
+    });
+    checker::assert_none(
+        "the steady producer's records",
+        &checker::missing_acked(&acked, &read),
+    );
+    checker::assert_none("duplicates", &checker::duplicates(&read));
+    assert_eq!(
+        read.len(),
+        acked.len(),
+        "records nobody acknowledged were read"
+    );
+    // Exactly the two valid batches (3 records) reached the abused topic.
+    let target = consume_until(&broker, "target", 2, PROGRESS_TIMEOUT, |r| r.len() >= 3);
+    assert_eq!(target.len(), 3, "records in the abused topic: {target:?}");
+    broker.terminate();
+}
+
+/// Runs a rival `spool serve` with `args` and returns its stderr; it must fail.
+fn rival_fails(broker: &Broker, what: &str, args: &[String]) -> String {
+    let scratch = broker
+        .scratch()
+        .join(format!("rival-{}", what.replace(' ', "-")));
+    std::fs::create_dir_all(&scratch).expect("creating a scratch directory");
+    let mut cmd = std::process::Command::new(spool_tests::binary::spool_binary());
+    cmd.arg("serve").args(args);
+    spool_tests::broker::clear_spool_env(&mut cmd);
+    let f = run_to_end(&mut cmd, b"", &scratch, spool_tests::broker::START_TIMEOUT);
+    assert!(
+        !f.status.success() && f.status.code().is_some(),
+        "a second broker on {what} did not fail with an exit code ({})\n{}",
+        f.status,
+        f.stderr
+    );
+    f.stderr
+}
+
+#[test]
+fn second_broker_on_a_taken_data_dir_or_port_is_refused() {
+    let mut broker = Broker::start();
+    let serve_args = |data_dir: &str, host: String, native: u16, admin: u16| -> Vec<String> {
+        vec![
+            "--data-dir".into(),
+            data_dir.into(),
+            "--host".into(),
+            host,
+            "--native-port".into(),
+            native.to_string(),
+            "--admin-port".into(),
+            admin.to_string(),
+            "--cores".into(),
+            "1".into(),
+        ]
+    };
+    let own_dir = |name: &str| broker.scratch().join(name).display().to_string();
+    let data_dir = broker.data_dir().display().to_string();
+
+    let ip = addr::next_address();
+    let ports = addr::free_ports(ip, 2);
+    let err = rival_fails(
+        &broker,
+        "the same data dir",
+        &serve_args(&data_dir, ip.to_string(), ports[0], ports[1]),
+    );
+    assert!(
+        err.contains("in use by another spool broker"),
+        "unclear error: {err}"
+    );
+
+    let err = rival_fails(
+        &broker,
+        "the same native port",
+        &serve_args(
+            &own_dir("rival-a"),
+            broker.ip().to_string(),
+            broker.native_port(),
+            ports[1],
+        ),
+    );
+    let where_ = format!("cannot listen on {}:{}", broker.ip(), broker.native_port());
+    assert!(
+        err.contains(&where_),
+        "unclear error (want {where_:?}): {err}"
+    );
+
+    let err = rival_fails(
+        &broker,
+        "the same admin port",
+        &serve_args(
+            &own_dir("rival-b"),
+            broker.ip().to_string(),
+            ports[0],
+            broker.admin_port(),
+        ),
+    );
+    let where_ = format!("cannot listen on {}:{}", broker.ip(), broker.admin_port());
+    assert!(
+        err.contains(&where_),
+        "unclear error (want {where_:?}): {err}"
+    );
+
+    // The first broker never noticed.
+    assert!(
+        broker.is_running(),
+        "the first broker died\n{}",
+        broker.log_tail()
+    );
+    RawConn::connect(broker.native_addr())
+        .and_then(|mut c| c.api_versions())
+        .expect("the first broker still answers");
+    create_topic(&broker, "still-mine", 1);
+    broker.terminate();
+}
+
+// Restarting on the same port right after the broker hung up on a connected client. The dead
+// broker's side of such a connection lingers (FIN_WAIT, TIME_WAIT) for up to a minute; a start-up
+// port check that binds the port trips over it and refuses a legitimate restart with "Address
+// already in use — is another broker running?" (seen with the bind probe before 2b18a11).
+
+/// Leaves the broker's side of one connection in TIME_WAIT: the broker hangs up first (it dies
+/// or shuts down), then the client closes.
+fn client_connected_while(broker: &mut Broker, stop: impl FnOnce(&mut Broker)) {
+    let mut conn = RawConn::connect(broker.native_addr()).expect("connecting");
+    conn.api_versions().expect("ApiVersions");
+    stop(broker);
+    conn.expect_closed().expect("the stopped broker hung up");
+    drop(conn);
+}
+
+#[test]
+fn restart_on_the_same_port_after_kill_9_with_a_client_connected() {
+    let mut broker = Broker::start();
+    client_connected_while(&mut broker, Broker::kill9);
+    broker.restart();
+    RawConn::connect(broker.native_addr())
+        .and_then(|mut c| c.api_versions())
+        .expect("the restarted broker answers");
+}
+
+#[test]
+fn restart_on_the_same_port_after_sigterm_with_a_client_connected() {
+    let mut broker = Broker::start();
+    client_connected_while(&mut broker, Broker::terminate);
+    broker.restart();
+    RawConn::connect(broker.native_addr())
+        .and_then(|mut c| c.api_versions())
+        .expect("the restarted broker answers");
+}
