@@ -7,6 +7,9 @@
 //! test with its log); the process is killed by its PID when the `Broker` drops, so no test leaves
 //! a broker behind, even when it panics (the log's tail is printed then). Only the process this
 //! struct started is ever signalled.
+//!
+//! The temporary directory is made under `TMPDIR` (default `/tmp`); it must be a file system
+//! that takes O_DIRECT, as the broker's segment files need it.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::process::ExitStatusExt;
@@ -148,13 +151,18 @@ impl Broker {
     /// SIGKILL: no shutdown, no flush, no clean marker.
     pub fn kill9(&mut self) {
         let mut child = self.child.take().expect("kill9: the broker is not running");
-        process::signal(&child, libc::SIGKILL);
+        if let Some(status) = process::signal(&mut child, libc::SIGKILL) {
+            panic!(
+                "broker exited on its own before kill9 ({status})\n{}",
+                self.log_tail()
+            );
+        }
         let status = process::wait_until(&mut child, Instant::now() + STOP_TIMEOUT)
             .unwrap_or_else(|| panic!("pid {} survived SIGKILL", child.id()));
         assert_eq!(
             status.signal(),
             Some(libc::SIGKILL),
-            "broker exited on its own before SIGKILL ({status})\n{}",
+            "broker exited on its own around kill9 ({status})\n{}",
             self.log_tail()
         );
     }
@@ -165,7 +173,12 @@ impl Broker {
             .child
             .take()
             .expect("terminate: the broker is not running");
-        process::signal(&child, libc::SIGTERM);
+        if let Some(status) = process::signal(&mut child, libc::SIGTERM) {
+            panic!(
+                "broker exited on its own before SIGTERM ({status})\n{}",
+                self.log_tail()
+            );
+        }
         let Some(status) = process::wait_until(&mut child, Instant::now() + STOP_TIMEOUT) else {
             process::kill_and_reap(&mut child);
             panic!(

@@ -98,3 +98,17 @@ pub fn consume_until(
     }
     records
 }
+
+/// The end offset (high watermark) of each of `partitions` of `topic`, in partition order.
+pub fn end_offsets(broker: &Broker, topic: &str, partitions: i32) -> Vec<i64> {
+    let mut c = consumer_from_earliest(broker, topic, partitions);
+    (0..partitions)
+        .map(|p| {
+            let tp = TopicPartition::new(topic, p);
+            c.seek(&tp, SeekTo::Latest)
+                .expect("seeking an assigned partition");
+            c.position(&tp, OPERATION_TIMEOUT_MS)
+                .unwrap_or_else(|e| panic!("end offset of {tp}: {e}\n{}", broker.log_tail()))
+        })
+        .collect()
+}

@@ -9,6 +9,7 @@
 //!   `restart` on the same data dir; killed on drop;
 //! - [`client`], [`cli`], [`wire`], [`http`]: the four ways in;
 //! - [`garbage`]: seeded malformed input for the bad-input tests;
+//! - [`steady`]: a producer that keeps going (and checking its acks) while a test does harm;
 //! - [`checker`]: acknowledged vs read back — nothing lost, nothing twice, order per partition;
 //! - [`process`]: bounded waits on child processes.
 //!
@@ -28,6 +29,7 @@ pub mod client;
 pub mod garbage;
 pub mod http;
 pub mod process;
+pub mod steady;
 pub mod wire;
 
 pub use broker::{Broker, BrokerOptions};

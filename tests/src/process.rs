@@ -11,11 +11,16 @@ use std::time::{Duration, Instant};
 /// deadline is what bounds the wait.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 
-/// Sends `signal` to `child`, which must not have been reaped yet (so its PID is still ours).
-pub fn signal(child: &Child, signal: libc::c_int) {
+/// Sends `signal` to `child` unless it has already exited; returns its exit status then (and
+/// sends nothing). Reaping only ever happens through `child`, so while `try_wait` says "running"
+/// the PID is still this child's and cannot name another process.
+pub fn signal(child: &mut Child, signal: libc::c_int) -> Option<ExitStatus> {
+    if let Ok(Some(status)) = child.try_wait() {
+        return Some(status);
+    }
     let pid = libc::pid_t::try_from(child.id()).expect("a pid fits pid_t");
-    // SAFETY: kill(2) with the PID of a child we own and have not reaped: it cannot name
-    // another process. No memory is involved.
+    // SAFETY: kill(2) on the PID of a child that has not been reaped (checked just above): it
+    // cannot name another process. No memory is involved.
     let rc = unsafe { libc::kill(pid, signal) };
     assert_eq!(
         rc,
@@ -23,6 +28,7 @@ pub fn signal(child: &Child, signal: libc::c_int) {
         "kill({pid}, {signal}) failed: {}",
         std::io::Error::last_os_error()
     );
+    None
 }
 
 /// Waits for `child` to exit, at most until `deadline`; `None` when it is still running then.

@@ -2,120 +2,23 @@
 //! working on another (DESIGN §1 "bad input is harmless"), and a second broker started on a data
 //! directory or port that is already taken.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use spool_protocol::client::blocking::Producer;
-use spool_protocol::client::producer::{Acks, ProducerConfig};
-use spool_protocol::client::ProducerRecord;
 use spool_protocol::wire::{self, ErrorCode, RequestBodyT};
 use spool_storage::records::BatchBuilder;
-use spool_tests::checker::{self, Acked};
-use spool_tests::client::{self, consume_until, create_topic};
+use spool_tests::checker;
+use spool_tests::client::{consume_until, create_topic};
 use spool_tests::garbage::{self, Rng};
 use spool_tests::process::run_to_end;
+use spool_tests::steady::SteadyProducer;
 use spool_tests::wire::{api_versions_body, produce_body, produce_outcome, RawConn};
 use spool_tests::{addr, Broker, BrokerOptions};
 
 /// The broker's `--max-message-bytes` in the bad-input test.
 const MAX_MESSAGE_BYTES: usize = 4096;
-/// Bound on the steady producer making progress after each bad input.
-const PROGRESS_TIMEOUT: Duration = Duration::from_secs(30);
-
-#[derive(Default)]
-struct SteadyState {
-    acked: Vec<Acked>,
-    failure: Option<String>,
-}
-
-/// A producer on its own connection sending one record at a time (acks=all) and checking each
-/// acknowledgement, until stopped.
-struct Steady {
-    stop: Arc<AtomicBool>,
-    state: Arc<(Mutex<SteadyState>, Condvar)>,
-    thread: JoinHandle<()>,
-}
-
-impl Steady {
-    fn start(broker: &Broker, topic: &'static str) -> Self {
-        let config = ProducerConfig {
-            // One record per batch, far below the broker's limit in this test.
-            batch_bytes: 1024,
-            ..client::producer_config(Acks::All)
-        };
-        let producer = Producer::new(&[&broker.bootstrap()], config).expect("a producer");
-        let stop = Arc::new(AtomicBool::new(false));
-        let state = Arc::new((Mutex::new(SteadyState::default()), Condvar::new()));
-        let (stop2, state2) = (stop.clone(), state.clone());
-        let thread = std::thread::spawn(move || {
-            let (s, progress) = &*state2;
-            let mut seq = 0u64;
-            while !stop2.load(Ordering::SeqCst) {
-                let value = Bytes::from(format!("steady-{seq}"));
-                let result = producer
-                    .send(ProducerRecord::new(topic, value.clone()))
-                    .and_then(|d| d.wait());
-                let mut s = s.lock().expect("steady state");
-                match result {
-                    Ok(md) => s.acked.push(Acked {
-                        partition: md.partition,
-                        offset: md.offset,
-                        value,
-                    }),
-                    Err(e) => s.failure = Some(format!("record {seq}: {e}")),
-                }
-                progress.notify_all();
-                if s.failure.is_some() {
-                    break;
-                }
-                seq += 1;
-            }
-            let _ = producer.close(client::OPERATION_TIMEOUT_MS);
-        });
-        Self {
-            stop,
-            state,
-            thread,
-        }
-    }
-
-    /// Waits until the producer has more than `count` acknowledgements; returns how many.
-    fn wait_past(&self, count: usize, after: &str) -> usize {
-        let (s, progress) = &*self.state;
-        let deadline = Instant::now() + PROGRESS_TIMEOUT;
-        let mut s = s.lock().expect("steady state");
-        loop {
-            if let Some(f) = &s.failure {
-                panic!("after {after}: the producer failed: {f}");
-            }
-            if s.acked.len() > count {
-                return s.acked.len();
-            }
-            let now = Instant::now();
-            assert!(
-                now < deadline,
-                "after {after}: no acknowledgement for {PROGRESS_TIMEOUT:?}"
-            );
-            s = progress
-                .wait_timeout(s, deadline - now)
-                .expect("steady state")
-                .0;
-        }
-    }
-
-    fn stop(self) -> Vec<Acked> {
-        self.stop.store(true, Ordering::SeqCst);
-        self.thread.join().expect("the producer thread");
-        let mut s = self.state.0.lock().expect("steady state");
-        if let Some(f) = &s.failure {
-            panic!("the producer failed: {f}");
-        }
-        std::mem::take(&mut s.acked)
-    }
-}
+/// Bound on reading records back.
+const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One valid batch of `records` records with `value_bytes`-byte values.
 fn batch(records: usize, value_bytes: usize) -> Bytes {
@@ -144,7 +47,7 @@ fn produce_error(
 }
 
 /// Requests answered with an error code on a connection that stays open.
-fn answered_with_errors(broker: &Broker, steady: &Steady, mut acked: usize) -> usize {
+fn answered_with_errors(broker: &Broker, steady: &SteadyProducer, mut acked: usize) -> usize {
     let mut conn = RawConn::connect(broker.native_addr()).expect("connecting");
     let step = |what: &str, got: ErrorCode, want: ErrorCode, acked: &mut usize| {
         assert_eq!(got, want, "{what}");
@@ -275,7 +178,7 @@ fn answered_with_errors(broker: &Broker, steady: &Steady, mut acked: usize) -> u
 }
 
 /// Input after which the broker can only hang up: nothing in it can be trusted to answer.
-fn closed_connections(broker: &Broker, steady: &Steady, mut acked: usize) -> usize {
+fn closed_connections(broker: &Broker, steady: &SteadyProducer, mut acked: usize) -> usize {
     let mut rng = Rng::new(0x5eed);
     let valid = {
         let mut c = Vec::new();
@@ -366,7 +269,7 @@ fn bad_input_on_one_connection_harms_no_producer() {
     );
     create_topic(&broker, "steady", 4);
     create_topic(&broker, "target", 2);
-    let steady = Steady::start(&broker, "steady");
+    let steady = SteadyProducer::start(&broker, "steady");
     let acked = steady.wait_past(0, "start-up");
 
     let acked = answered_with_errors(&broker, &steady, acked);
@@ -381,7 +284,7 @@ fn bad_input_on_one_connection_harms_no_producer() {
         .and_then(|mut c| c.api_versions())
         .expect("a fresh connection after the bad input");
     let acked = steady.stop();
-    let read = consume_until(&broker, "steady", 4, PROGRESS_TIMEOUT, |r| {
+    let read = consume_until(&broker, "steady", 4, CONSUME_TIMEOUT, |r| {
         r.len() >= acked.len()
     });
     checker::assert_none(
@@ -395,7 +298,7 @@ fn bad_input_on_one_connection_harms_no_producer() {
         "records nobody acknowledged were read"
     );
     // Exactly the two valid batches (3 records) reached the abused topic.
-    let target = consume_until(&broker, "target", 2, PROGRESS_TIMEOUT, |r| r.len() >= 3);
+    let target = consume_until(&broker, "target", 2, CONSUME_TIMEOUT, |r| r.len() >= 3);
     assert_eq!(target.len(), 3, "records in the abused topic: {target:?}");
     broker.terminate();
 }
