@@ -14,7 +14,12 @@
 //! - [`process`]: bounded waits on child processes.
 //!
 //! Every wait has a deadline that only bounds failure; nothing sleeps to let something happen.
-//! The tests themselves live in `tests/` by area: `data_integrity`, `faults`, `cli`.
+//! The tests themselves live in `tests/` by area: `data_integrity`, `faults` (`bad_input`,
+//! `lifecycle`), `cli`.
+//!
+//! Run: `cargo test -p spool-tests` (builds the broker too). Tests pinning a known broker bug are
+//! `#[ignore]`d with the reason: `cargo test -p spool-tests -- --ignored`. `SPOOL_BIN=path` runs
+//! another `spool` binary; `TMPDIR` places the brokers' data (it must take O_DIRECT).
 
 // The generated flatbuffers object-API types (`wire::FooT`) are `#[non_exhaustive]`: outside
 // spool-protocol they can only be built as `Default` plus field assignments.

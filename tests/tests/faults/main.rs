@@ -1,0 +1,6 @@
+//! Faults a broker must shrug off, by kind: [`bad_input`] on a live connection, and
+//! [`lifecycle`] — rivals for its data directory and ports, restarts right after a stop or a
+//! crash. One test binary (one link), one file per kind.
+
+mod bad_input;
+mod lifecycle;
