@@ -66,21 +66,34 @@ fn lock_data_dir(config: &BrokerConfig) -> Result<std::fs::File, String> {
 /// silently and steal connections (DESIGN §12). So before binding, ask the port: if anything
 /// accepts a connection there, another broker (or program) is listening. A bind-based probe is
 /// not used because connections of a broker killed a moment ago linger (FIN_WAIT) and would make
-/// a legitimate restart fail.
+/// a legitimate restart fail. A killed broker's listeners also outlive it by some milliseconds
+/// (its io_uring instances are torn down asynchronously), so a listener must keep answering for
+/// [`PORT_PROBE_MS`] before the port counts as taken.
 fn check_port_free(host: &str, port: u16, what: &str) -> Result<(), String> {
     use std::net::{TcpStream, ToSocketAddrs};
-    let addrs = (host, port)
+    let addrs: Vec<_> = (host, port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}:{port} ({what}): {e}"))?;
-    for addr in addrs {
-        if TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(500)).is_ok() {
+        .map_err(|e| format!("cannot resolve {host}:{port} ({what}): {e}"))?
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(PORT_PROBE_MS);
+    loop {
+        let taken = addrs
+            .iter()
+            .any(|a| TcpStream::connect_timeout(a, std::time::Duration::from_millis(500)).is_ok());
+        if !taken {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
             return Err(format!(
                 "cannot listen on {host}:{port} ({what}): something is already listening there — is another broker running?"
             ));
         }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    Ok(())
 }
+
+/// How long a port must keep accepting connections before start-up calls it taken.
+const PORT_PROBE_MS: u64 = 2_000;
 
 pub fn serve(config: BrokerConfig) -> Result<(), String> {
     let _lock = lock_data_dir(&config)?;
