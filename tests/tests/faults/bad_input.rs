@@ -8,7 +8,7 @@ use bytes::Bytes;
 use spool_protocol::wire::{self, ErrorCode, RequestBodyT};
 use spool_storage::records::BatchBuilder;
 use spool_tests::checker;
-use spool_tests::client::{consume_until, create_topic};
+use spool_tests::client::{self, consume_until, create_topic};
 use spool_tests::garbage::{self, Rng};
 use spool_tests::steady::SteadyProducer;
 use spool_tests::wire::{api_versions_body, produce_body, produce_outcome, RawConn};
@@ -299,5 +299,16 @@ fn bad_input_on_one_connection_harms_no_producer() {
     // Exactly the two valid batches (3 records) reached the abused topic.
     let target = consume_until(&broker, "target", 2, CONSUME_TIMEOUT, |r| r.len() >= 3);
     assert_eq!(target.len(), 3, "records in the abused topic: {target:?}");
+    let ends = client::end_offsets(&broker, "target", 2);
+    assert_eq!(
+        ends,
+        [1, 2],
+        "end offsets of the abused topic (1 + 2 valid records)"
+    );
+    assert!(
+        !broker.log().contains("panicked"),
+        "the broker panicked on input\n{}",
+        broker.log_tail()
+    );
     broker.terminate();
 }

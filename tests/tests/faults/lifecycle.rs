@@ -140,13 +140,11 @@ fn restart_on_the_same_port_after_sigterm_with_a_client_connected() {
 
 /// A supervisor that restarts a crashed broker at once. For a few milliseconds after the killed
 /// broker is reaped the kernel still holds its listening socket (io_uring teardown is
-/// asynchronous), and `spool serve`'s start-up port probe (`broker/src/runtime.rs`
-/// `check_port_free`: "if anything accepts a connection there, another broker is listening")
-/// connects to that dying listener and exits 1 — "something is already listening there — is
-/// another broker running?" — although the data-dir lock is free. Ten tries make a pass by luck
-/// unlikely (about half of single tries fail here).
+/// asynchronous); a start-up port probe that takes one accepted connection as "another broker is
+/// listening" refuses the restart (it did before 9767c99: "something is already listening there
+/// — is another broker running?"). Ten tries make a pass by luck unlikely (about half of single
+/// tries hit the window here).
 #[test]
-#[ignore = "broker bug: spool serve refuses to start for ~10-15 ms after a killed broker is reaped (runtime.rs check_port_free connects to the dying listener)"]
 fn restart_at_once_after_kill_9() {
     let mut broker = Broker::start();
     for _ in 0..10 {
