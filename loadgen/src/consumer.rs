@@ -91,6 +91,15 @@ pub async fn run(
     if tps.is_empty() {
         return Ok(());
     }
+    // Catch-up reads stop at the end measured before reading, and their clock starts before
+    // the seek (fetching begins as soon as the position resolves).
+    let mut ends = if s.kind == Kind::Consume {
+        let ends = end_offsets(&brokers, &tps).await?;
+        sh.start();
+        Some(ends)
+    } else {
+        None
+    };
     let mut consumer = Consumer::new(&brokers, config(format!("loadgen-c{id}")))
         .map_err(|e| format!("consumer {id}: {e}"))?;
     consumer.max_poll_records = MAX_POLL_RECORDS;
@@ -109,12 +118,6 @@ pub async fn run(
             .await
             .map_err(|e| format!("consumer {id} position of {tp}: {e}"))?;
     }
-    // Catch-up reads stop at the end measured before reading.
-    let mut ends = if s.kind == Kind::Consume {
-        Some(end_offsets(&brokers, &tps).await?)
-    } else {
-        None
-    };
     ready.mark();
     let measure_from = sh.measure_from();
     let deadline = match s.bound {
@@ -129,11 +132,19 @@ pub async fn run(
             .map_err(|e| format!("consumer {id} poll: {e}"))?;
         let now = Instant::now();
         let now_us = epoch_now_us();
+        // `consume --messages N` counts no more than N records, all consumers together.
+        let wanted = match s.bound {
+            Bound::Messages(n) if s.kind == Kind::Consume => {
+                n.saturating_sub(sh.consumed_total.load(Ordering::Relaxed)) as usize
+            }
+            _ => usize::MAX,
+        };
+        let records = &records[..records.len().min(wanted)];
         let got = records.len() as u64;
         {
             let mut st = st.borrow_mut();
             let counted = now >= measure_from;
-            for r in &records {
+            for r in records {
                 let bytes = r.value.as_ref().map_or(0, |v| v.len()) as u64;
                 let header = r.value.as_deref().and_then(Header::decode);
                 Live::add(&live.consumed_msgs, 1);

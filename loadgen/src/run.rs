@@ -23,6 +23,8 @@ use crate::verify::{AckLog, Verifier};
 
 /// Exit status when verification finds a lost, duplicated or reordered message.
 pub const EXIT_VERIFY_FAILED: u8 = 3;
+/// Bound on creating (or describing) the topic, retries included.
+const ADMIN_TIMEOUT_MS: u64 = 15_000;
 
 fn ensure_topic(settings: &Settings) -> Result<(), String> {
     let brokers: Vec<String> = settings.brokers().iter().map(|s| s.to_string()).collect();
@@ -31,8 +33,14 @@ fn ensure_topic(settings: &Settings) -> Result<(), String> {
         .name("loadgen-admin")
         .spawn(move || async move {
             let refs: Vec<&str> = brokers.iter().map(String::as_str).collect();
-            let mut admin =
-                Admin::new(&refs, AdminConfig::default()).map_err(|e| format!("admin: {e}"))?;
+            // A broker that is not there should fail the run in seconds, not a minute.
+            let config = AdminConfig {
+                client_id: "loadgen-admin".into(),
+                request_timeout_ms: ADMIN_TIMEOUT_MS,
+                operation_timeout_ms: ADMIN_TIMEOUT_MS,
+                ..AdminConfig::default()
+            };
+            let mut admin = Admin::new(&refs, config).map_err(|e| format!("admin: {e}"))?;
             let created = admin
                 .create_topics(vec![NewTopic::new(
                     o.topic.clone(),
