@@ -14,7 +14,8 @@ use spool_protocol::codec::{self, Response};
 use spool_protocol::frame::{self, FrameLimits};
 use spool_protocol::payload::PayloadBuilder;
 use spool_protocol::wire::{
-    self, PartitionProduceDataT, ProduceRequestT, RequestBodyT, ResponseBodyT, TopicProduceDataT,
+    self, FetchPartitionT, FetchRequestT, FetchTopicT, PartitionProduceDataT, ProduceRequestT,
+    RequestBodyT, ResponseBodyT, TopicProduceDataT,
 };
 
 /// How long a read waits for the broker before the test fails.
@@ -47,12 +48,7 @@ impl RawConn {
         api_version: i16,
         payload: Vec<Bytes>,
     ) -> std::io::Result<Response> {
-        let cid = self.next_correlation_id;
-        self.next_correlation_id += 1;
-        let mut header = codec::request(cid, Some("spool-tests"), body);
-        header.api_version = api_version;
-        let encoded = codec::encode_request(&header, payload, &self.limits).map_err(invalid)?;
-        encoded.write_to(&mut self.stream)?;
+        let cid = self.send(body, api_version, payload)?;
         let response = self.read_response()?;
         if response.header.correlation_id != cid {
             return Err(invalid(format!(
@@ -61,6 +57,22 @@ impl RawConn {
             )));
         }
         Ok(response)
+    }
+
+    /// Sends one request without waiting for its response; returns its correlation id.
+    pub fn send(
+        &mut self,
+        body: RequestBodyT,
+        api_version: i16,
+        payload: Vec<Bytes>,
+    ) -> std::io::Result<i32> {
+        let cid = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        let mut header = codec::request(cid, Some("spool-tests"), body);
+        header.api_version = api_version;
+        let encoded = codec::encode_request(&header, payload, &self.limits).map_err(invalid)?;
+        encoded.write_to(&mut self.stream)?;
+        Ok(cid)
     }
 
     /// Reads one response frame.
@@ -116,6 +128,23 @@ impl RawConn {
 /// An ApiVersions request body.
 pub fn api_versions_body() -> RequestBodyT {
     RequestBodyT::ApiVersionsRequest(Box::default())
+}
+
+/// A fetch of one partition from `offset` that waits up to `max_wait_ms` for a byte of data.
+pub fn fetch_body(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> RequestBodyT {
+    let mut p = FetchPartitionT::default();
+    p.partition = partition;
+    p.fetch_offset = offset;
+    p.partition_max_bytes = 1024 * 1024;
+    let mut t = FetchTopicT::default();
+    t.topic = topic.to_owned();
+    t.partitions = Some(vec![p]);
+    let mut r = FetchRequestT::default();
+    r.max_wait_ms = max_wait_ms;
+    r.min_bytes = 1;
+    r.max_bytes = 1024 * 1024;
+    r.topics = Some(vec![t]);
+    RequestBodyT::FetchRequest(Box::new(r))
 }
 
 /// A produce request for one partition carrying `records` (any bytes) in the payload.
