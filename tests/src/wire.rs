@@ -130,15 +130,23 @@ pub fn api_versions_body() -> RequestBodyT {
     RequestBodyT::ApiVersionsRequest(Box::default())
 }
 
-/// A fetch of one partition from `offset` that waits up to `max_wait_ms` for a byte of data.
-pub fn fetch_body(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> RequestBodyT {
-    let mut p = FetchPartitionT::default();
-    p.partition = partition;
-    p.fetch_offset = offset;
-    p.partition_max_bytes = 1024 * 1024;
+/// A fetch of `partitions` of `topic`, each from `offset`, that waits up to `max_wait_ms` for a
+/// byte of data.
+pub fn fetch_body(topic: &str, partitions: &[i32], offset: i64, max_wait_ms: i32) -> RequestBodyT {
     let mut t = FetchTopicT::default();
     t.topic = topic.to_owned();
-    t.partitions = Some(vec![p]);
+    t.partitions = Some(
+        partitions
+            .iter()
+            .map(|&partition| {
+                let mut p = FetchPartitionT::default();
+                p.partition = partition;
+                p.fetch_offset = offset;
+                p.partition_max_bytes = 1024 * 1024;
+                p
+            })
+            .collect(),
+    );
     let mut r = FetchRequestT::default();
     r.max_wait_ms = max_wait_ms;
     r.min_bytes = 1;

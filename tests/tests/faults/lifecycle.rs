@@ -168,7 +168,7 @@ fn sigterm_answers_a_long_poll_in_flight() {
     // A round trip first, so the connection is being served before the fetch goes out.
     conn.api_versions().expect("ApiVersions");
     let cid = conn
-        .send(fetch_body("quiet", 0, 0, 25_000), 0, Vec::new())
+        .send(fetch_body("quiet", &[0], 0, 25_000), 0, Vec::new())
         .expect("sending a long-poll fetch");
     broker.terminate();
     let response = conn
@@ -180,4 +180,32 @@ fn sigterm_answers_a_long_poll_in_flight() {
         "not a fetch response: {:?}",
         response.header
     );
+}
+
+/// SIGTERM with a short poll in flight across cores: the connection's core asks the partitions'
+/// owners — here both cores — for data; one core finishes shutting down while the other still
+/// waits on it for an answer that never comes, so the fetch is never answered and shutdown sits
+/// out its 10 s drain timeout. (Measured: every one of 8 SIGTERMs with a polling consumer on a
+/// two-core broker took 10.3–10.6 s; on one core, 0.1 s.)
+#[test]
+#[ignore = "broker bug: a fetch spanning both cores in flight at SIGTERM is never answered (a core exits while another awaits its reply: shard.rs call has no bound, runtime.rs run_core returns per core)"]
+fn sigterm_answers_a_short_poll_across_cores_in_flight() {
+    let mut broker = Broker::start();
+    create_topic(&broker, "quiet", 2);
+    // The race is lost about two times in three here; five rounds make a pass by luck unlikely.
+    for round in 0..5 {
+        if round > 0 {
+            broker.restart();
+        }
+        let mut conn = RawConn::connect(broker.native_addr()).expect("connecting");
+        conn.api_versions().expect("ApiVersions");
+        let cid = conn
+            .send(fetch_body("quiet", &[0, 1], 0, 300), 0, Vec::new())
+            .expect("sending a fetch");
+        broker.terminate();
+        let response = conn.read_response().unwrap_or_else(|e| {
+            panic!("round {round}: the fetch in flight at SIGTERM got no answer: {e}")
+        });
+        assert_eq!(response.header.correlation_id, cid);
+    }
 }
