@@ -56,7 +56,7 @@ pub async fn run(
     let schedule = Schedule::new(o.rate, o.producers);
     let keygen = KeyGen::new(&o.keys);
     let mut rng = Rng::new(o.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let payloads = PayloadBuilder::new(o.message_bytes, o.seed.wrapping_add(id as u64));
+    let mut payloads = PayloadBuilder::new(o.message_bytes, o.seed.wrapping_add(id as u64));
     let outstanding = Rc::new(Cell::new(0u64));
     // Let the driver task run between sends, about four times per batch.
     let yield_every = (o.batch_bytes / o.message_bytes / 4).max(1) as u64;
