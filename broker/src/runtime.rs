@@ -101,14 +101,16 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     check_port_free(&config.host, config.admin_port, "admin port")?;
     install_signal_handlers();
     let config = std::sync::Arc::new(config);
+    let phases = std::sync::Arc::new(ShutdownPhases::default());
     let mesh = MeshBuilder::<Message, _>::full(config.cores, MESH_CHANNEL_CAPACITY);
     let mut handles = Vec::new();
     for core in 0..config.cores {
         let mesh = mesh.clone();
         let config = std::sync::Arc::clone(&config);
+        let phases = std::sync::Arc::clone(&phases);
         let h = LocalExecutorBuilder::new(Placement::Fixed(core))
             .name(&format!("spool-core-{core}"))
-            .spawn(move || async move { run_core(core, (*config).clone(), mesh).await })
+            .spawn(move || async move { run_core(core, (*config).clone(), mesh, phases).await })
             .map_err(|e| format!("cannot start executor on core {core}: {e}"))?;
         handles.push(h);
     }
@@ -133,10 +135,31 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     }
 }
 
+/// Shutdown is two barriers across cores, so no core leaves while another may still ask it
+/// something: every core first drains its connections (each still answering the others' mesh
+/// requests), then every core closes its partitions, then all exit. Counters, not locks: they are
+/// touched only at shutdown, never on the data path.
+#[derive(Default)]
+struct ShutdownPhases {
+    drained: std::sync::atomic::AtomicUsize,
+    closed: std::sync::atomic::AtomicUsize,
+}
+
+/// Waits (serving the mesh meanwhile) until `counter` reaches `cores`, at most `DRAIN_TIMEOUT_MS`.
+async fn barrier(counter: &std::sync::atomic::AtomicUsize, cores: usize) {
+    counter.fetch_add(1, Ordering::SeqCst);
+    let mut waited = 0;
+    while counter.load(Ordering::SeqCst) < cores && waited < DRAIN_TIMEOUT_MS {
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+        waited += 10;
+    }
+}
+
 async fn run_core(
     core: usize,
     config: BrokerConfig,
     mesh: MeshBuilder<Message, glommio::channels::channel_mesh::Full>,
+    phases: std::sync::Arc<ShutdownPhases>,
 ) -> Result<(), String> {
     let (senders, receivers) = mesh
         .join()
@@ -212,7 +235,9 @@ async fn run_core(
         glommio::timer::sleep(Duration::from_millis(20)).await;
         waited += 20;
     }
+    barrier(&phases.drained, shard.cores()).await;
     shard.close_partitions().await;
+    barrier(&phases.closed, shard.cores()).await;
     Ok(())
 }
 

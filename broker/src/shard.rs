@@ -240,7 +240,10 @@ impl Shard {
             std::task::Poll::Pending
         });
         let timer = glommio::timer::sleep(Duration::from_millis(timeout_ms));
-        futures_lite::future::or(ready, timer).await;
+        let stopped = async {
+            let _: Option<()> = self.stopped_signal().await;
+        };
+        futures_lite::future::or(futures_lite::future::or(ready, timer), stopped).await;
     }
 
     fn max_message_bytes(&self, topic: &str) -> usize {

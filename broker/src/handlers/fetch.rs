@@ -179,11 +179,15 @@ async fn wait_for_data(shard: &Rc<Shard>, wanted: &[FetchPartition], wait: Durat
         .detach();
     }
     let timer = glommio::timer::sleep(wait);
-    futures_lite::future::or(
+    let data_or_timeout = futures_lite::future::or(
         async {
             let _ = rx.recv().await;
         },
         timer,
-    )
+    );
+    // A shutdown answers every waiting fetch with what it has.
+    futures_lite::future::or(data_or_timeout, async {
+        let _: Option<()> = shard.stopped_signal().await;
+    })
     .await;
 }
