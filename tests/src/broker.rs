@@ -278,8 +278,13 @@ impl Broker {
                 return;
             };
             if Instant::now() >= deadline {
+                let threads = self
+                    .child
+                    .as_ref()
+                    .map_or_else(String::new, |c| threads(c.id()));
                 panic!(
-                    "broker not ready after {START_TIMEOUT:?} (last probe: {last_error})\n{}",
+                    "broker not ready after {START_TIMEOUT:?} (last probe: {last_error})\n\
+                     threads (name state wchan):\n{threads}\n{}",
                     self.log_tail()
                 );
             }
@@ -311,6 +316,32 @@ impl Drop for Broker {
     }
 }
 
+/// Each thread of process `pid` as "name state wait-channel", from /proc: where a broker that
+/// never became ready is stuck.
+fn threads(pid: u32) -> String {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return String::from("(no /proc entry)");
+    };
+    let read = |path: std::path::PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+    tasks
+        .flatten()
+        .map(|t| {
+            let stat = read(t.path().join("stat"));
+            // The state follows the parenthesised name: "pid (name) S ...".
+            let state = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.get(..1))
+                .unwrap_or("?");
+            format!(
+                "  {} {state} {}",
+                read(t.path().join("comm")).trim(),
+                read(t.path().join("wchan")).trim()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// This machine's cores (the most `--cores` accepts).
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -323,5 +354,21 @@ pub fn clear_spool_env(cmd: &mut Command) {
         if k.to_string_lossy().starts_with("SPOOL_") {
             cmd.env_remove(k);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn threads_lists_this_process() {
+        let listed = super::threads(std::process::id());
+        assert!(
+            !listed.is_empty() && !listed.contains("no /proc"),
+            "{listed}"
+        );
+        assert!(
+            listed.lines().all(|l| l.split_whitespace().count() >= 2),
+            "{listed}"
+        );
     }
 }
