@@ -209,3 +209,19 @@ fn sigterm_answers_a_short_poll_across_cores_in_flight() {
         assert_eq!(response.header.correlation_id, cid);
     }
 }
+
+/// Start-up never hangs. Now and then (about once in 50–100 starts here, more often on a busy
+/// machine) a starting broker stops before its first log line with every executor parked in
+/// io_uring wait and the main thread joining them: stuck in the executors' first await,
+/// `mesh.join()` in `broker/src/runtime.rs` `run_core`, so it never listens. Fifty clean starts
+/// and stops catch it about half the time.
+#[test]
+#[ignore = "broker bug: start-up occasionally hangs before the first log line (executors parked; runtime.rs run_core mesh.join)"]
+fn starts_every_time() {
+    let mut broker = Broker::start();
+    for _ in 0..50 {
+        broker.terminate();
+        broker.restart();
+    }
+    broker.terminate();
+}
