@@ -103,9 +103,12 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     let config = std::sync::Arc::new(config);
     let phases = std::sync::Arc::new(ShutdownPhases::default());
     let mesh = MeshBuilder::<Message, _>::full(config.cores, MESH_CHANNEL_CAPACITY);
+    // Every handle is cloned before any executor starts (DESIGN §12: joining while handles are
+    // still being cloned can hang the join).
+    let meshes: Vec<_> = (0..config.cores).map(|_| mesh.clone()).collect();
+    drop(mesh);
     let mut handles = Vec::new();
-    for core in 0..config.cores {
-        let mesh = mesh.clone();
+    for (core, mesh) in meshes.into_iter().enumerate() {
         let config = std::sync::Arc::clone(&config);
         let phases = std::sync::Arc::clone(&phases);
         let h = LocalExecutorBuilder::new(Placement::Fixed(core))
@@ -165,6 +168,12 @@ async fn run_core(
         .join()
         .await
         .map_err(|_| "joining the core mesh failed".to_string())?;
+    // Mesh peer ids follow the order executors joined, not the order they were created: the
+    // shard takes its peer id as its index, so `send_to(i)` always reaches shard i. The CPU the
+    // executor is pinned to does not matter for routing.
+    let cpu = core;
+    let core = senders.peer_id();
+    tracing::debug!(cpu, core, "joined the core mesh");
     let shard = Shard::new(core, Rc::new(config), senders);
     shard.spawn_receivers(receivers);
     spawn_stop_watcher(&shard);
