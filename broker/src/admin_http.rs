@@ -22,21 +22,7 @@ pub fn spawn(shard: &Rc<Shard>) -> Result<(), String> {
     })?;
     let shard = Rc::clone(shard);
     glommio::spawn_local(async move {
-        loop {
-            let accepted = futures_lite::future::or(
-                async { Some(listener.accept().await) },
-                shard.stopped_signal(),
-            )
-            .await;
-            match accepted {
-                None => break,
-                Some(Ok(stream)) => {
-                    let me = Rc::clone(&shard);
-                    glommio::spawn_local(async move { serve(me, stream).await }).detach();
-                }
-                Some(Err(e)) => tracing::warn!("admin accept: {e}"),
-            }
-        }
+        shard.accept_until_stopped(&listener, "admin", serve).await;
     })
     .detach();
     Ok(())

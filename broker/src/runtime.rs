@@ -222,21 +222,9 @@ async fn run_core(
             shard.config.data_dir.display()
         );
     }
-    loop {
-        let accepted = futures_lite::future::or(
-            async { Some(listener.accept().await) },
-            shard.stopped_signal(),
-        )
+    shard
+        .accept_until_stopped(&listener, "native", crate::connection::serve)
         .await;
-        match accepted {
-            None => break,
-            Some(Ok(stream)) => {
-                let me = Rc::clone(&shard);
-                glommio::spawn_local(crate::connection::serve(me, stream)).detach();
-            }
-            Some(Err(e)) => tracing::warn!(core, "accept: {e}"),
-        }
-    }
     drop(listener);
     // Drain: connections stop reading new requests and finish what they have.
     let mut waited = 0;

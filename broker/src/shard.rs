@@ -352,6 +352,32 @@ impl Shard {
         }
     }
 
+    /// Accepts connections on `listener` until the shard stops, serving each on its own task.
+    pub async fn accept_until_stopped<F, Fut>(
+        self: &Rc<Self>,
+        listener: &glommio::net::TcpListener,
+        what: &str,
+        serve: F,
+    ) where
+        F: Fn(Rc<Shard>, glommio::net::TcpStream) -> Fut,
+        Fut: std::future::Future<Output = ()> + 'static,
+    {
+        loop {
+            let accepted = futures_lite::future::or(
+                async { Some(listener.accept().await) },
+                self.stopped_signal(),
+            )
+            .await;
+            match accepted {
+                None => break,
+                Some(Ok(stream)) => {
+                    glommio::spawn_local(serve(Rc::clone(self), stream)).detach();
+                }
+                Some(Err(e)) => tracing::warn!(core = self.core, "{what} accept: {e}"),
+            }
+        }
+    }
+
     /// A fresh producer id for InitProducerId, from this core's block (refilled by the controller).
     pub async fn next_producer_id(self: &Rc<Self>) -> Result<i64, ErrorCode> {
         let (next, end) = self.producer_ids.get();

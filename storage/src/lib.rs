@@ -23,6 +23,9 @@ mod segment;
 pub mod tail;
 pub mod writer;
 
+#[cfg(test)]
+pub(crate) mod test_util;
+
 pub use config::{CleanupPolicy, Durability, LogConfig};
 pub use error::LogError;
 pub use log::{AppendInfo, OpenStats, PartitionLog, ReadChunk, ReadSlice};

@@ -435,13 +435,7 @@ mod tests {
         }
     }
 
-    fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-        glommio::LocalExecutorBuilder::default()
-            .spawn(f)
-            .unwrap()
-            .join()
-            .unwrap();
-    }
+    use crate::test_util::run;
 
     #[test]
     fn partial_blocks_are_rewritten_and_everything_lands_in_order() {

@@ -10,13 +10,7 @@ use crate::batch::BatchIter;
 use crate::config::CleanupPolicy;
 use crate::records::{read_batch, BatchBuilder};
 
-fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    glommio::LocalExecutorBuilder::default()
-        .spawn(f)
-        .unwrap()
-        .join()
-        .unwrap();
-}
+use crate::test_util::run;
 
 fn small_config() -> LogConfig {
     LogConfig {
