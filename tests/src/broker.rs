@@ -36,6 +36,8 @@ pub struct BrokerOptions {
     pub cores: usize,
     /// More `spool serve` flags, e.g. `["--max-message-bytes", "4096"]`.
     pub extra_args: Vec<String>,
+    /// Where the data lives (default: `data/` in the broker's scratch directory).
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for BrokerOptions {
@@ -43,6 +45,7 @@ impl Default for BrokerOptions {
         Self {
             cores: available_cores().min(2),
             extra_args: Vec::new(),
+            data_dir: None,
         }
     }
 }
@@ -82,7 +85,10 @@ impl Broker {
         let ip = crate::addr::next_address();
         let ports = crate::addr::free_ports(ip, 2);
         let mut broker = Self {
-            data_dir: scratch.path().join("data"),
+            data_dir: options
+                .data_dir
+                .clone()
+                .unwrap_or_else(|| scratch.path().join("data")),
             scratch,
             ip,
             native_port: ports[0],

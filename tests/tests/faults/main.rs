@@ -3,4 +3,5 @@
 //! crash. One test binary (one link), one file per kind.
 
 mod bad_input;
+mod disk_full;
 mod lifecycle;
