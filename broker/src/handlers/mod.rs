@@ -12,6 +12,7 @@ macro_rules! build {
 }
 
 mod fetch;
+pub(crate) mod groups;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
@@ -97,6 +98,54 @@ pub async fn handle(shard: &Rc<Shard>, request: Request) -> Outgoing {
             ResponseBodyT::InitProducerIdResponse(Box::new(
                 init_producer_id::handle(shard, *r).await,
             )),
+            Vec::new(),
+        ),
+        RequestBodyT::FindCoordinatorRequest(r) => (
+            ResponseBodyT::FindCoordinatorResponse(Box::new(
+                groups::find_coordinator(shard, *r).await,
+            )),
+            Vec::new(),
+        ),
+        RequestBodyT::JoinGroupRequest(r) => {
+            let client = groups::ClientInfo {
+                client_id: h.client_id.clone().unwrap_or_default(),
+                client_host: String::new(),
+            };
+            (
+                ResponseBodyT::JoinGroupResponse(Box::new(
+                    groups::join_group(shard, *r, client).await,
+                )),
+                Vec::new(),
+            )
+        }
+        RequestBodyT::SyncGroupRequest(r) => (
+            ResponseBodyT::SyncGroupResponse(Box::new(groups::sync_group(shard, *r).await)),
+            Vec::new(),
+        ),
+        RequestBodyT::HeartbeatRequest(r) => (
+            ResponseBodyT::HeartbeatResponse(Box::new(groups::heartbeat(shard, *r).await)),
+            Vec::new(),
+        ),
+        RequestBodyT::LeaveGroupRequest(r) => (
+            ResponseBodyT::LeaveGroupResponse(Box::new(groups::leave_group(shard, *r).await)),
+            Vec::new(),
+        ),
+        RequestBodyT::OffsetCommitRequest(r) => (
+            ResponseBodyT::OffsetCommitResponse(Box::new(groups::offset_commit(shard, *r).await)),
+            Vec::new(),
+        ),
+        RequestBodyT::OffsetFetchRequest(r) => (
+            ResponseBodyT::OffsetFetchResponse(Box::new(groups::offset_fetch(shard, *r).await)),
+            Vec::new(),
+        ),
+        RequestBodyT::DescribeGroupsRequest(r) => (
+            ResponseBodyT::DescribeGroupsResponse(Box::new(
+                groups::describe_groups(shard, *r).await,
+            )),
+            Vec::new(),
+        ),
+        RequestBodyT::ListGroupsRequest(r) => (
+            ResponseBodyT::ListGroupsResponse(Box::new(groups::list_groups(shard, *r).await)),
             Vec::new(),
         ),
         _ => return error_frame(cid, version, h.api_key, ErrorCode::UnsupportedVersion),
