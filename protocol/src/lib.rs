@@ -25,6 +25,7 @@ pub mod client;
 pub mod codec;
 pub mod error_code;
 pub mod frame;
+pub mod kafka;
 pub mod metadata_log;
 pub mod payload;
 pub mod versions;

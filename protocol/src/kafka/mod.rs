@@ -1,0 +1,24 @@
+//! The Kafka wire protocol (DESIGN §6) for the broker's Kafka port: an adapter over the
+//! `kafka-protocol` crate, which generates request and response structs from Kafka's own message
+//! definitions — spool does not hand-write that codec.
+//!
+//! - [`versions`]: the APIs and versions spool implements (ApiVersions, the README table);
+//! - [`codec`]: size-prefixed frames, request headers, decoding requests, encoding responses with
+//!   the right header version (ApiVersions: always v0, KIP-511), UNSUPPORTED_VERSION answers;
+//! - [`fetch`]: the Fetch response framed by hand around record bytes that stay in the log;
+//! - [`unsupported`]: an empty response of any API's shape.
+//!
+//! Nothing here does I/O or panics on input; the broker's `kafka` module drives it.
+
+pub mod codec;
+pub mod fetch;
+pub mod unsupported;
+pub mod versions;
+
+pub use codec::{
+    decode_request, encode_response, frame_bytes_from_prefix, unsupported_response,
+    KafkaCodecError, KafkaRequest, RequestBody,
+};
+
+#[cfg(test)]
+mod tests;
