@@ -52,6 +52,7 @@ pub mod admin;
 pub mod blocking;
 pub mod consumer;
 pub mod glommio_io;
+pub mod group;
 pub mod metadata;
 pub mod net;
 pub mod oneshot;

@@ -55,27 +55,57 @@ struct Entry<C> {
 #[derive(Debug)]
 pub struct InFlight<C> {
     next_correlation_id: i32,
+    /// Ids are drawn from `first_id..=last_id`, so two cores sharing connections (the consumer
+    /// and its group member) can each tell their own responses apart.
+    first_id: i32,
+    last_id: i32,
     entries: HashMap<i32, Entry<C>>,
 }
 
 impl<C> Default for InFlight<C> {
     fn default() -> Self {
-        Self {
-            next_correlation_id: 1,
-            entries: HashMap::new(),
-        }
+        Self::with_ids(1, CONSUMER_LAST_ID)
     }
 }
 
+/// The default id range ends here; [`GROUP_FIRST_ID`].. belongs to the group member core.
+pub const CONSUMER_LAST_ID: i32 = (1 << 30) - 1;
+/// The first correlation id of the group member core's range.
+pub const GROUP_FIRST_ID: i32 = 1 << 30;
+
 impl<C> InFlight<C> {
+    /// Correlation ids from `first_id` to `last_id` (both > 0, `first_id <= last_id`).
+    pub fn with_ids(first_id: i32, last_id: i32) -> Self {
+        let first_id = first_id.max(1);
+        Self {
+            next_correlation_id: first_id,
+            first_id,
+            last_id: last_id.max(first_id),
+            entries: HashMap::new(),
+        }
+    }
+
+    /// Whether `correlation_id` is from this table's range.
+    pub fn owns_id(&self, correlation_id: i32) -> bool {
+        (self.first_id..=self.last_id).contains(&correlation_id)
+    }
+
+    fn advance(&mut self) {
+        self.next_correlation_id = if self.next_correlation_id >= self.last_id {
+            self.first_id
+        } else {
+            self.next_correlation_id + 1
+        };
+    }
+
     /// Reserves a correlation id for a request to `addr` that times out at `deadline_ms`.
     pub fn start(&mut self, addr: &str, deadline_ms: u64, context: C) -> i32 {
         let id = self.next_correlation_id;
-        // Wraps after 2^31 requests; ids in flight at once are few, so a clash is impossible in
+        // Wraps after 2^30 requests; ids in flight at once are few, so a clash is impossible in
         // practice, and skipping any id still in use makes it impossible in principle.
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1).max(1);
+        self.advance();
         while self.entries.contains_key(&self.next_correlation_id) {
-            self.next_correlation_id = self.next_correlation_id.wrapping_add(1).max(1);
+            self.advance();
         }
         self.entries.insert(
             id,
