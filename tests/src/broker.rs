@@ -1,5 +1,6 @@
 //! One `spool serve` process under test: started in a fresh temporary directory on its own
-//! loopback address and free ports, ready only when its native port answers ApiVersions, and
+//! loopback address and free ports (native, admin and Kafka), ready only when its native port
+//! answers ApiVersions and its Kafka port accepts connections, and
 //! stopped with SIGKILL ([`Broker::kill9`]) or SIGTERM ([`Broker::terminate`], which insists on
 //! exit code 0), then restarted on the same data directory, address and ports.
 //!
@@ -64,6 +65,8 @@ pub struct Broker {
     ip: Ipv4Addr,
     native_port: u16,
     admin_port: u16,
+    /// The Kafka listener's port (`--kafka-port`), advertised as itself on `ip`.
+    kafka_port: u16,
     options: BrokerOptions,
     child: Option<Child>,
     /// Starts so far; start `n` logs to `broker-<n>.log`.
@@ -83,7 +86,7 @@ impl Broker {
             .tempdir()
             .expect("creating a temporary directory");
         let ip = crate::addr::next_address();
-        let ports = crate::addr::free_ports(ip, 2);
+        let ports = crate::addr::free_ports(ip, 3);
         let mut broker = Self {
             data_dir: options
                 .data_dir
@@ -93,6 +96,7 @@ impl Broker {
             ip,
             native_port: ports[0],
             admin_port: ports[1],
+            kafka_port: ports[2],
             options,
             child: None,
             starts: 0,
@@ -114,6 +118,16 @@ impl Broker {
         SocketAddr::from((self.ip, self.admin_port))
     }
 
+    /// The Kafka listener, which advertises this same address in Metadata.
+    pub fn kafka_addr(&self) -> SocketAddr {
+        SocketAddr::from((self.ip, self.kafka_port))
+    }
+
+    /// `host:port` of the Kafka listener, as Kafka clients take it (`bootstrap.servers`, `-b`).
+    pub fn kafka_bootstrap(&self) -> String {
+        self.kafka_addr().to_string()
+    }
+
     pub fn ip(&self) -> Ipv4Addr {
         self.ip
     }
@@ -124,6 +138,10 @@ impl Broker {
 
     pub fn admin_port(&self) -> u16 {
         self.admin_port
+    }
+
+    pub fn kafka_port(&self) -> u16 {
+        self.kafka_port
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -161,7 +179,7 @@ impl Broker {
     pub fn kill9(&mut self) {
         self.kill9_reap_only();
         let deadline = Instant::now() + STOP_TIMEOUT;
-        for addr in [self.native_addr(), self.admin_addr()] {
+        for addr in self.listener_addrs() {
             while std::net::TcpStream::connect_timeout(&addr, PROBE_INTERVAL).is_ok() {
                 assert!(
                     Instant::now() < deadline,
@@ -243,8 +261,11 @@ impl Broker {
             .arg("--native-port")
             .arg(self.native_port.to_string())
             .arg("--admin-port")
-            .arg(self.admin_port.to_string())
-            .arg("--cores")
+            .arg(self.admin_port.to_string());
+        if kafka_port_flag() {
+            cmd.arg("--kafka-port").arg(self.kafka_port.to_string());
+        }
+        cmd.arg("--cores")
             .arg(self.options.cores.to_string())
             .args(&self.options.extra_args);
         clear_spool_env(&mut cmd);
@@ -267,7 +288,17 @@ impl Broker {
         self.wait_ready();
     }
 
-    /// Polls until a fresh connection gets an ApiVersions answer; fails fast if the process dies.
+    /// Every address the broker listens on (the Kafka one once the binary has the listener).
+    fn listener_addrs(&self) -> Vec<SocketAddr> {
+        let mut addrs = vec![self.native_addr(), self.admin_addr()];
+        if kafka_port_flag() {
+            addrs.push(self.kafka_addr());
+        }
+        addrs
+    }
+
+    /// Polls until a fresh connection gets an ApiVersions answer on the native port and the Kafka
+    /// port accepts connections; fails fast if the process dies.
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
@@ -279,7 +310,9 @@ impl Broker {
                     self.log_tail()
                 );
             }
-            let probe = RawConn::connect(self.native_addr()).and_then(|mut c| c.api_versions());
+            let probe = RawConn::connect(self.native_addr())
+                .and_then(|mut c| c.api_versions())
+                .and_then(|()| self.probe_kafka_port());
             let Err(last_error) = probe else {
                 return;
             };
@@ -296,6 +329,14 @@ impl Broker {
             }
             std::thread::sleep(PROBE_INTERVAL);
         }
+    }
+
+    /// A TCP connection to the Kafka port (when the binary has one), closed at once.
+    fn probe_kafka_port(&self) -> std::io::Result<()> {
+        if kafka_port_flag() {
+            std::net::TcpStream::connect_timeout(&self.kafka_addr(), PROBE_INTERVAL)?;
+        }
+        Ok(())
     }
 
     /// The last lines of the current start's log, labelled, for failure messages.
@@ -346,6 +387,19 @@ fn threads(pid: u32) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Whether the `spool` binary under test takes `--kafka-port` (asked once, from `serve --help`):
+/// a binary from before the Kafka listener still runs every other test.
+fn kafka_port_flag() -> bool {
+    static HAS_FLAG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS_FLAG.get_or_init(|| {
+        let out = Command::new(crate::binary::spool_binary())
+            .args(["serve", "--help"])
+            .output()
+            .expect("running spool serve --help");
+        String::from_utf8_lossy(&out.stdout).contains("--kafka-port")
+    })
 }
 
 /// This machine's cores (the most `--cores` accepts).

@@ -33,6 +33,7 @@ pub mod cli;
 pub mod client;
 pub mod garbage;
 pub mod http;
+pub mod kafka_clients;
 pub mod process;
 pub mod steady;
 pub mod wire;

@@ -1,0 +1,92 @@
+//! The Kafka clients nobody here wrote, as the Kafka-port tests find them: Debian's `kcat` and
+//! `kafka-python` (the rdkafka crate is a dev-dependency, built with the tests).
+//!
+//! Promises: a missing client fails the test that needs it with a message saying how to get it
+//! (`scripts/test.sh` installs both), never a silent pass; a client's run is bounded
+//! ([`run_client`]) and its output kept for the failure message.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::process::{self, Finished};
+
+/// The command that installs every client these tests use.
+pub const INSTALL_HINT: &str = "run scripts/test.sh (the README's test command), which installs \
+     Debian's kcat with apt-get and kafka-python with pip when they are missing";
+
+/// `name` on `PATH`, if it is there as a file.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Debian's `kcat` binary; panics with [`INSTALL_HINT`] when it is not installed.
+pub fn kcat() -> PathBuf {
+    on_path("kcat").unwrap_or_else(|| panic!("kcat is not on PATH: {INSTALL_HINT}"))
+}
+
+/// `python3` with kafka-python importable; panics with [`INSTALL_HINT`] otherwise.
+pub fn python_with_kafka() -> PathBuf {
+    let python = on_path("python3").unwrap_or_else(|| {
+        panic!("python3 is not on PATH (kafka-python needs it): {INSTALL_HINT}")
+    });
+    let probe = Command::new(&python)
+        .args([
+            "-c",
+            "import kafka, sys; sys.stdout.write(kafka.__version__)",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
+    assert!(
+        probe.status.success(),
+        "kafka-python is not importable by {}: {INSTALL_HINT}\n{}",
+        python.display(),
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    let version = String::from_utf8_lossy(&probe.stdout).to_string();
+    assert!(
+        version.starts_with("2."),
+        "kafka-python {version} found; these tests are written for 2.x: {INSTALL_HINT}"
+    );
+    python
+}
+
+/// Runs a client to its end (at most `timeout`, then it is killed and the test fails) with
+/// `stdin` fed to it, and insists on exit code 0, showing its output otherwise.
+pub fn run_client(cmd: &mut Command, stdin: &[u8], scratch: &Path, timeout: Duration) -> Finished {
+    let finished = process::run_to_end(cmd, stdin, scratch, timeout);
+    assert!(
+        finished.status.success(),
+        "{cmd:?} failed ({})\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        finished.status,
+        tail(&finished.stdout),
+        tail(&finished.stderr)
+    );
+    finished
+}
+
+/// The last lines of a client's output, enough to see why it failed.
+pub fn tail(text: &str) -> String {
+    const LINES: usize = 40;
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(LINES)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn finds_a_program_every_machine_has_and_not_a_made_up_one() {
+        assert!(super::on_path("sh").is_some());
+        assert!(super::on_path("no-such-program-spool-k2").is_none());
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        let t = super::tail(&text);
+        assert!(t.starts_with("line 60") && t.ends_with("line 99"), "{t}");
+    }
+}
