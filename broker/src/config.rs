@@ -55,6 +55,21 @@ pub struct ServeArgs {
     /// Default `retention.ms` for new topics (-1: forever).
     #[arg(long, env = "SPOOL_RETENTION_MS", default_value_t = 7 * 24 * 3_600_000)]
     pub retention_ms: i64,
+    /// Kafka wire protocol port (on `--host`).
+    #[arg(long, env = "SPOOL_KAFKA_PORT", default_value_t = 9092)]
+    pub kafka_port: u16,
+    /// Host Kafka clients are told to connect to (Metadata, FindCoordinator); default `--host`.
+    #[arg(long, env = "SPOOL_ADVERTISED_HOST")]
+    pub advertised_host: Option<String>,
+    /// Kafka port clients are told to connect to; default `--kafka-port`.
+    #[arg(long, env = "SPOOL_ADVERTISED_KAFKA_PORT")]
+    pub advertised_kafka_port: Option<u16>,
+    /// Kafka's `auto.create.topics.enable`: Metadata for an unknown topic creates it.
+    #[arg(long, env = "SPOOL_AUTO_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_create_topics: bool,
+    /// Partitions of an auto-created topic (Kafka's `num.partitions`).
+    #[arg(long, env = "SPOOL_DEFAULT_PARTITIONS", default_value_t = 1)]
+    pub default_partitions: i32,
 }
 
 /// The validated configuration every core shares (read-only).
@@ -75,6 +90,11 @@ pub struct BrokerConfig {
     pub segment_bytes: u64,
     pub retention_ms: Option<i64>,
     pub cluster_id: String,
+    pub kafka_port: u16,
+    pub advertised_host: String,
+    pub advertised_kafka_port: u16,
+    pub auto_create_topics: bool,
+    pub default_partitions: i32,
 }
 
 impl BrokerConfig {
@@ -107,6 +127,12 @@ impl BrokerConfig {
                 a.segment_bytes
             ));
         }
+        if a.default_partitions < 1 {
+            return Err(format!(
+                "--default-partitions must be at least 1, got {}",
+                a.default_partitions
+            ));
+        }
         Ok(Self {
             data_dir: a.data_dir.clone(),
             cores,
@@ -126,6 +152,11 @@ impl BrokerConfig {
             segment_bytes: a.segment_bytes,
             retention_ms: (a.retention_ms >= 0).then_some(a.retention_ms),
             cluster_id: "spool".into(),
+            kafka_port: a.kafka_port,
+            advertised_host: a.advertised_host.clone().unwrap_or_else(|| a.host.clone()),
+            advertised_kafka_port: a.advertised_kafka_port.unwrap_or(a.kafka_port),
+            auto_create_topics: a.auto_create_topics,
+            default_partitions: a.default_partitions,
         })
     }
 }

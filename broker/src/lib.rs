@@ -15,6 +15,7 @@ pub mod handlers;
 pub mod mesh;
 pub mod metrics;
 pub mod net_io;
+pub mod ops;
 pub mod partition;
 pub mod producer_state;
 pub mod replica;

@@ -10,8 +10,7 @@ use spool_protocol::wire::{
 };
 use spool_protocol::ErrorCode;
 
-use crate::mesh::{Reply, Request};
-use crate::requests::{ProducePartition, ProduceResult, TopicPartition};
+use crate::requests::{ProduceResult, TopicPartition};
 use crate::shard::Shard;
 
 /// Returns `None` for acks=0 (the client expects no response).
@@ -38,7 +37,14 @@ pub async fn handle(
                     ),
                     Err(e) => ProduceResult::error(ErrorCode::CorruptMessage, e.to_string()),
                     Ok(records) => {
-                        produce_one(&me, tp.clone(), records, acks, req.timeout_ms).await
+                        crate::ops::produce_partition(
+                            &me,
+                            tp.clone(),
+                            records,
+                            acks,
+                            req.timeout_ms,
+                        )
+                        .await
                     }
                 };
                 (tp, result)
@@ -78,59 +84,4 @@ pub async fn handle(
     (acks != 0).then_some(build!(ProduceResponseT {
         responses: Some(by_topic)
     }))
-}
-
-async fn produce_one(
-    shard: &Rc<Shard>,
-    tp: TopicPartition,
-    records: Bytes,
-    acks: i16,
-    timeout_ms: i32,
-) -> ProduceResult {
-    let Some(count) = super::partition_count(shard, &tp.topic) else {
-        return ProduceResult::error(
-            ErrorCode::UnknownTopicOrPartition,
-            format!("unknown topic {}", tp.topic),
-        );
-    };
-    if tp.partition < 0 || tp.partition >= count {
-        return ProduceResult::error(
-            ErrorCode::UnknownTopicOrPartition,
-            format!(
-                "topic {} has {count} partitions, not {}",
-                tp.topic, tp.partition
-            ),
-        );
-    }
-    if acks == -1 {
-        // min.insync.replicas, capped by the replication factor: a topic of one replica accepts
-        // acks=all from its leader alone (the single-node case).
-        let image = shard.image.borrow();
-        if let Some(t) = image.topic(&tp.topic) {
-            let p = &t.partitions[tp.partition as usize];
-            let min_isr = t.config_i64("min.insync.replicas").unwrap_or(2).max(1) as usize;
-            if p.isr.len() < min_isr.min(p.replicas.len().max(1)) {
-                return ProduceResult::error(
-                    ErrorCode::NotEnoughReplicas,
-                    format!("{tp}: ISR {:?} below min.insync.replicas", p.isr),
-                );
-            }
-        }
-    }
-    let Some(owner) = shard.owner(&tp) else {
-        return ProduceResult::error(
-            ErrorCode::LeaderNotAvailable,
-            format!("{tp} is not open yet"),
-        );
-    };
-    let request = Request::Produce(ProducePartition {
-        tp,
-        records,
-        acks,
-        timeout_ms,
-    });
-    match shard.call(owner, request).await {
-        Reply::Produce(r) => r,
-        other => ProduceResult::error(ErrorCode::RequestTimedOut, format!("{other:?}")),
-    }
 }

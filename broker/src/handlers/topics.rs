@@ -9,24 +9,11 @@ use spool_protocol::wire::{
 };
 use spool_protocol::ErrorCode;
 
-use crate::mesh::{ControllerOp, NewTopic, Reply, Request, TopicOutcome};
+use crate::mesh::{ControllerOp, NewTopic, TopicOutcome};
 use crate::shard::Shard;
 
 async fn run(shard: &Rc<Shard>, op: ControllerOp, names: &[String]) -> Vec<TopicOutcome> {
-    match shard.call(0, Request::Controller(op)).await {
-        Reply::Controller(outcomes) if outcomes.len() == names.len() => outcomes,
-        other => {
-            let message = format!("controller unavailable: {other:?}");
-            names
-                .iter()
-                .map(|n| TopicOutcome {
-                    name: n.clone(),
-                    error: ErrorCode::NotController,
-                    message: Some(message.clone()),
-                })
-                .collect()
-        }
-    }
+    crate::ops::controller(shard, op, names).await
 }
 
 pub async fn create(shard: &Rc<Shard>, req: CreateTopicsRequestT) -> CreateTopicsResponseT {
