@@ -12,9 +12,10 @@
 //! - [`steady`]: a producer that keeps going (and checking its acks) while a test does harm;
 //! - [`checker`]: acknowledged vs read back — nothing lost, nothing twice, order per partition;
 //! - [`process`]: bounded waits on child processes.
-//! - [`group_consumer`], [`group_output`], [`group_wire`], [`group_cli`], [`paced`]: consumer
-//!   groups — `spool consume --group` members as child processes and their output parsed, the
-//!   group protocol by hand, `spool group describe` read back, producers that feed every partition.
+//! - [`group_consumer`], [`group_output`], [`group_checks`], [`group_wire`], [`group_cli`],
+//!   [`paced`]: consumer groups — `spool consume --group` members as child processes, their output
+//!   parsed and checked, the group protocol by hand, `spool group describe` read back, producers
+//!   that feed every partition.
 //!
 //! Every wait has a deadline that only bounds failure; nothing sleeps to let something happen.
 //! The tests themselves live in `tests/` by area: `data_integrity`, `faults` (`bad_input`,
@@ -35,6 +36,7 @@ pub mod checker;
 pub mod cli;
 pub mod client;
 pub mod garbage;
+pub mod group_checks;
 pub mod group_cli;
 pub mod group_consumer;
 pub mod group_output;

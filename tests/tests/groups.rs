@@ -13,15 +13,19 @@
 //! Every wait is for a condition with a generous deadline (the deadline only bounds failure).
 //! Member output is the CLI contract's (see `spool_tests::group_consumer`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use spool_protocol::client::TopicPartition;
 use spool_protocol::wire::ErrorCode;
-use spool_tests::checker::Acked;
 use spool_tests::cli::{spool, spool_ok};
 use spool_tests::client::create_topic;
+use spool_tests::group_checks::{
+    all_partitions, all_printed, missing, printed_by, printed_twice, refs, start_members,
+    terminate_all, tp, tps, wait_balanced, SETTLE,
+};
 use spool_tests::group_cli::describe;
 use spool_tests::group_consumer::{
     assert_well_formed, mark, wait_until, Event, GroupConsumer, MemberOptions, Output,
@@ -31,134 +35,33 @@ use spool_tests::paced::{produce_spread, PacedProducer};
 use spool_tests::wire::RawConn;
 use spool_tests::{Broker, BrokerOptions};
 
-/// Deadline for a group to settle or for records to be printed (far above what it takes).
-const SETTLE: Duration = Duration::from_secs(60);
 const PARTITIONS: i32 = 12;
-/// `spool serve` flags for group tests: no initial rebalance delay (Kafka's default waits 3 s for
-/// more members before the first generation).
-const BROKER_FLAGS: &[&str] = &["--group-initial-rebalance-delay-ms", "0"];
+/// `spool serve` flags for group tests, where the binary has them: no initial rebalance delay
+/// (Kafka's default waits 3 s for more members before the first generation).
+const BROKER_FLAGS: &[(&str, &str)] = &[("--group-initial-rebalance-delay-ms", "0")];
 
 fn broker() -> Broker {
-    let mut options = BrokerOptions::default();
-    options
-        .extra_args
-        .extend(BROKER_FLAGS.iter().map(|s| s.to_string()));
-    Broker::start_with(options)
-}
-
-fn tp(topic: &str, partition: i32) -> TopicPartition {
-    TopicPartition::new(topic, partition)
-}
-
-fn all_partitions(topic: &str, partitions: i32) -> BTreeSet<TopicPartition> {
-    (0..partitions).map(|p| tp(topic, p)).collect()
-}
-
-fn start_members(
-    broker: &Broker,
-    labels: &[&str],
-    topic: &str,
-    group: &str,
-    opts: impl Fn(&str) -> MemberOptions,
-) -> Vec<GroupConsumer> {
-    labels
-        .iter()
-        .map(|l| GroupConsumer::start(broker, l, topic, group, &opts(l)))
-        .collect()
-}
-
-fn refs(members: &[GroupConsumer]) -> Vec<&GroupConsumer> {
-    members.iter().collect()
-}
-
-/// Whether `members` hold `all` between them, disjointly, `all.len() / members` each (±1), all
-/// at the same generation. Returns that generation then.
-fn balanced(members: &[&GroupConsumer], all: &BTreeSet<TopicPartition>) -> Option<i32> {
-    let outs: Vec<Output> = members.iter().map(|m| m.snapshot()).collect();
-    let generation = outs[0].generation()?;
-    let mut union = BTreeSet::new();
-    let mut total = 0;
-    let fair = all.len() / members.len();
-    for o in &outs {
-        let owned = o.owned();
-        if o.generation() != Some(generation) || owned.len() < fair || owned.len() > fair + 1 {
-            return None;
-        }
-        total += owned.len();
-        union.extend(owned);
-    }
-    (total == all.len() && &union == all).then_some(generation)
-}
-
-/// Waits until [`balanced`] holds and returns the generation.
-fn wait_balanced(what: &str, members: &[&GroupConsumer], all: &BTreeSet<TopicPartition>) -> i32 {
-    let mut generation = None;
-    wait_until(what, SETTLE, members, || {
-        generation = balanced(members, all);
-        generation.is_some()
+    static HELP: OnceLock<String> = OnceLock::new();
+    let help = HELP.get_or_init(|| {
+        let out = std::process::Command::new(spool_tests::binary::spool_binary())
+            .args(["serve", "--help"])
+            .output()
+            .expect("running spool serve --help");
+        String::from_utf8_lossy(&out.stdout).into_owned()
     });
-    generation.expect("set when the wait ended")
-}
-
-/// Every (partition, offset) printed by any of `outs`, with how many times and by whom.
-fn printed_by(outs: &[(&str, &Output)]) -> BTreeMap<(TopicPartition, i64), Vec<String>> {
-    let mut by: BTreeMap<(TopicPartition, i64), Vec<String>> = BTreeMap::new();
-    for (label, o) in outs {
-        for r in &o.records {
-            by.entry((r.tp.clone(), r.offset))
-                .or_default()
-                .push((*label).to_owned());
+    let mut options = BrokerOptions::default();
+    for (flag, value) in BROKER_FLAGS {
+        if help.contains(flag) {
+            options
+                .extra_args
+                .extend([flag.to_string(), value.to_string()]);
         }
     }
-    by
-}
-
-/// Acknowledged records not printed (at their offset, with their value) by any member.
-fn missing(topic: &str, acked: &[Acked], outs: &[&Output]) -> Vec<String> {
-    let values: HashMap<(TopicPartition, i64), Option<&str>> = outs
-        .iter()
-        .flat_map(|o| o.records.iter())
-        .map(|r| ((r.tp.clone(), r.offset), r.value.as_deref()))
-        .collect();
-    acked
-        .iter()
-        .filter_map(|a| {
-            let want = std::str::from_utf8(&a.value).expect("test values are UTF-8");
-            match values.get(&(tp(topic, a.partition), a.offset)) {
-                Some(Some(v)) if *v == want => None,
-                got => Some(format!(
-                    "{topic}-{} offset {}: acknowledged {want:?}, printed {got:?}",
-                    a.partition, a.offset
-                )),
-            }
-        })
-        .collect()
-}
-
-fn all_printed(topic: &str, acked: &[Acked], members: &[&GroupConsumer]) -> bool {
-    let outs: Vec<Output> = members.iter().map(|m| m.snapshot()).collect();
-    missing(topic, acked, &outs.iter().collect::<Vec<_>>()).is_empty()
+    Broker::start_with(options)
 }
 
 fn assert_none(what: &str, violations: &[String]) {
     spool_tests::checker::assert_none(what, violations);
-}
-
-fn tps(list: &BTreeSet<TopicPartition>) -> Vec<String> {
-    list.iter().map(ToString::to_string).collect()
-}
-
-/// Stops every member with SIGTERM; each must exit 0.
-fn terminate_all(members: &[GroupConsumer]) {
-    for m in members {
-        let status = m.terminate();
-        assert!(
-            status.success(),
-            "member {} exited with {status} after SIGTERM\n{}",
-            m.label(),
-            m.summary()
-        );
-    }
 }
 
 #[test]
@@ -202,11 +105,7 @@ fn three_consumers_share_twelve_partitions() {
         );
     }
     let labelled: Vec<(&str, &Output)> = m.iter().map(|c| c.label()).zip(&outs).collect();
-    let twice: Vec<String> = printed_by(&labelled)
-        .into_iter()
-        .filter(|(_, by)| by.len() > 1)
-        .map(|((tp, o), by)| format!("{tp}@{o} printed by {by:?}"))
-        .collect();
+    let twice = printed_twice(&labelled);
     assert_none("records printed more than once", &twice);
     let printed: usize = outs.iter().map(|o| o.records.len()).sum();
     assert_eq!(printed, acked.len(), "printed records that nobody produced");
@@ -547,11 +446,7 @@ fn cooperative_rebalance_keeps_unmoved_partitions() {
     );
     let outs: Vec<Output> = m.iter().map(|c| c.snapshot()).collect();
     let labelled: Vec<(&str, &Output)> = m.iter().map(|c| c.label()).zip(&outs).collect();
-    let twice: Vec<String> = printed_by(&labelled)
-        .into_iter()
-        .filter(|(_, by)| by.len() > 1)
-        .map(|((t, o), by)| format!("{t}@{o} printed by {by:?}"))
-        .collect();
+    let twice = printed_twice(&labelled);
     assert_none(
         "records printed twice (moved partitions are committed on revoke)",
         &twice,
@@ -654,11 +549,7 @@ fn committed_offsets_survive_broker_restart() {
         &missing(topic, &acked, &outs.iter().collect::<Vec<_>>()),
     );
     let labelled = [("first", &outs[0]), ("second", &outs[1])];
-    let twice: Vec<String> = printed_by(&labelled)
-        .into_iter()
-        .filter(|(_, by)| by.len() > 1)
-        .map(|((t, o), by)| format!("{t}@{o} printed by {by:?}"))
-        .collect();
+    let twice = printed_twice(&labelled);
     assert_none("records printed by both members", &twice);
 }
 
