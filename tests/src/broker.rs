@@ -1,8 +1,9 @@
 //! One `spool serve` process under test: started in a fresh temporary directory on its own
 //! loopback address and free ports (native, admin and Kafka), ready only when its native port
-//! answers ApiVersions and its Kafka port accepts connections, and
-//! stopped with SIGKILL ([`Broker::kill9`]) or SIGTERM ([`Broker::terminate`], which insists on
-//! exit code 0), then restarted on the same data directory, address and ports.
+//! answers ApiVersions (tests of the Kafka port also wait for that one:
+//! [`Broker::wait_kafka_ready`]), and stopped with SIGKILL ([`Broker::kill9`]) or SIGTERM
+//! ([`Broker::terminate`], which insists on exit code 0), then restarted on the same data
+//! directory, address and ports.
 //!
 //! Promises: every wait is bounded (a broker that never becomes ready, or never exits, fails the
 //! test with its log); the process is killed by its PID when the `Broker` drops, so no test leaves
@@ -261,11 +262,10 @@ impl Broker {
             .arg("--native-port")
             .arg(self.native_port.to_string())
             .arg("--admin-port")
-            .arg(self.admin_port.to_string());
-        if kafka_port_flag() {
-            cmd.arg("--kafka-port").arg(self.kafka_port.to_string());
-        }
-        cmd.arg("--cores")
+            .arg(self.admin_port.to_string())
+            .arg("--kafka-port")
+            .arg(self.kafka_port.to_string())
+            .arg("--cores")
             .arg(self.options.cores.to_string())
             .args(&self.options.extra_args);
         clear_spool_env(&mut cmd);
@@ -288,17 +288,28 @@ impl Broker {
         self.wait_ready();
     }
 
-    /// Every address the broker listens on (the Kafka one once the binary has the listener).
-    fn listener_addrs(&self) -> Vec<SocketAddr> {
-        let mut addrs = vec![self.native_addr(), self.admin_addr()];
-        if kafka_port_flag() {
-            addrs.push(self.kafka_addr());
-        }
-        addrs
+    /// Every address the broker listens on.
+    fn listener_addrs(&self) -> [SocketAddr; 3] {
+        [self.native_addr(), self.admin_addr(), self.kafka_addr()]
     }
 
-    /// Polls until a fresh connection gets an ApiVersions answer on the native port and the Kafka
-    /// port accepts connections; fails fast if the process dies.
+    /// Waits (at most [`START_TIMEOUT`]) until the Kafka port accepts connections; call after a
+    /// start or restart of a broker whose Kafka port a test uses. Panics with the log otherwise.
+    pub fn wait_kafka_ready(&self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while let Err(e) = std::net::TcpStream::connect_timeout(&self.kafka_addr(), PROBE_INTERVAL)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the Kafka port {} refuses connections {START_TIMEOUT:?} after start ({e})\n{}",
+                self.kafka_addr(),
+                self.log_tail()
+            );
+            std::thread::sleep(PROBE_INTERVAL);
+        }
+    }
+
+    /// Polls until a fresh connection gets an ApiVersions answer; fails fast if the process dies.
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
@@ -310,9 +321,7 @@ impl Broker {
                     self.log_tail()
                 );
             }
-            let probe = RawConn::connect(self.native_addr())
-                .and_then(|mut c| c.api_versions())
-                .and_then(|()| self.probe_kafka_port());
+            let probe = RawConn::connect(self.native_addr()).and_then(|mut c| c.api_versions());
             let Err(last_error) = probe else {
                 return;
             };
@@ -329,14 +338,6 @@ impl Broker {
             }
             std::thread::sleep(PROBE_INTERVAL);
         }
-    }
-
-    /// A TCP connection to the Kafka port (when the binary has one), closed at once.
-    fn probe_kafka_port(&self) -> std::io::Result<()> {
-        if kafka_port_flag() {
-            std::net::TcpStream::connect_timeout(&self.kafka_addr(), PROBE_INTERVAL)?;
-        }
-        Ok(())
     }
 
     /// The last lines of the current start's log, labelled, for failure messages.
@@ -387,19 +388,6 @@ fn threads(pid: u32) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// Whether the `spool` binary under test takes `--kafka-port` (asked once, from `serve --help`):
-/// a binary from before the Kafka listener still runs every other test.
-fn kafka_port_flag() -> bool {
-    static HAS_FLAG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS_FLAG.get_or_init(|| {
-        let out = Command::new(crate::binary::spool_binary())
-            .args(["serve", "--help"])
-            .output()
-            .expect("running spool serve --help");
-        String::from_utf8_lossy(&out.stdout).contains("--kafka-port")
-    })
 }
 
 /// This machine's cores (the most `--cores` accepts).
