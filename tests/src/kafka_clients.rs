@@ -9,11 +9,19 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::broker::{Broker, BrokerOptions};
 use crate::process::{self, Finished};
 
 /// The command that installs every client these tests use.
 pub const INSTALL_HINT: &str = "run scripts/test.sh (the README's test command), which installs \
      Debian's kcat with apt-get and kafka-python with pip when they are missing";
+
+/// A broker whose Kafka port accepts connections.
+pub fn start_broker(options: BrokerOptions) -> Broker {
+    let broker = Broker::start_with(options);
+    broker.wait_kafka_ready();
+    broker
+}
 
 /// `name` on `PATH`, if it is there as a file.
 pub fn on_path(name: &str) -> Option<PathBuf> {

@@ -30,7 +30,8 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use spool_protocol::client::partitioner::{murmur2, partition_for_key};
 use spool_tests::checker::assert_none;
 use spool_tests::client::create_topic;
-use spool_tests::Broker;
+use spool_tests::kafka_clients::start_broker;
+use spool_tests::{Broker, BrokerOptions};
 
 const MESSAGES: u64 = 100_000;
 const PARTITIONS: i32 = 6;
@@ -89,7 +90,7 @@ enum Stop {
 }
 
 fn scenario(stop: Stop) {
-    let mut broker = Broker::start();
+    let mut broker = start_broker(BrokerOptions::default());
     create_topic(&broker, TOPIC, PARTITIONS);
 
     let started = Instant::now();
@@ -118,6 +119,7 @@ fn scenario(stop: Stop) {
         Stop::Kill9 => broker.kill9(),
     }
     broker.restart();
+    broker.wait_kafka_ready();
 
     assert_eq!(
         fetch_committed(&broker),

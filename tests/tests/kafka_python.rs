@@ -1,0 +1,148 @@
+//! The Kafka port with kafka-python 2.x (issue #7, item 4c): `tests/kafka_python/clients.py`
+//! creates a topic, produces keyed messages with `acks="all"`, consumes them all with a consumer
+//! group (committing after each poll), describes the group, and reads its committed offsets back
+//! from a second client. This test runs the script against a broker and checks its JSON lines.
+//!
+//! It also prints how long the new group took from `subscribe` to its first record, to compare
+//! with Kafka's `group.initial.rebalance.delay.ms` (3 s) plus about a second; that figure is
+//! reported, not asserted (timing assertions are flaky on a shared machine).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use spool_protocol::client::partitioner::partition_for_key;
+use spool_tests::kafka_clients::{python_with_kafka, run_client, start_broker, tail};
+use spool_tests::BrokerOptions;
+
+const MESSAGES: usize = 1_000;
+const PARTITIONS: i32 = 3;
+const TOPIC: &str = "python-orders";
+const GROUP: &str = "python-group";
+/// The script's own bound on its waits, and this test's bound on the script (a little longer,
+/// so the script's own timeout message wins when it can).
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[test]
+fn kafka_python_produces_and_a_group_consumes_and_commits_everything() {
+    let python = python_with_kafka();
+    let broker = start_broker(BrokerOptions::default());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("kafka_python/clients.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(&script)
+        .args(["--bootstrap", &broker.kafka_bootstrap()])
+        .args(["--topic", TOPIC, "--group", GROUP])
+        .args(["--partitions", &PARTITIONS.to_string()])
+        .args(["--messages", &MESSAGES.to_string()])
+        .args(["--timeout-s", &SCRIPT_TIMEOUT.as_secs().to_string()]);
+    let finished = run_client(&mut cmd, b"", broker.scratch(), RUN_TIMEOUT);
+    let events: Vec<Value> = finished
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+        .collect();
+    let context = format!(
+        "--- script stdout (tail) ---\n{}\n--- stderr (tail) ---\n{}\n{}",
+        tail(&finished.stdout),
+        tail(&finished.stderr),
+        broker.log_tail()
+    );
+    let of = |kind: &str| -> Vec<&Value> { events.iter().filter(|e| e["event"] == kind).collect() };
+    assert_eq!(of("done").len(), 1, "the script did not finish\n{context}");
+
+    // Produced: every key acknowledged once, in its murmur2 partition (kafka-python's default
+    // partitioner is Kafka's), at offsets 0..n per partition.
+    let mut acked: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for e in of("acked") {
+        let key = e["key"].as_str().expect("key").to_string();
+        let at = (int(e, "partition"), int(e, "offset"));
+        let want = partition_for_key(key.as_bytes(), PARTITIONS as usize) as i64;
+        assert_eq!(at.0, want, "{key}: acknowledged in partition {}", at.0);
+        assert!(
+            acked.insert(key.clone(), at).is_none(),
+            "{key} acknowledged twice"
+        );
+    }
+    assert_eq!(acked.len(), MESSAGES, "acknowledged messages\n{context}");
+    let mut per_partition: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+    for &(p, o) in acked.values() {
+        assert!(
+            per_partition.entry(p).or_default().insert(o),
+            "p{p} offset {o} twice"
+        );
+    }
+    for (p, offsets) in &per_partition {
+        let dense: BTreeSet<i64> = (0..offsets.len() as i64).collect();
+        assert_eq!(offsets, &dense, "partition {p}: offsets not 0..n");
+    }
+
+    // Consumed by the group: exactly what was acknowledged, where it was acknowledged.
+    let mut consumed: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for e in of("consumed") {
+        let key = e["key"].as_str().expect("key").to_string();
+        let value = e["value"].as_str().expect("value");
+        assert_eq!(
+            value.strip_prefix("value-"),
+            key.strip_prefix("key-"),
+            "{e}"
+        );
+        let at = (int(e, "partition"), int(e, "offset"));
+        assert!(
+            consumed.insert(key.clone(), at).is_none(),
+            "{key} consumed twice"
+        );
+    }
+    assert_eq!(consumed, acked, "consumed vs acknowledged\n{context}");
+
+    // The member had every partition, the group was listed and described while it was in it.
+    let assignment = of("assignment");
+    assert_eq!(
+        assignment[0]["partitions"],
+        serde_json::json!((0..PARTITIONS).collect::<Vec<_>>()),
+        "{context}"
+    );
+    let listed = &of("groups")[0]["listed"];
+    assert!(
+        listed
+            .as_array()
+            .is_some_and(|l| l.contains(&Value::from(GROUP))),
+        "ListGroups: {listed}"
+    );
+    let described = of("described");
+    assert_eq!(described.len(), 1, "{context}");
+    assert_eq!(described[0]["group"], GROUP);
+    assert_eq!(described[0]["state"], "Stable", "{}", described[0]);
+    assert_eq!(
+        described[0]["protocol_type"], "consumer",
+        "{}",
+        described[0]
+    );
+    assert_eq!(described[0]["members"], 1, "{}", described[0]);
+
+    // Committed offsets, read by another client: the end of every partition.
+    for e in of("committed") {
+        let p = int(e, "partition");
+        let end = per_partition.get(&p).map_or(0, |o| o.len() as i64);
+        assert_eq!(
+            e["offset"], end,
+            "committed offset of partition {p}\n{context}"
+        );
+    }
+    assert_eq!(of("committed").len(), PARTITIONS as usize, "{context}");
+
+    let first = of("first_record");
+    println!(
+        "kafka-python: {MESSAGES} messages produced and consumed; the new group's first record \
+         came {} ms after subscribe (Kafka: group.initial.rebalance.delay.ms 3000 + about 1000)",
+        first[0]["after_ms"]
+    );
+}
+
+fn int(event: &Value, field: &str) -> i64 {
+    event[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{field} is not an integer in {event}"))
+}
