@@ -28,25 +28,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         .map(|a| a.to_string())
         .unwrap_or_default();
     crate::metrics::CoreMetrics::add(&shard.metrics.connections, 1);
-    let (mut reader, mut writer, socket_fd) = net_io::split(stream);
+    let (mut reader, writer, socket_fd) = net_io::split(stream);
     let (tx, rx) =
         local_channel::new_bounded::<Task<Outgoing>>(shard.config.max_in_flight_per_connection);
-    let writer_task = glommio::spawn_local(async move {
-        let mut pipe = None;
-        while let Some(task) = rx.recv().await {
-            match task.await {
-                Outgoing::Nothing => {}
-                Outgoing::Frame { head, chunks } => {
-                    if let Err(e) =
-                        net_io::write_chunks(&mut writer, socket_fd, &mut pipe, &head, chunks).await
-                    {
-                        tracing::debug!("writing a response: {e}");
-                        break;
-                    }
-                }
-            }
-        }
-    });
+    let writer_task = spawn_writer(writer, socket_fd, rx);
     let limits = FrameLimits {
         max_frame_bytes: shard.config.max_frame_bytes,
         ..FrameLimits::default()
@@ -84,6 +69,31 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     writer_task.await;
     let c = &shard.metrics.connections;
     c.set(c.get().saturating_sub(1));
+}
+
+/// Writes each request's response in request order (the tasks are queued in the order their
+/// requests arrived); splices file ranges. Ends when the channel closes or a write fails.
+pub(crate) fn spawn_writer(
+    mut writer: Half,
+    socket_fd: std::os::fd::RawFd,
+    rx: local_channel::LocalReceiver<Task<Outgoing>>,
+) -> Task<()> {
+    glommio::spawn_local(async move {
+        let mut pipe = None;
+        while let Some(task) = rx.recv().await {
+            match task.await {
+                Outgoing::Nothing => {}
+                Outgoing::Frame { head, chunks } => {
+                    if let Err(e) =
+                        net_io::write_chunks(&mut writer, socket_fd, &mut pipe, &head, chunks).await
+                    {
+                        tracing::debug!("writing a response: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// Reads one frame: the 4-byte prefix, the limit check, then exactly the announced bytes.

@@ -12,6 +12,7 @@ pub mod config;
 pub mod connection;
 pub mod controller;
 pub mod handlers;
+pub mod kafka;
 pub mod mesh;
 pub mod metrics;
 pub mod net_io;

@@ -99,6 +99,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     let _lock = lock_data_dir(&config)?;
     check_port_free(&config.host, config.native_port, "native port")?;
     check_port_free(&config.host, config.admin_port, "admin port")?;
+    check_port_free(&config.host, config.kafka_port, "Kafka port")?;
     install_signal_handlers();
     let config = std::sync::Arc::new(config);
     let phases = std::sync::Arc::new(ShutdownPhases::default());
@@ -213,19 +214,33 @@ async fn run_core(
         })?;
     if core == 0 {
         tracing::info!(
-            "spool serving on {}:{} (native), {}:{} (admin), {} cores, data in {}",
+            "spool serving on {}:{} (native), {}:{} (Kafka, advertised {}:{}), {}:{} (admin), {} cores, data in {}",
             shard.config.host,
             shard.config.native_port,
+            shard.config.host,
+            shard.config.kafka_port,
+            shard.config.advertised_host,
+            shard.config.advertised_kafka_port,
             shard.config.host,
             shard.config.admin_port,
             shard.config.cores,
             shard.config.data_dir.display()
         );
     }
-    shard
-        .accept_until_stopped(&listener, "native", crate::connection::serve)
-        .await;
+    let kafka_listener = TcpListener::bind((shard.config.host.as_str(), shard.config.kafka_port))
+        .map_err(|e| {
+        format!(
+            "core {core}: cannot listen on {}:{} (Kafka): {e}",
+            shard.config.host, shard.config.kafka_port
+        )
+    })?;
+    futures_lite::future::zip(
+        shard.accept_until_stopped(&listener, "native", crate::connection::serve),
+        shard.accept_until_stopped(&kafka_listener, "Kafka", crate::kafka::serve),
+    )
+    .await;
     drop(listener);
+    drop(kafka_listener);
     // Drain: connections stop reading new requests and finish what they have.
     let mut waited = 0;
     while shard.metrics.connections.get() > 0 && waited < DRAIN_TIMEOUT_MS {

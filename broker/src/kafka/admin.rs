@@ -1,0 +1,360 @@
+//! Metadata, CreateTopics, DeleteTopics, DescribeConfigs and InitProducerId on the Kafka front.
+//!
+//! Metadata answers from this core's metadata image, with this node at the advertised Kafka
+//! address (`--advertised-host`, `--advertised-kafka-port`). Requested topics that do not exist
+//! are created first when `--auto-create-topics` is on and the request allows it (v4+ carries
+//! `allow_auto_topic_creation`; older versions always allow it, as in Kafka), with
+//! `--default-partitions` partitions, through the controller exactly like CreateTopics; otherwise
+//! they are answered with UNKNOWN_TOPIC_OR_PARTITION. Metadata v0 asks for every topic with an
+//! empty list; v1+ with a null one.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{
+    create_topics_response, delete_topics_response, describe_configs_response, metadata_response,
+    BrokerId, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    MetadataRequest, MetadataResponse, ProducerId, TopicName,
+};
+use spool_protocol::ErrorCode;
+
+use super::kstr;
+use crate::mesh::{ControllerOp, NewTopic, TopicOutcome};
+use crate::shard::Shard;
+use crate::topic_config::log_config_for;
+
+/// One DescribeConfigs entry: name, value, config source.
+type ConfigEntry = (String, String, i8);
+
+/// DescribeConfigs resource types (Kafka's `ConfigResource.Type`).
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+/// DescribeConfigs config sources (Kafka's `DescribeConfigsResponse.ConfigSource`).
+const SOURCE_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+
+pub async fn metadata(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let cfg = &shard.config;
+    let names: Option<Vec<String>> = match req.topics {
+        Some(t) if version == 0 && t.is_empty() => None,
+        Some(t) => Some(
+            t.into_iter()
+                .filter_map(|t| t.name.map(|n| n.0.as_str().to_owned()))
+                .collect(),
+        ),
+        None => None,
+    };
+    let allow_create = cfg.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
+    let mut create_errors: Vec<TopicOutcome> = Vec::new();
+    if let (Some(names), true) = (&names, allow_create) {
+        let missing: Vec<String> = {
+            let image = shard.image.borrow();
+            names
+                .iter()
+                .filter(|n| image.topic(n).is_none())
+                .cloned()
+                .collect()
+        };
+        if !missing.is_empty() {
+            let topics = missing
+                .iter()
+                .map(|n| NewTopic {
+                    name: n.clone(),
+                    partitions: cfg.default_partitions,
+                    replication_factor: -1,
+                    configs: Vec::new(),
+                })
+                .collect();
+            let op = ControllerOp::CreateTopics {
+                topics,
+                validate_only: false,
+            };
+            create_errors = crate::ops::controller(shard, op, &missing)
+                .await
+                .into_iter()
+                .filter(|o| !matches!(o.error, ErrorCode::None | ErrorCode::TopicAlreadyExists))
+                .collect();
+        }
+    }
+    let image = shard.image.borrow();
+    let topic_t = |t: &spool_raft::image::TopicImage| {
+        metadata_response::MetadataResponseTopic::default()
+            .with_name(Some(TopicName(kstr(t.name.clone()))))
+            .with_is_internal(t.name.starts_with("__"))
+            .with_partitions(
+                t.partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        metadata_response::MetadataResponsePartition::default()
+                            .with_partition_index(i as i32)
+                            .with_leader_id(BrokerId(p.leader))
+                            .with_leader_epoch(p.leader_epoch)
+                            .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
+                            .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                    })
+                    .collect(),
+            )
+    };
+    let topics = match names {
+        None => image.topics().map(topic_t).collect(),
+        Some(names) => names
+            .iter()
+            .map(|n| match image.topic(n) {
+                Some(t) => topic_t(t),
+                None => {
+                    let error = create_errors
+                        .iter()
+                        .find(|o| &o.name == n)
+                        .map_or(ErrorCode::UnknownTopicOrPartition, |o| o.error);
+                    metadata_response::MetadataResponseTopic::default()
+                        .with_error_code(error as i16)
+                        .with_name(Some(TopicName(kstr(n.clone()))))
+                }
+            })
+            .collect(),
+    };
+    MetadataResponse::default()
+        .with_brokers(vec![metadata_response::MetadataResponseBroker::default()
+            .with_node_id(BrokerId(cfg.node_id))
+            .with_host(kstr(cfg.advertised_host.clone()))
+            .with_port(i32::from(cfg.advertised_kafka_port))])
+        .with_cluster_id(Some(kstr(cfg.cluster_id.clone())))
+        .with_controller_id(BrokerId(cfg.node_id))
+        .with_topics(topics)
+}
+
+pub async fn create_topics(
+    shard: &Rc<Shard>,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let topics: Vec<NewTopic> = req
+        .topics
+        .into_iter()
+        .map(|t| NewTopic {
+            name: t.name.0.as_str().to_owned(),
+            partitions: t.num_partitions,
+            replication_factor: t.replication_factor,
+            configs: t
+                .configs
+                .into_iter()
+                .map(|c| {
+                    let value = c.value.map(|v| v.as_str().to_owned()).unwrap_or_default();
+                    (c.name.as_str().to_owned(), value)
+                })
+                .collect(),
+        })
+        .collect();
+    let names: Vec<String> = topics.iter().map(|t| t.name.clone()).collect();
+    let op = ControllerOp::CreateTopics {
+        topics,
+        validate_only: req.validate_only,
+    };
+    let outcomes = crate::ops::controller(shard, op, &names).await;
+    let results = outcomes
+        .into_iter()
+        .map(|o| {
+            let mut r = create_topics_response::CreatableTopicResult::default()
+                .with_name(TopicName(kstr(o.name.clone())))
+                .with_error_code(o.error as i16)
+                .with_error_message(o.message.map(kstr));
+            if version >= 5 && o.error == ErrorCode::None {
+                let image = shard.image.borrow();
+                if let Some(t) = image.topic(&o.name) {
+                    let rf = t.partitions.first().map_or(1, |p| p.replicas.len());
+                    r = r
+                        .with_num_partitions(t.partitions.len() as i32)
+                        .with_replication_factor(rf as i16);
+                }
+            }
+            r
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+pub async fn delete_topics(shard: &Rc<Shard>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let names: Vec<String> = req
+        .topic_names
+        .iter()
+        .map(|n| n.0.as_str().to_owned())
+        .collect();
+    let op = ControllerOp::DeleteTopics {
+        names: names.clone(),
+    };
+    let outcomes = crate::ops::controller(shard, op, &names).await;
+    DeleteTopicsResponse::default().with_responses(
+        outcomes
+            .into_iter()
+            .map(|o| {
+                delete_topics_response::DeletableTopicResult::default()
+                    .with_name(Some(TopicName(kstr(o.name))))
+                    .with_error_code(o.error as i16)
+                    .with_error_message(o.message.map(kstr))
+            })
+            .collect(),
+    )
+}
+
+pub fn describe_configs(shard: &Rc<Shard>, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let results = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let name = r.resource_name.as_str().to_owned();
+            let keys: Option<Vec<String>> = r
+                .configuration_keys
+                .map(|k| k.iter().map(|s| s.as_str().to_owned()).collect());
+            let entries = match r.resource_type {
+                RESOURCE_TOPIC => topic_configs(shard, &name).ok_or((
+                    ErrorCode::UnknownTopicOrPartition,
+                    format!("unknown topic {name}"),
+                )),
+                RESOURCE_BROKER => broker_configs(shard, &name),
+                other => Err((
+                    ErrorCode::InvalidRequest,
+                    format!("resource type {other} is not described by spool"),
+                )),
+            };
+            let result = describe_configs_response::DescribeConfigsResult::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name);
+            match entries {
+                Ok(entries) => result.with_configs(
+                    entries
+                        .into_iter()
+                        .filter(|(k, _, _)| keys.as_ref().is_none_or(|ks| ks.contains(k)))
+                        .map(|(k, v, source)| {
+                            describe_configs_response::DescribeConfigsResourceResult::default()
+                                .with_name(kstr(k))
+                                .with_value(Some(kstr(v)))
+                                .with_read_only(source != SOURCE_TOPIC)
+                                .with_config_source(source)
+                        })
+                        .collect(),
+                ),
+                Err((code, message)) => result
+                    .with_error_code(code as i16)
+                    .with_error_message(Some(kstr(message))),
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+/// A topic's configs: its explicit ones, then the broker defaults it inherits.
+fn topic_configs(shard: &Shard, topic: &str) -> Option<Vec<ConfigEntry>> {
+    let image = shard.image.borrow();
+    let t = image.topic(topic)?;
+    let log = log_config_for(&shard.config, t);
+    let defaults = [
+        ("segment.bytes", log.segment_bytes.to_string()),
+        (
+            "segment.ms",
+            log.segment_ms.map_or(604_800_000, |v| v).to_string(),
+        ),
+        (
+            "retention.ms",
+            log.retention_ms.map_or(-1, |v| v).to_string(),
+        ),
+        (
+            "retention.bytes",
+            log.retention_bytes.map_or(-1, |v| v as i64).to_string(),
+        ),
+        ("max.message.bytes", log.max_batch_bytes.to_string()),
+        ("delete.retention.ms", log.delete_retention_ms.to_string()),
+        (
+            "cleanup.policy",
+            match log.cleanup_policy {
+                spool_storage::CleanupPolicy::Compact => "compact".to_owned(),
+                spool_storage::CleanupPolicy::Delete => "delete".to_owned(),
+            },
+        ),
+        ("min.insync.replicas", "2".to_owned()),
+    ];
+    let mut out: Vec<ConfigEntry> = t
+        .configs
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone(), SOURCE_TOPIC))
+        .collect();
+    for (k, v) in defaults {
+        if !t.configs.contains_key(k) {
+            out.push((k.to_owned(), v, SOURCE_DEFAULT));
+        }
+    }
+    Some(out)
+}
+
+/// This broker's configs (the resource name is a broker id; empty means this broker).
+fn broker_configs(shard: &Shard, name: &str) -> Result<Vec<ConfigEntry>, (ErrorCode, String)> {
+    let cfg = &shard.config;
+    if !name.is_empty() && name != cfg.node_id.to_string() {
+        return Err((
+            ErrorCode::InvalidRequest,
+            format!("broker {name} is not this broker ({})", cfg.node_id),
+        ));
+    }
+    let s = SOURCE_STATIC_BROKER;
+    Ok(vec![
+        ("broker.id".into(), cfg.node_id.to_string(), s),
+        (
+            "advertised.listeners".into(),
+            format!(
+                "PLAINTEXT://{}:{}",
+                cfg.advertised_host, cfg.advertised_kafka_port
+            ),
+            s,
+        ),
+        (
+            "auto.create.topics.enable".into(),
+            cfg.auto_create_topics.to_string(),
+            s,
+        ),
+        (
+            "num.partitions".into(),
+            cfg.default_partitions.to_string(),
+            s,
+        ),
+        (
+            "message.max.bytes".into(),
+            cfg.max_message_bytes.to_string(),
+            s,
+        ),
+        (
+            "socket.request.max.bytes".into(),
+            cfg.max_frame_bytes.to_string(),
+            s,
+        ),
+        ("log.segment.bytes".into(), cfg.segment_bytes.to_string(), s),
+        (
+            "log.retention.ms".into(),
+            cfg.retention_ms.map_or(-1, |v| v).to_string(),
+            s,
+        ),
+        ("log.dirs".into(), cfg.data_dir.display().to_string(), s),
+    ])
+}
+
+/// Idempotent producers get a fresh id at epoch 0; transactional ids need the transaction
+/// coordinator (a later milestone) and get UNSUPPORTED_VERSION, as on the native front.
+pub async fn init_producer_id(
+    shard: &Rc<Shard>,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let resp = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    if req
+        .transactional_id
+        .as_ref()
+        .is_some_and(|t| !t.0.as_str().is_empty())
+    {
+        return resp.with_error_code(ErrorCode::UnsupportedVersion as i16);
+    }
+    match shard.next_producer_id().await {
+        Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+        Err(code) => resp.with_error_code(code as i16),
+    }
+}

@@ -1,0 +1,222 @@
+//! Produce, Fetch and ListOffsets on the Kafka front: translated into the internal requests of
+//! [`crate::ops`] (the native front's path), answered in Kafka's shapes.
+//!
+//! - Produce (v3+): each partition's `records` are raw RecordBatch v2 bytes and go to the log
+//!   untouched; idempotent producers' id/epoch/sequence are checked by the partition's producer
+//!   table; acks=0 gets no response at all.
+//! - Fetch (v4–v11): full fetches only — an incremental-session request is answered with
+//!   session id 0, which tells the client no session exists, so it keeps sending full fetches.
+//!   Records go out straight from the log: the response framing comes from
+//!   `spool_protocol::kafka::fetch` and the record chunks (memory or segment-file ranges) are
+//!   written between its pieces by the same splice path as the native front.
+//! - ListOffsets (v1+): -2 earliest, -1 latest (the high watermark), otherwise by timestamp.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use kafka_protocol::messages::{
+    list_offsets_response, produce_response, FetchRequest, ListOffsetsRequest, ListOffsetsResponse,
+    ProduceRequest, ProduceResponse,
+};
+use spool_protocol::kafka::fetch::{
+    encode_fetch_response, FetchPartitionFrame, FetchResponseFrame, FetchTopicFrame,
+};
+use spool_protocol::ErrorCode;
+
+use super::kstr;
+use crate::handlers::Outgoing;
+use crate::requests::{FetchChunk, FetchPartition, ProduceResult, TopicPartition};
+use crate::shard::Shard;
+
+/// Kafka's isolation level for read_committed fetches.
+const READ_COMMITTED: i8 = 1;
+
+/// `None` for acks=0 (the client expects no response).
+pub async fn produce(
+    shard: &Rc<Shard>,
+    req: ProduceRequest,
+    version: i16,
+) -> Option<ProduceResponse> {
+    let started = Instant::now();
+    let acks = req.acks;
+    let valid_acks = (-1..=1).contains(&acks);
+    let timeout_ms = req.timeout_ms;
+    let mut bytes = 0u64;
+    let mut topics = Vec::with_capacity(req.topic_data.len());
+    for t in req.topic_data {
+        let name = t.name.0.as_str().to_owned();
+        let calls: Vec<_> = t
+            .partition_data
+            .into_iter()
+            .map(|p| {
+                let tp = TopicPartition::new(name.clone(), p.index);
+                bytes += p.records.as_ref().map_or(0, |r| r.len() as u64);
+                let me = Rc::clone(shard);
+                glommio::spawn_local(async move {
+                    let result = match p.records {
+                        _ if !valid_acks => ProduceResult::error(
+                            ErrorCode::InvalidRequiredAcks,
+                            format!("acks must be 0, 1 or -1, got {acks}"),
+                        ),
+                        None => ProduceResult::error(
+                            ErrorCode::CorruptMessage,
+                            format!("{tp}: null records"),
+                        ),
+                        Some(records) => {
+                            crate::ops::produce_partition(
+                                &me,
+                                tp.clone(),
+                                records,
+                                acks,
+                                timeout_ms,
+                            )
+                            .await
+                        }
+                    };
+                    (tp.partition, result)
+                })
+            })
+            .collect();
+        topics.push((t.name, calls));
+    }
+    let mut responses = Vec::with_capacity(topics.len());
+    let mut errors = 0;
+    for (name, calls) in topics {
+        let mut parts = Vec::with_capacity(calls.len());
+        for call in calls {
+            let (index, r) = call.await;
+            if r.error != ErrorCode::None {
+                errors += 1;
+            }
+            let mut part = produce_response::PartitionProduceResponse::default()
+                .with_index(index)
+                .with_error_code(r.error as i16)
+                .with_base_offset(r.base_offset)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(r.log_start_offset);
+            if version >= 8 {
+                part = part.with_error_message(r.message.map(kstr));
+            }
+            parts.push(part);
+        }
+        responses.push(
+            produce_response::TopicProduceResponse::default()
+                .with_name(name)
+                .with_partition_responses(parts),
+        );
+    }
+    shard
+        .metrics
+        .record_produce(bytes, started.elapsed().as_micros() as u64);
+    crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, errors);
+    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+pub async fn fetch(
+    shard: &Rc<Shard>,
+    req: FetchRequest,
+    version: i16,
+    correlation_id: i32,
+) -> Outgoing {
+    let started = Instant::now();
+    let mut wanted = Vec::new();
+    let mut shape: Vec<(String, usize)> = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let name = t.topic.0.as_str().to_owned();
+        for p in &t.partitions {
+            wanted.push(FetchPartition {
+                tp: TopicPartition::new(name.clone(), p.partition),
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
+            });
+        }
+        shape.push((name, t.partitions.len()));
+    }
+    let results = crate::ops::fetch(
+        shard,
+        &wanted,
+        req.max_wait_ms,
+        req.min_bytes,
+        req.max_bytes,
+    )
+    .await;
+    let aborted = (req.isolation_level == READ_COMMITTED).then(Vec::new);
+    let mut frame = FetchResponseFrame::default();
+    let mut chunks_per_partition: Vec<Vec<FetchChunk>> = Vec::with_capacity(results.len());
+    // `results` is in `wanted` order, which is the request's topics and partitions in order.
+    let mut results = wanted.iter().zip(results);
+    let mut total = 0u64;
+    for (name, count) in shape {
+        let mut partitions = Vec::with_capacity(count);
+        for _ in 0..count {
+            let Some((want, r)) = results.next() else {
+                break;
+            };
+            let len = r.bytes();
+            total += len;
+            partitions.push(FetchPartitionFrame {
+                partition_index: want.tp.partition,
+                error_code: r.error as i16,
+                high_watermark: r.high_watermark,
+                last_stable_offset: r.high_watermark,
+                log_start_offset: r.log_start_offset,
+                aborted_transactions: aborted.clone(),
+                // Bounded by the request's max_bytes (an i32) plus one batch (max.message.bytes).
+                records_bytes: u32::try_from(len).unwrap_or(u32::MAX),
+            });
+            chunks_per_partition.push(r.chunks);
+        }
+        frame.topics.push(FetchTopicFrame { name, partitions });
+    }
+    shard
+        .metrics
+        .record_fetch(total, started.elapsed().as_micros() as u64);
+    let pieces = match encode_fetch_response(version, correlation_id, &frame) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!("framing a Kafka fetch response: {e}");
+            return Outgoing::Nothing;
+        }
+    };
+    let mut pieces = pieces.into_iter();
+    let head = pieces.next().unwrap_or_default();
+    let mut chunks = Vec::new();
+    for (partition_chunks, piece) in chunks_per_partition.into_iter().zip(pieces) {
+        chunks.extend(partition_chunks);
+        if !piece.is_empty() {
+            chunks.push(FetchChunk::Memory(piece));
+        }
+    }
+    Outgoing::Frame { head, chunks }
+}
+
+pub async fn list_offsets(
+    shard: &Rc<Shard>,
+    req: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let name = t.name.0.as_str().to_owned();
+        let mut parts = Vec::with_capacity(t.partitions.len());
+        for p in t.partitions {
+            let tp = TopicPartition::new(name.clone(), p.partition_index);
+            let r = crate::ops::list_offsets_partition(shard, tp, p.timestamp).await;
+            let mut part = list_offsets_response::ListOffsetsPartitionResponse::default()
+                .with_partition_index(p.partition_index)
+                .with_error_code(r.error as i16)
+                .with_timestamp(r.timestamp)
+                .with_offset(r.offset);
+            if version >= 4 {
+                part = part.with_leader_epoch(r.leader_epoch);
+            }
+            parts.push(part);
+        }
+        topics.push(
+            list_offsets_response::ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}
