@@ -1,6 +1,7 @@
 //! The consumer's settings (Kafka's names in the docs, units in the field names), offset-reset
 //! policy and seek targets, validated at construction.
 
+use crate::client::group::assignor::Assignor;
 use crate::client::ClientError;
 use crate::frame::FrameLimits;
 use crate::wire::IsolationLevel;
@@ -56,6 +57,26 @@ pub struct ConsumerConfig {
     pub max_buffered_bytes: usize,
     pub metadata_max_age_ms: u64,
     pub frame_limits: FrameLimits,
+    // Consumer groups (used by `subscribe`; `assign` ignores them).
+    /// Kafka `group.id`; `subscribe` needs one.
+    pub group_id: Option<String>,
+    /// Kafka `group.instance.id`: a static member, which keeps its assignment across restarts
+    /// within `session_timeout_ms` and never sends LeaveGroup.
+    pub group_instance_id: Option<String>,
+    /// The coordinator drops a member it has not heard from for this long.
+    pub session_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+    /// A member that does not `poll` for this long leaves the group (Kafka
+    /// `max.poll.interval.ms`); also the rebalance timeout sent in JoinGroup.
+    pub max_poll_interval_ms: u64,
+    /// The assignor (and so the rebalance protocol: cooperative for cooperative-sticky).
+    pub assignor: Assignor,
+    /// Kafka `enable.auto.commit`: commit processed positions every `auto_commit_interval_ms`,
+    /// on revocation and on close.
+    pub auto_commit: bool,
+    pub auto_commit_interval_ms: u64,
+    /// How long `close` may take (commit and LeaveGroup).
+    pub close_timeout_ms: u64,
 }
 
 impl Default for ConsumerConfig {
@@ -74,6 +95,15 @@ impl Default for ConsumerConfig {
             max_buffered_bytes: 64 * 1024 * 1024,
             metadata_max_age_ms: 300_000,
             frame_limits: FrameLimits::default(),
+            group_id: None,
+            group_instance_id: None,
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 3_000,
+            max_poll_interval_ms: 300_000,
+            assignor: Assignor::Range,
+            auto_commit: true,
+            auto_commit_interval_ms: 5_000,
+            close_timeout_ms: 30_000,
         }
     }
 }
@@ -92,6 +122,21 @@ impl ConsumerConfig {
         }
         if self.max_buffered_bytes == 0 {
             return bad("max_buffered_bytes must be > 0");
+        }
+        if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms >= self.session_timeout_ms
+        {
+            return bad("heartbeat_interval_ms must be > 0 and below session_timeout_ms");
+        }
+        if self.max_poll_interval_ms == 0 || self.auto_commit_interval_ms == 0 {
+            return bad("max_poll_interval_ms and auto_commit_interval_ms must be > 0");
+        }
+        if i32::try_from(self.session_timeout_ms).is_err()
+            || i32::try_from(self.max_poll_interval_ms).is_err()
+        {
+            return bad("session_timeout_ms and max_poll_interval_ms must fit in 32 bits");
+        }
+        if self.group_id.as_deref() == Some("") {
+            return bad("group_id must not be empty");
         }
         Ok(())
     }

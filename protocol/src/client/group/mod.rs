@@ -4,4 +4,6 @@
 //! Like every client core, nothing here touches a socket or a clock.
 
 pub mod assignor;
+pub mod member;
 pub mod protocol;
+mod requests;
