@@ -1,16 +1,32 @@
 //! Blocking consumer: `poll` drives the [`ConsumerCore`] on the caller's thread until records
 //! arrive, an error is reported, or the timeout passes.
+//!
+//! With [`Consumer::subscribe`] the consumer joins `group_id` and the same calls also drive the
+//! [`GroupCore`]: rebalance callbacks run inside `poll` (and `commit_sync`, `close`) on the
+//! caller's thread. Kafka's at-least-once model: the records a `poll` returns count as processed
+//! at the next `poll`, commit or close, which commit the positions after them.
 
 use std::time::{Duration, Instant};
 
 use crate::client::consumer::{ConsumerConfig, ConsumerCore, SeekTo};
+use crate::client::group::both::Both;
+use crate::client::group::listener::EventSink;
+use crate::client::group::{CommitKind, GroupCore, RebalanceListener};
 use crate::client::{ClientError, ConsumerRecord, TopicPartition};
 
 use super::net::BlockingNet;
 
+struct Membership {
+    core: GroupCore,
+    listener: Box<dyn RebalanceListener + Send>,
+    sink: EventSink,
+}
+
 pub struct Consumer {
     core: ConsumerCore,
     net: BlockingNet,
+    bootstrap: Vec<String>,
+    group: Option<Membership>,
     /// Records returned per `poll` at most (Kafka `max.poll.records`).
     pub max_poll_records: usize,
 }
@@ -18,12 +34,131 @@ pub struct Consumer {
 impl Consumer {
     pub fn new(bootstrap: &[&str], config: ConsumerConfig) -> Result<Self, ClientError> {
         let net = BlockingNet::new(config.frame_limits, config.request_timeout_ms);
-        let core = ConsumerCore::new(config, bootstrap.iter().map(|s| (*s).to_owned()).collect())?;
+        let bootstrap: Vec<String> = bootstrap.iter().map(|s| (*s).to_owned()).collect();
+        let core = ConsumerCore::new(config, bootstrap.clone())?;
         Ok(Self {
             core,
             net,
+            bootstrap,
+            group: None,
             max_poll_records: 500,
         })
+    }
+
+    /// Joins `config.group_id` subscribed to `topics`; partitions come and go through `listener`
+    /// during `poll`. Replaces any manual assignment.
+    pub fn subscribe(
+        &mut self,
+        topics: &[&str],
+        listener: impl RebalanceListener + Send + 'static,
+    ) -> Result<(), ClientError> {
+        let topics = topics.iter().map(|t| (*t).to_owned()).collect();
+        let core = GroupCore::new(
+            self.core.config().clone(),
+            self.bootstrap.clone(),
+            topics,
+            super::now_ms(),
+        )?;
+        self.core.assign(Vec::new());
+        self.group = Some(Membership {
+            core,
+            listener: Box::new(listener),
+            sink: EventSink::default(),
+        });
+        Ok(())
+    }
+
+    /// The group generation (-1 outside a group or between generations).
+    pub fn generation(&self) -> i32 {
+        self.group.as_ref().map_or(-1, |g| g.core.generation())
+    }
+
+    /// The member id the coordinator gave this consumer ("" before it joined).
+    pub fn member_id(&self) -> &str {
+        self.group.as_ref().map_or("", |g| g.core.member_id())
+    }
+
+    /// One network round for both cores, then the group's events applied.
+    fn step(&mut self, max_wait: Duration) -> Result<(), ClientError> {
+        let mut both = Both {
+            consumer: &mut self.core,
+            group: self.group.as_mut().map(|g| &mut g.core),
+        };
+        self.net.step(&mut both, max_wait);
+        self.apply_events()
+    }
+
+    fn apply_events(&mut self) -> Result<(), ClientError> {
+        let Some(g) = self.group.as_mut() else {
+            return Ok(());
+        };
+        let events = g.core.take_events();
+        g.sink.apply(events, &mut self.core, g.listener.as_mut());
+        match &g.sink.fatal {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Commits the processed positions and waits for the answer (retrying retriable errors up
+    /// to `request_timeout_ms`). `Ok` at once when nothing is new.
+    pub fn commit_sync(&mut self) -> Result<(), ClientError> {
+        self.commit_and_wait(CommitKind::Sync)
+    }
+
+    /// Queues a commit of the processed positions; never retried. The outcome reaches the
+    /// listener's `on_commit` during a later `poll`.
+    pub fn commit_async(&mut self) -> Result<(), ClientError> {
+        let g = self
+            .group
+            .as_mut()
+            .ok_or(ClientError::InvalidConfig("commit needs subscribe".into()))?;
+        let _ = g.core.commit(CommitKind::Async, super::now_ms());
+        Ok(())
+    }
+
+    fn commit_and_wait(&mut self, kind: CommitKind) -> Result<(), ClientError> {
+        let g = self
+            .group
+            .as_mut()
+            .ok_or(ClientError::InvalidConfig("commit needs subscribe".into()))?;
+        let Some(id) = g.core.commit(kind, super::now_ms()) else {
+            return Ok(());
+        };
+        loop {
+            if let Some(r) = self
+                .group
+                .as_mut()
+                .and_then(|g| g.sink.commit_results.remove(&id))
+            {
+                return r;
+            }
+            self.step(Duration::from_millis(1000))?;
+        }
+    }
+
+    /// Leaves the group: commits the processed positions (with `auto_commit`), revokes every
+    /// partition through the listener, and sends LeaveGroup unless the member is static; at most
+    /// `close_timeout_ms`.
+    pub fn close(mut self) -> Result<(), ClientError> {
+        let Some(g) = self.group.as_mut() else {
+            return Ok(());
+        };
+        let timeout_ms = self.core.config().close_timeout_ms;
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        g.core.close(super::now_ms());
+        loop {
+            self.step(Duration::from_millis(100))?;
+            if self.group.as_ref().is_none_or(|g| g.core.is_closed()) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(ClientError::Timeout {
+                    what: "closing the group member".into(),
+                    timeout_ms,
+                });
+            }
+        }
     }
 
     pub fn assign(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) {
@@ -84,7 +219,7 @@ impl Consumer {
                     timeout_ms,
                 });
             }
-            self.net.step(&mut self.core, deadline - now);
+            self.step(deadline - now)?;
         }
     }
 
@@ -98,18 +233,31 @@ impl Consumer {
     /// once.
     pub fn poll(&mut self, timeout_ms: u64) -> Result<Vec<ConsumerRecord>, ClientError> {
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        if let Some(g) = self.group.as_mut() {
+            g.core.polled(super::now_ms());
+        }
+        self.apply_events()?;
         loop {
             if let Some(e) = self.core.take_error() {
                 return Err(e);
             }
             if self.core.has_records() {
-                return Ok(self.core.take_records(self.max_poll_records));
+                let records = self.core.take_records(self.max_poll_records);
+                if let Some(g) = self.group.as_mut() {
+                    for r in &records {
+                        g.core.processed(
+                            &TopicPartition::new(r.topic.clone(), r.partition),
+                            r.offset + 1,
+                        );
+                    }
+                }
+                return Ok(records);
             }
             let now = Instant::now();
             if now >= deadline {
                 return Ok(Vec::new());
             }
-            self.net.step(&mut self.core, deadline - now);
+            self.step(deadline - now)?;
         }
     }
 
