@@ -70,6 +70,32 @@ pub struct ServeArgs {
     /// Partitions of an auto-created topic (Kafka's `num.partitions`).
     #[arg(long, env = "SPOOL_DEFAULT_PARTITIONS", default_value_t = 1)]
     pub default_partitions: i32,
+    /// How long a new (empty) consumer group waits for more members before its first rebalance
+    /// (Kafka's `group.initial.rebalance.delay.ms`).
+    #[arg(
+        long,
+        env = "SPOOL_GROUP_INITIAL_REBALANCE_DELAY_MS",
+        default_value_t = 3_000
+    )]
+    pub group_initial_rebalance_delay_ms: u64,
+    /// Smallest `session.timeout.ms` a group member may ask for.
+    #[arg(
+        long,
+        env = "SPOOL_GROUP_MIN_SESSION_TIMEOUT_MS",
+        default_value_t = 6_000
+    )]
+    pub group_min_session_timeout_ms: u64,
+    /// Largest `session.timeout.ms` a group member may ask for.
+    #[arg(
+        long,
+        env = "SPOOL_GROUP_MAX_SESSION_TIMEOUT_MS",
+        default_value_t = 1_800_000
+    )]
+    pub group_max_session_timeout_ms: u64,
+    /// Partitions of `__consumer_offsets` when it is created (Kafka's
+    /// `offsets.topic.num.partitions`).
+    #[arg(long, env = "SPOOL_OFFSETS_TOPIC_PARTITIONS", default_value_t = 50)]
+    pub offsets_topic_partitions: i32,
 }
 
 /// The validated configuration every core shares (read-only).
@@ -95,6 +121,10 @@ pub struct BrokerConfig {
     pub advertised_kafka_port: u16,
     pub auto_create_topics: bool,
     pub default_partitions: i32,
+    pub group_initial_rebalance_delay_ms: u64,
+    pub group_min_session_timeout_ms: u64,
+    pub group_max_session_timeout_ms: u64,
+    pub offsets_topic_partitions: i32,
 }
 
 impl BrokerConfig {
@@ -133,6 +163,18 @@ impl BrokerConfig {
                 a.default_partitions
             ));
         }
+        if a.group_min_session_timeout_ms > a.group_max_session_timeout_ms {
+            return Err(format!(
+                "--group-min-session-timeout-ms ({}) must not exceed --group-max-session-timeout-ms ({})",
+                a.group_min_session_timeout_ms, a.group_max_session_timeout_ms
+            ));
+        }
+        if !(1..=10_000).contains(&a.offsets_topic_partitions) {
+            return Err(format!(
+                "--offsets-topic-partitions must be in [1, 10000], got {}",
+                a.offsets_topic_partitions
+            ));
+        }
         Ok(Self {
             data_dir: a.data_dir.clone(),
             cores,
@@ -157,6 +199,10 @@ impl BrokerConfig {
             advertised_kafka_port: a.advertised_kafka_port.unwrap_or(a.kafka_port),
             auto_create_topics: a.auto_create_topics,
             default_partitions: a.default_partitions,
+            group_initial_rebalance_delay_ms: a.group_initial_rebalance_delay_ms,
+            group_min_session_timeout_ms: a.group_min_session_timeout_ms,
+            group_max_session_timeout_ms: a.group_max_session_timeout_ms,
+            offsets_topic_partitions: a.offsets_topic_partitions,
         })
     }
 }

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod controller;
+pub mod group;
 pub mod handlers;
 pub mod kafka;
 pub mod mesh;

@@ -59,6 +59,8 @@ pub enum Request {
     AllocateProducerIds,
     /// Per-core metrics, as Prometheus text lines.
     Metrics,
+    /// A consumer-group request for the coordinator on this core.
+    Group(crate::group::GroupCall),
 }
 
 #[derive(Debug)]
@@ -73,6 +75,7 @@ pub enum Reply {
     ProducerIds(Result<(i64, i32), ErrorCode>),
     /// The request never reached its core (it is shutting down).
     Failed(String),
+    Group(crate::group::GroupAnswer),
 }
 
 #[derive(Debug)]

@@ -205,6 +205,7 @@ async fn run_core(
     })
     .await;
     spawn_maintenance(&shard);
+    shard.groups.spawn_ticker(&shard);
     let listener = TcpListener::bind((shard.config.host.as_str(), shard.config.native_port))
         .map_err(|e| {
             format!(

@@ -21,6 +21,8 @@ use spool_storage::PartitionLog;
 
 use crate::config::BrokerConfig;
 use crate::controller::Controller;
+use crate::group::driver::GroupDriver;
+use crate::group::{CoordinatorConfig, OFFSETS_TOPIC};
 use crate::mesh::{Message, Reply, Request};
 use crate::metrics::CoreMetrics;
 use crate::partition::{log_error_code, Partition};
@@ -37,6 +39,8 @@ pub struct Shard {
     pub metrics: CoreMetrics,
     /// Core 0 only.
     pub controller: RefCell<Option<Rc<Controller>>>,
+    /// The consumer groups whose `__consumer_offsets` partitions this core owns.
+    pub groups: Rc<GroupDriver>,
     pub stopping: Cell<bool>,
     stop_waiters: RefCell<Vec<std::task::Waker>>,
     /// Set once the first committed metadata (the start-up image) has been applied.
@@ -52,6 +56,15 @@ pub struct Shard {
 impl Shard {
     pub fn new(core: usize, config: Rc<BrokerConfig>, senders: Senders<Message>) -> Rc<Self> {
         let cores = config.cores;
+        let groups = GroupDriver::new(
+            CoordinatorConfig {
+                offsets_partitions: config.offsets_topic_partitions,
+                initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+                min_session_timeout_ms: config.group_min_session_timeout_ms,
+                max_session_timeout_ms: config.group_max_session_timeout_ms,
+            },
+            core,
+        );
         Rc::new(Self {
             core,
             config,
@@ -60,6 +73,7 @@ impl Shard {
             partitions: RefCell::new(HashMap::new()),
             metrics: CoreMetrics::new(core),
             controller: RefCell::new(None),
+            groups,
             stopping: Cell::new(false),
             stop_waiters: RefCell::new(Vec::new()),
             ready: Cell::new(false),
@@ -220,6 +234,10 @@ impl Shard {
                 }
             }
             Request::Metrics => Reply::Metrics(self.metrics_text()),
+            Request::Group(call) => {
+                let groups = Rc::clone(&self.groups);
+                Reply::Group(groups.serve(self, call).await)
+            }
         }
     }
 
@@ -283,6 +301,10 @@ impl Shard {
                     self.drop_partition(&TopicPartition::new(name.clone(), p))
                         .await;
                 }
+                // Committed offsets of a deleted topic go too (tombstones), off this path.
+                let (me, groups) = (Rc::clone(self), Rc::clone(&self.groups));
+                glommio::spawn_local(async move { groups.topic_deleted(&me, &name).await })
+                    .detach();
             }
             self.open_assigned_partitions().await;
         }
@@ -301,6 +323,9 @@ impl Shard {
 
     /// Opens every partition of the image that this core owns and has not opened yet.
     async fn open_assigned_partitions(self: &Rc<Self>) {
+        if let Some(n) = crate::ops::partition_count(self, OFFSETS_TOPIC) {
+            self.groups.set_partition_count(n);
+        }
         let wanted: Vec<(TopicPartition, i32, spool_storage::LogConfig)> = {
             let image = self.image.borrow();
             let mut map = self.shard_map.borrow_mut();
@@ -329,7 +354,10 @@ impl Shard {
                         self.config.durability,
                         self.config.fetch_copy,
                     );
-                    self.partitions.borrow_mut().insert(tp, part);
+                    self.partitions.borrow_mut().insert(tp.clone(), part.clone());
+                    if tp.topic == OFFSETS_TOPIC {
+                        self.groups.begin_load(self, part, tp.partition);
+                    }
                 }
                 Err(e) => {
                     tracing::error!(core = self.core, %tp, code = ?log_error_code(&e), "cannot open partition: {e}")
@@ -341,6 +369,10 @@ impl Shard {
     async fn drop_partition(self: &Rc<Self>, tp: &TopicPartition) {
         self.shard_map.borrow_mut().remove(tp);
         let part = self.partitions.borrow_mut().remove(tp);
+        if tp.topic == OFFSETS_TOPIC {
+            let groups = Rc::clone(&self.groups);
+            groups.unload(self, tp.partition).await;
+        }
         if let Some(part) = part {
             if let Err(e) = part.log.close().await {
                 tracing::warn!(%tp, "closing a deleted partition: {e}");

@@ -1,0 +1,323 @@
+//! The glommio side of one core's group coordinator: feeds requests and time to the sans-IO
+//! [`Coordinator`], appends the records it asks for to this core's `__consumer_offsets`
+//! partitions (acks=all: durable under `durability = fsync` before anything is answered), holds a
+//! one-shot channel per waiting request (a JoinGroup may wait up to its rebalance timeout), and
+//! replays a partition when this core opens it.
+//!
+//! Promises: appends happen one at a time in the order the coordinator asked for them, and each
+//! outcome is reported before the next append starts, so memory and log agree; at shutdown every
+//! waiting request is answered (COORDINATOR_NOT_AVAILABLE), so SIGTERM never hangs on a held
+//! JoinGroup. No `RefCell` borrow is held across an `.await`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use glommio::channels::local_channel::{self, LocalSender};
+use glommio::sync::Semaphore;
+use spool_protocol::ErrorCode;
+use spool_storage::batch::BatchIter;
+use spool_storage::records::{self as log_records, BatchBuilder};
+
+use super::coordinator::Coordinator;
+use super::types::{Action, CoordinatorConfig, GroupAnswer, GroupCall, Input, RequestId, Response};
+use super::OFFSETS_TOPIC;
+use crate::partition::{now_ms, Partition};
+use crate::requests::TopicPartition;
+use crate::shard::Shard;
+
+/// How often the coordinator's clock advances (session expiry, join deadlines, initial delay).
+pub const TICK_INTERVAL_MS: u64 = 100;
+/// Bytes read per step while replaying an offsets partition.
+const REPLAY_READ_BYTES: usize = 1 << 20;
+
+pub struct GroupDriver {
+    machine: RefCell<Coordinator>,
+    waiting: RefCell<HashMap<RequestId, LocalSender<Response>>>,
+    next_id: Cell<RequestId>,
+    /// Appends go one at a time (see the module doc).
+    append_turn: Semaphore,
+    stopped: Cell<bool>,
+}
+
+fn clock_ms() -> u64 {
+    now_ms().max(0) as u64
+}
+
+/// Kafka's mapping of an offsets-log append error to what a group client is told.
+fn append_error(code: ErrorCode) -> ErrorCode {
+    match code {
+        ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
+        ErrorCode::MessageTooLarge => ErrorCode::InvalidCommitOffsetSize,
+        _ => ErrorCode::CoordinatorNotAvailable,
+    }
+}
+
+impl GroupDriver {
+    pub fn new(config: CoordinatorConfig, core: usize) -> Rc<Self> {
+        let seed = clock_ms() ^ ((core as u64) << 48) ^ u64::from(std::process::id());
+        Rc::new(Self {
+            machine: RefCell::new(Coordinator::new(config, seed)),
+            waiting: RefCell::new(HashMap::new()),
+            next_id: Cell::new(1),
+            append_turn: Semaphore::new(1),
+            stopped: Cell::new(false),
+        })
+    }
+
+    /// Groups coordinated here (for /metrics).
+    pub fn group_count(&self) -> usize {
+        self.machine.borrow().group_count()
+    }
+
+    /// Runs a read-only query against the coordinator.
+    pub fn query<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
+        f(&self.machine.borrow())
+    }
+
+    /// Feeds one request in and waits for its answer; `None` when the coordinator stopped first.
+    pub async fn call(
+        &self,
+        shard: &Rc<Shard>,
+        make: impl FnOnce(RequestId) -> Input,
+    ) -> Option<Response> {
+        if self.stopped.get() {
+            return None;
+        }
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let (tx, rx) = local_channel::new_bounded(1);
+        self.waiting.borrow_mut().insert(id, tx);
+        let actions = self.machine.borrow_mut().handle(make(id), clock_ms());
+        self.run(shard, actions).await;
+        rx.recv().await
+    }
+
+    /// Serves one routed group request.
+    pub async fn serve(&self, shard: &Rc<Shard>, call: GroupCall) -> GroupAnswer {
+        let input: Box<dyn FnOnce(RequestId) -> Input> = match call {
+            GroupCall::Join(a) => Box::new(|id| Input::Join(id, a)),
+            GroupCall::Sync(a) => Box::new(|id| Input::Sync(id, a)),
+            GroupCall::Heartbeat(a) => Box::new(|id| Input::Heartbeat(id, a)),
+            GroupCall::Leave(a) => Box::new(|id| Input::Leave(id, a)),
+            GroupCall::Commit(a) => Box::new(|id| Input::Commit(id, a)),
+            GroupCall::FetchOffsets { group_id, topics } => {
+                return GroupAnswer::Offsets(self.query(|c| c.fetch_offsets(&group_id, topics)))
+            }
+            GroupCall::Describe(g) => {
+                return GroupAnswer::Described(self.query(|c| c.describe(&g)))
+            }
+            GroupCall::List => return GroupAnswer::Listed(self.query(|c| c.list())),
+        };
+        match self.call(shard, input).await {
+            Some(r) => GroupAnswer::Response(r),
+            None => GroupAnswer::Unavailable,
+        }
+    }
+
+    /// `__consumer_offsets` has `partitions` partitions (the image's count wins over the flag).
+    pub fn set_partition_count(&self, partitions: i32) {
+        self.machine.borrow_mut().set_partition_count(partitions);
+    }
+
+    /// Executes actions: answers, and appends (each followed by its outcome's actions).
+    async fn run(&self, shard: &Rc<Shard>, actions: Vec<Action>) {
+        let mut queue: VecDeque<Action> = actions.into();
+        while let Some(a) = queue.pop_front() {
+            match a {
+                Action::Respond(id, r) => {
+                    let tx = self.waiting.borrow_mut().remove(&id);
+                    if let Some(tx) = tx {
+                        let _ = tx.try_send(r);
+                    }
+                }
+                Action::Persist {
+                    token,
+                    partition,
+                    records,
+                } => {
+                    let Ok(_turn) = self.append_turn.acquire_permit(1).await else {
+                        return;
+                    };
+                    let result = self.append(shard, partition, records).await;
+                    let more = self
+                        .machine
+                        .borrow_mut()
+                        .persisted(token, result, clock_ms());
+                    queue.extend(more);
+                }
+            }
+        }
+    }
+
+    async fn append(
+        &self,
+        shard: &Rc<Shard>,
+        partition: i32,
+        records: Vec<(Bytes, Option<Bytes>)>,
+    ) -> Result<(), ErrorCode> {
+        let tp = TopicPartition::new(OFFSETS_TOPIC, partition);
+        let Some(part) = shard.partition(&tp) else {
+            return Err(ErrorCode::NotCoordinator);
+        };
+        let now = now_ms();
+        let mut b = BatchBuilder::new(now);
+        for (k, v) in records {
+            b.push(now, Some(k), v);
+        }
+        let batch = b.build().map_err(|_| ErrorCode::UnknownServerError)?;
+        let r = part
+            .produce(batch.freeze(), -1, shard.config.max_message_bytes)
+            .await;
+        if r.error == ErrorCode::None {
+            Ok(())
+        } else {
+            tracing::warn!(%tp, code = ?r.error, message = ?r.message, "offsets append failed");
+            Err(append_error(r.error))
+        }
+    }
+
+    /// Ticks the coordinator until the shard stops, then answers everything still waiting.
+    pub fn spawn_ticker(self: &Rc<Self>, shard: &Rc<Shard>) {
+        let me = Rc::clone(self);
+        let shard = Rc::clone(shard);
+        glommio::spawn_local(async move {
+            while !shard.stopping.get() {
+                let stopped = futures_lite::future::or(
+                    async {
+                        glommio::timer::sleep(Duration::from_millis(TICK_INTERVAL_MS)).await;
+                        false
+                    },
+                    async {
+                        let _: Option<()> = shard.stopped_signal().await;
+                        true
+                    },
+                )
+                .await;
+                if stopped {
+                    break;
+                }
+                let actions = me.machine.borrow_mut().tick(clock_ms());
+                me.run(&shard, actions).await;
+            }
+            me.stop();
+        })
+        .detach();
+    }
+
+    /// Answers every waiting request and refuses new ones.
+    pub fn stop(&self) {
+        self.stopped.set(true);
+        let actions = self.machine.borrow_mut().shutdown();
+        let mut waiting = self.waiting.borrow_mut();
+        for a in actions {
+            if let Action::Respond(id, r) = a {
+                if let Some(tx) = waiting.remove(&id) {
+                    let _ = tx.try_send(r);
+                }
+            }
+        }
+        // Anything else waiting (an append in flight) sees its channel close.
+        waiting.clear();
+    }
+
+    /// This core opened offsets partition `partition`: requests for its groups wait
+    /// (COORDINATOR_LOAD_IN_PROGRESS) until the replay below has run.
+    pub fn begin_load(self: &Rc<Self>, shard: &Rc<Shard>, part: Rc<Partition>, partition: i32) {
+        self.machine.borrow_mut().begin_load(partition);
+        let me = Rc::clone(self);
+        let shard = Rc::clone(shard);
+        glommio::spawn_local(async move {
+            let stats = me.replay(&shard, &part, partition).await;
+            me.machine.borrow_mut().finish_load(partition, clock_ms());
+            tracing::info!(
+                core = shard.core,
+                partition,
+                records = stats.0,
+                skipped = stats.1,
+                "loaded consumer groups"
+            );
+        })
+        .detach();
+    }
+
+    /// Reads the partition from its start to its high watermark; returns (records applied,
+    /// records skipped as undecodable).
+    async fn replay(&self, shard: &Shard, part: &Partition, partition: i32) -> (u64, u64) {
+        let (mut applied, mut skipped) = (0u64, 0u64);
+        let mut offset = part.log.log_start_offset();
+        let end = part.high_watermark();
+        let max_batch = shard
+            .config
+            .max_message_bytes
+            .max(part.log.config().max_batch_bytes);
+        while offset < end {
+            let bytes = match part.log.read_copy(offset, REPLAY_READ_BYTES, end).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(tp = %part.tp, offset, "replaying offsets: {e}");
+                    break;
+                }
+            };
+            if bytes.is_empty() {
+                break;
+            }
+            let mut next = offset;
+            for item in BatchIter::new(&bytes, max_batch) {
+                let Ok(batch) = item else {
+                    tracing::error!(tp = %part.tp, offset, "replaying offsets: bad batch");
+                    return (applied, skipped);
+                };
+                next = next.max((batch.header.last_offset() + 1).max(0) as u64);
+                if batch.header.is_control() {
+                    continue;
+                }
+                let whole = Bytes::copy_from_slice(batch.bytes);
+                let Ok((h, records)) = log_records::read_batch(&whole, max_batch) else {
+                    skipped += 1;
+                    continue;
+                };
+                for r in records {
+                    let at = h.base_offset + i64::from(r.offset_delta);
+                    if at < offset as i64 {
+                        continue;
+                    }
+                    let Some(key) = r.key else {
+                        skipped += 1;
+                        continue;
+                    };
+                    let loaded =
+                        self.machine
+                            .borrow_mut()
+                            .load_record(partition, &key, r.value.as_deref());
+                    match loaded {
+                        Ok(()) => applied += 1,
+                        Err(e) => {
+                            skipped += 1;
+                            tracing::warn!(tp = %part.tp, at, "skipping an offsets record: {e}");
+                        }
+                    }
+                }
+            }
+            if next <= offset {
+                break;
+            }
+            offset = next;
+        }
+        (applied, skipped)
+    }
+
+    /// The partition left this core (topic deleted).
+    pub async fn unload(&self, shard: &Rc<Shard>, partition: i32) {
+        let actions = self.machine.borrow_mut().unload(partition);
+        self.run(shard, actions).await;
+    }
+
+    /// A topic was deleted: its committed offsets go (tombstones written).
+    pub async fn topic_deleted(&self, shard: &Rc<Shard>, topic: &str) {
+        let actions = self.machine.borrow_mut().topic_deleted(topic);
+        self.run(shard, actions).await;
+    }
+}
