@@ -43,7 +43,7 @@ pub enum Outgoing {
 }
 
 /// The APIs this broker answers today; the others get UNSUPPORTED_VERSION.
-pub const IMPLEMENTED: [ApiKey; 8] = [
+pub const IMPLEMENTED: [ApiKey; 17] = [
     ApiKey::ApiVersions,
     ApiKey::Metadata,
     ApiKey::CreateTopics,
@@ -52,6 +52,15 @@ pub const IMPLEMENTED: [ApiKey; 8] = [
     ApiKey::Fetch,
     ApiKey::ListOffsets,
     ApiKey::InitProducerId,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::DescribeGroups,
+    ApiKey::ListGroups,
 ];
 
 pub async fn handle(shard: &Rc<Shard>, request: Request) -> Outgoing {
