@@ -26,6 +26,16 @@ use crate::topic_config::log_config_for;
 /// One DescribeConfigs entry: name, value, config source.
 type ConfigEntry = (String, String, i8);
 
+/// Authorized-operation bit sets (bit n = Kafka's `AclOperation` code n) for Metadata v8+ when
+/// asked: spool has no authorizer, so everything that applies is allowed, as in Kafka without
+/// one. Topic: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+const TOPIC_OPERATIONS: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+/// Cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+/// IDEMPOTENT_WRITE.
+const CLUSTER_OPERATIONS: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+
 /// DescribeConfigs resource types (Kafka's `ConfigResource.Type`).
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
@@ -44,6 +54,11 @@ pub async fn metadata(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> 
                 .collect(),
         ),
         None => None,
+    };
+    let topic_operations = if version >= 8 && req.include_topic_authorized_operations {
+        TOPIC_OPERATIONS
+    } else {
+        i32::MIN
     };
     let allow_create = cfg.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
     let mut create_errors: Vec<TopicOutcome> = Vec::new();
@@ -82,6 +97,7 @@ pub async fn metadata(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> 
         metadata_response::MetadataResponseTopic::default()
             .with_name(Some(TopicName(kstr(t.name.clone()))))
             .with_is_internal(t.name.starts_with("__"))
+            .with_topic_authorized_operations(topic_operations)
             .with_partitions(
                 t.partitions
                     .iter()
@@ -115,11 +131,14 @@ pub async fn metadata(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> 
             })
             .collect(),
     };
-    MetadataResponse::default()
-        .with_brokers(vec![metadata_response::MetadataResponseBroker::default()
-            .with_node_id(BrokerId(cfg.node_id))
-            .with_host(kstr(cfg.advertised_host.clone()))
-            .with_port(i32::from(cfg.advertised_kafka_port))])
+    let mut resp = MetadataResponse::default();
+    if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
+        resp = resp.with_cluster_authorized_operations(CLUSTER_OPERATIONS);
+    }
+    resp.with_brokers(vec![metadata_response::MetadataResponseBroker::default()
+        .with_node_id(BrokerId(cfg.node_id))
+        .with_host(kstr(cfg.advertised_host.clone()))
+        .with_port(i32::from(cfg.advertised_kafka_port))])
         .with_cluster_id(Some(kstr(cfg.cluster_id.clone())))
         .with_controller_id(BrokerId(cfg.node_id))
         .with_topics(topics)

@@ -25,7 +25,9 @@ use spool_protocol::ErrorCode;
 
 use super::kstr;
 use crate::handlers::Outgoing;
-use crate::requests::{FetchChunk, FetchPartition, ProduceResult, TopicPartition};
+use crate::requests::{
+    FetchChunk, FetchPartition, ListOffsetsResult, ProduceResult, TopicPartition,
+};
 use crate::shard::Shard;
 
 /// Kafka's isolation level for read_committed fetches.
@@ -88,15 +90,7 @@ pub async fn produce(
             if r.error != ErrorCode::None {
                 errors += 1;
             }
-            let mut part = produce_response::PartitionProduceResponse::default()
-                .with_index(index)
-                .with_error_code(r.error as i16)
-                .with_base_offset(r.base_offset)
-                .with_log_append_time_ms(-1)
-                .with_log_start_offset(r.log_start_offset);
-            if version >= 8 {
-                part = part.with_error_message(r.message.map(kstr));
-            }
+            let part = produce_partition_answer(index, r, version);
             parts.push(part);
         }
         responses.push(
@@ -110,6 +104,25 @@ pub async fn produce(
         .record_produce(bytes, started.elapsed().as_micros() as u64);
     crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, errors);
     (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// One partition's Produce answer; the error message exists from v8.
+pub(super) fn produce_partition_answer(
+    index: i32,
+    r: ProduceResult,
+    version: i16,
+) -> produce_response::PartitionProduceResponse {
+    let part = produce_response::PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(r.error as i16)
+        .with_base_offset(r.base_offset)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(r.log_start_offset);
+    if version >= 8 {
+        part.with_error_message(r.message.map(kstr))
+    } else {
+        part
+    }
 }
 
 pub async fn fetch(
@@ -202,14 +215,7 @@ pub async fn list_offsets(
         for p in t.partitions {
             let tp = TopicPartition::new(name.clone(), p.partition_index);
             let r = crate::ops::list_offsets_partition(shard, tp, p.timestamp).await;
-            let mut part = list_offsets_response::ListOffsetsPartitionResponse::default()
-                .with_partition_index(p.partition_index)
-                .with_error_code(r.error as i16)
-                .with_timestamp(r.timestamp)
-                .with_offset(r.offset);
-            if version >= 4 {
-                part = part.with_leader_epoch(r.leader_epoch);
-            }
+            let part = list_offsets_partition_answer(p.partition_index, r, version);
             parts.push(part);
         }
         topics.push(
@@ -219,4 +225,22 @@ pub async fn list_offsets(
         );
     }
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// One partition's ListOffsets answer; the leader epoch exists from v4.
+pub(super) fn list_offsets_partition_answer(
+    index: i32,
+    r: ListOffsetsResult,
+    version: i16,
+) -> list_offsets_response::ListOffsetsPartitionResponse {
+    let part = list_offsets_response::ListOffsetsPartitionResponse::default()
+        .with_partition_index(index)
+        .with_error_code(r.error as i16)
+        .with_timestamp(r.timestamp)
+        .with_offset(r.offset);
+    if version >= 4 {
+        part.with_leader_epoch(r.leader_epoch)
+    } else {
+        part
+    }
 }

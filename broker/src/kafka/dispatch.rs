@@ -65,7 +65,7 @@ pub async fn handle(shard: &Rc<Shard>, req: KafkaRequest, peer: &Peer) -> Outgoi
             ResponseKind::OffsetFetch(groups::offset_fetch(shard, r, version).await)
         }
         RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(groups::describe_groups(shard, r).await)
+            ResponseKind::DescribeGroups(groups::describe_groups(shard, r, version).await)
         }
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(shard, r).await),
         _ => return unsupported_version(shard, api_key, version, cid),

@@ -61,6 +61,18 @@ pub async fn find_coordinator(
         key_type: key_type,
     });
     let r = coordinator::find_coordinator(shard, native).await;
+    find_coordinator_answer(
+        r,
+        &shard.config.advertised_host,
+        shard.config.advertised_kafka_port,
+    )
+}
+
+pub(super) fn find_coordinator_answer(
+    r: wire::FindCoordinatorResponseT,
+    host: &str,
+    port: u16,
+) -> FindCoordinatorResponse {
     let error = code(r.error_code);
     let resp = FindCoordinatorResponse::default()
         .with_error_code(error)
@@ -68,10 +80,9 @@ pub async fn find_coordinator(
     if error != 0 {
         return resp.with_node_id(BrokerId(-1)).with_port(-1);
     }
-    let cfg = &shard.config;
     resp.with_node_id(BrokerId(r.node_id))
-        .with_host(kstr(cfg.advertised_host.clone()))
-        .with_port(i32::from(cfg.advertised_kafka_port))
+        .with_host(kstr(host))
+        .with_port(i32::from(port))
 }
 
 pub async fn join_group(
@@ -109,6 +120,10 @@ pub async fn join_group(
         client_host: peer.host.clone(),
     };
     let r = coordinator::join_group(shard, native, client).await;
+    join_group_answer(r, version)
+}
+
+pub(super) fn join_group_answer(r: wire::JoinGroupResponseT, version: i16) -> JoinGroupResponse {
     let mut resp = JoinGroupResponse::default()
         .with_error_code(code(r.error_code))
         .with_generation_id(r.generation_id)
@@ -155,6 +170,10 @@ pub async fn sync_group(shard: &Rc<Shard>, req: SyncGroupRequest) -> SyncGroupRe
         ),
     });
     let r = coordinator::sync_group(shard, native).await;
+    sync_group_answer(r)
+}
+
+pub(super) fn sync_group_answer(r: wire::SyncGroupResponseT) -> SyncGroupResponse {
     SyncGroupResponse::default()
         .with_error_code(code(r.error_code))
         .with_protocol_type(r.protocol_type.map(kstr))
@@ -170,6 +189,10 @@ pub async fn heartbeat(shard: &Rc<Shard>, req: HeartbeatRequest) -> HeartbeatRes
         group_instance_id: req.group_instance_id.as_ref().map(owned),
     });
     let r = coordinator::heartbeat(shard, native).await;
+    heartbeat_answer(r)
+}
+
+pub(super) fn heartbeat_answer(r: wire::HeartbeatResponseT) -> HeartbeatResponse {
     HeartbeatResponse::default().with_error_code(code(r.error_code))
 }
 
@@ -199,6 +222,10 @@ pub async fn leave_group(
         members: Some(members),
     });
     let r = coordinator::leave_group(shard, native).await;
+    leave_group_answer(r, version)
+}
+
+pub(super) fn leave_group_answer(r: wire::LeaveGroupResponseT, version: i16) -> LeaveGroupResponse {
     let mut resp = LeaveGroupResponse::default().with_error_code(code(r.error_code));
     if version >= 3 {
         resp = resp.with_members(
@@ -250,6 +277,10 @@ pub async fn offset_commit(shard: &Rc<Shard>, req: OffsetCommitRequest) -> Offse
         ),
     });
     let r = coordinator::offset_commit(shard, native).await;
+    offset_commit_answer(r)
+}
+
+pub(super) fn offset_commit_answer(r: wire::OffsetCommitResponseT) -> OffsetCommitResponse {
     OffsetCommitResponse::default().with_topics(
         r.topics
             .unwrap_or_default()
@@ -290,6 +321,13 @@ pub async fn offset_fetch(
         require_stable: req.require_stable,
     });
     let r = coordinator::offset_fetch(shard, native).await;
+    offset_fetch_answer(r, version)
+}
+
+pub(super) fn offset_fetch_answer(
+    r: wire::OffsetFetchResponseT,
+    version: i16,
+) -> OffsetFetchResponse {
     let top_error = code(r.error_code);
     // v1 has no top-level error: the group's error goes on every partition.
     let partition_error = |own: i16| {
@@ -330,15 +368,31 @@ pub async fn offset_fetch(
     }
 }
 
+/// DescribeGroups v3+ authorized operations when asked (no authorizer: READ, DELETE, DESCRIBE).
+const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+
 pub async fn describe_groups(
     shard: &Rc<Shard>,
     req: DescribeGroupsRequest,
+    version: i16,
 ) -> DescribeGroupsResponse {
+    let operations = if version >= 3 && req.include_authorized_operations {
+        GROUP_OPERATIONS
+    } else {
+        i32::MIN
+    };
     let native = native!(wire::DescribeGroupsRequestT {
         groups: Some(req.groups.iter().map(group).collect()),
         include_authorized_operations: req.include_authorized_operations,
     });
     let r = coordinator::describe_groups(shard, native).await;
+    describe_groups_answer(r, operations)
+}
+
+pub(super) fn describe_groups_answer(
+    r: wire::DescribeGroupsResponseT,
+    operations: i32,
+) -> DescribeGroupsResponse {
     DescribeGroupsResponse::default().with_groups(
         r.groups
             .unwrap_or_default()
@@ -350,6 +404,7 @@ pub async fn describe_groups(
                     .with_group_state(kstr(g.group_state.unwrap_or_default()))
                     .with_protocol_type(kstr(g.protocol_type.unwrap_or_default()))
                     .with_protocol_data(kstr(g.protocol_data.unwrap_or_default()))
+                    .with_authorized_operations(operations)
                     .with_members(
                         g.members
                             .unwrap_or_default()
@@ -375,6 +430,10 @@ pub async fn list_groups(shard: &Rc<Shard>, req: ListGroupsRequest) -> ListGroup
         states_filter: Some(req.states_filter.iter().map(owned).collect()),
     });
     let r = coordinator::list_groups(shard, native).await;
+    list_groups_answer(r)
+}
+
+pub(super) fn list_groups_answer(r: wire::ListGroupsResponseT) -> ListGroupsResponse {
     ListGroupsResponse::default()
         .with_error_code(code(r.error_code))
         .with_groups(

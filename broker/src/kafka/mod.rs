@@ -31,6 +31,8 @@ mod admin;
 mod data;
 mod dispatch;
 mod groups;
+#[cfg(test)]
+mod tests;
 
 use std::rc::Rc;
 
