@@ -1,4 +1,5 @@
-//! The admin client's sans-IO core: create, delete, list and describe topics.
+//! The admin client's sans-IO core: create, delete, list and describe topics; list and describe
+//! consumer groups, fetch and commit their offsets ([`groups`]).
 //!
 //! Each operation is one request to any broker (the broker forwards to the controller; the client
 //! never needs to know which broker that is). An operation survives lost connections and
@@ -8,11 +9,14 @@
 
 use std::collections::BTreeMap;
 
+mod groups;
+pub use groups::{CommitResults, GroupDescription, ListedGroup, MemberDescription};
+
 use tracing::warn;
 
 use crate::client::metadata::{MetadataCache, PartitionMeta};
 use crate::client::net::{backoff_ms, Addr, ClientCore, InFlight, NetAction};
-use crate::client::ClientError;
+use crate::client::{ClientError, TopicPartition};
 use crate::codec::{self, encode_request, Response};
 use crate::frame::FrameLimits;
 use crate::wire::{
@@ -73,6 +77,23 @@ pub enum AdminOp {
     DescribeTopics {
         names: Vec<String>,
     },
+    /// Every consumer group (of the broker asked).
+    ListGroups,
+    /// One group's state, protocol and members (sent to its coordinator).
+    DescribeGroup {
+        group_id: String,
+    },
+    /// A group's committed offsets: these partitions, or every one it committed (`None`).
+    FetchOffsets {
+        group_id: String,
+        partitions: Option<Vec<TopicPartition>>,
+    },
+    /// Commits offsets from outside any generation (generation -1, no member id), as Kafka's
+    /// reset-offsets tool does; the coordinator refuses it while the group has members.
+    CommitOffsets {
+        group_id: String,
+        offsets: Vec<(TopicPartition, i64)>,
+    },
 }
 
 /// Per-topic outcome.
@@ -85,6 +106,11 @@ pub enum AdminOutcome {
     DeleteTopics(Vec<TopicResult<()>>),
     ListTopics(Vec<String>),
     DescribeTopics(Vec<TopicResult<TopicDescription>>),
+    ListGroups(Vec<ListedGroup>),
+    DescribeGroup(GroupDescription),
+    /// Committed offsets (-1: none), sorted.
+    FetchOffsets(Vec<(TopicPartition, i64)>),
+    CommitOffsets(CommitResults),
 }
 
 pub type OpId = u64;
@@ -130,7 +156,10 @@ pub struct AdminCore {
     config: AdminConfig,
     brokers: MetadataCache,
     ops: BTreeMap<OpId, OpState>,
-    inflight: InFlight<OpId>,
+    /// The operation a request is for, and whether it is that operation's FindCoordinator.
+    inflight: InFlight<(OpId, bool)>,
+    /// Coordinators found, by group id.
+    coordinators: BTreeMap<String, Addr>,
     results: Vec<(OpId, Result<AdminOutcome, ClientError>)>,
     next_id: OpId,
 }
@@ -150,6 +179,7 @@ impl AdminCore {
             config,
             ops: BTreeMap::new(),
             inflight: InFlight::default(),
+            coordinators: BTreeMap::new(),
             results: Vec::new(),
             next_id: 0,
         })
@@ -188,6 +218,9 @@ impl AdminCore {
     }
 
     fn body(op: &AdminOp) -> RequestBodyT {
+        if let Some(b) = groups::body(op) {
+            return b;
+        }
         match op {
             AdminOp::CreateTopics {
                 topics,
@@ -235,6 +268,11 @@ impl AdminCore {
                 r.topics = Some(names.clone());
                 RequestBodyT::MetadataRequest(Box::new(r))
             }
+            // Built by `groups::body` above.
+            AdminOp::ListGroups
+            | AdminOp::DescribeGroup { .. }
+            | AdminOp::FetchOffsets { .. }
+            | AdminOp::CommitOffsets { .. } => RequestBodyT::ListGroupsRequest(Box::default()),
         }
     }
 
@@ -382,18 +420,32 @@ impl ClientCore for AdminCore {
             .map(|(id, _)| *id)
             .collect();
         for id in ready {
-            let Some(addr) = self.brokers.any_broker() else {
-                break;
-            };
             let Some(st) = self.ops.get_mut(&id) else {
                 continue;
             };
+            // A group operation goes to the group's coordinator, found first.
+            let (addr, body, find) = match groups::coordinator_key(&st.op) {
+                Some(g) => match self.coordinators.get(g) {
+                    Some(c) => (c.clone(), Self::body(&st.op), false),
+                    None => {
+                        let Some(addr) = self.brokers.any_broker() else {
+                            break;
+                        };
+                        (addr, groups::find_coordinator(g), true)
+                    }
+                },
+                None => {
+                    let Some(addr) = self.brokers.any_broker() else {
+                        break;
+                    };
+                    (addr, Self::body(&st.op), false)
+                }
+            };
             st.in_flight = true;
             st.attempts += 1;
-            let body = Self::body(&st.op);
             let correlation_id =
                 self.inflight
-                    .start(&addr, now_ms + self.config.request_timeout_ms, id);
+                    .start(&addr, now_ms + self.config.request_timeout_ms, (id, find));
             let header = codec::request(correlation_id, Some(&self.config.client_id), body);
             match encode_request(&header, Vec::new(), &self.config.frame_limits) {
                 Ok(frame) => out.push(NetAction::Send {
@@ -417,12 +469,46 @@ impl ClientCore for AdminCore {
     }
 
     fn on_response(&mut self, addr: &str, response: Response, now_ms: u64) {
-        let Some(id) = self.inflight.complete(addr, response.header.correlation_id) else {
+        let Some((id, find)) = self.inflight.complete(addr, response.header.correlation_id) else {
             warn!(%addr, correlation_id = response.header.correlation_id, "response matches no request");
             return;
         };
         let frame_error = ErrorCode::from(response.header.error_code);
-        let Some(st) = self.ops.get(&id) else { return };
+        let Some(st) = self.ops.get_mut(&id) else {
+            return;
+        };
+        if find {
+            let group = groups::coordinator_key(&st.op)
+                .unwrap_or_default()
+                .to_owned();
+            match groups::coordinator_addr(&response.header.body) {
+                Ok(c) => {
+                    self.coordinators.insert(group, c);
+                    // Straight on to the coordinator: finding it is not an attempt.
+                    st.in_flight = false;
+                    st.retry_at_ms = now_ms;
+                }
+                Err(code) => self.retry_or_fail(id, code, now_ms),
+            }
+            return;
+        }
+        if let Some(result) = groups::outcome(&st.op, response.header.body.clone()) {
+            match result {
+                Ok(outcome) => {
+                    self.ops.remove(&id);
+                    self.results.push((id, Ok(outcome)));
+                }
+                Err(code) => {
+                    if groups::is_coordinator_error(code) {
+                        if let Some(g) = groups::coordinator_key(&st.op) {
+                            self.coordinators.remove(g);
+                        }
+                    }
+                    self.retry_or_fail(id, code, now_ms);
+                }
+            }
+            return;
+        }
         match Self::outcome(&st.op, response.header.body) {
             Some(outcome) => {
                 self.ops.remove(&id);
@@ -440,7 +526,8 @@ impl ClientCore for AdminCore {
     }
 
     fn on_disconnect(&mut self, addr: &str, now_ms: u64) {
-        for id in self.inflight.drain_addr(addr) {
+        self.coordinators.retain(|_, c| c != addr);
+        for (id, _) in self.inflight.drain_addr(addr) {
             self.retry_or_fail(id, ErrorCode::NetworkException, now_ms);
         }
     }

@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use crate::client::admin::{
-    AdminConfig, AdminCore, AdminOp, AdminOutcome, NewTopic, TopicDescription, TopicResult,
+    AdminConfig, AdminCore, AdminOp, AdminOutcome, CommitResults, GroupDescription, ListedGroup,
+    NewTopic, TopicDescription, TopicResult,
 };
-use crate::client::ClientError;
+use crate::client::{ClientError, TopicPartition};
 
 use super::net::BlockingNet;
 
@@ -83,6 +84,62 @@ impl Admin {
     ) -> Result<Vec<TopicResult<TopicDescription>>, ClientError> {
         match self.run(AdminOp::DescribeTopics { names })? {
             AdminOutcome::DescribeTopics(r) => Ok(r),
+            other => Err(ClientError::Corrupt(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// Every consumer group the broker coordinates, sorted by id.
+    pub fn list_groups(&mut self) -> Result<Vec<ListedGroup>, ClientError> {
+        match self.run(AdminOp::ListGroups)? {
+            AdminOutcome::ListGroups(r) => Ok(r),
+            other => Err(ClientError::Corrupt(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// A group's state, protocol and members (with their assignments).
+    pub fn describe_group(&mut self, group_id: &str) -> Result<GroupDescription, ClientError> {
+        match self.run(AdminOp::DescribeGroup {
+            group_id: group_id.to_owned(),
+        })? {
+            AdminOutcome::DescribeGroup(r) => Ok(r),
+            other => Err(ClientError::Corrupt(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// A group's committed offsets (-1: none) for `partitions`, or all it committed (`None`).
+    pub fn fetch_offsets(
+        &mut self,
+        group_id: &str,
+        partitions: Option<Vec<TopicPartition>>,
+    ) -> Result<Vec<(TopicPartition, i64)>, ClientError> {
+        match self.run(AdminOp::FetchOffsets {
+            group_id: group_id.to_owned(),
+            partitions,
+        })? {
+            AdminOutcome::FetchOffsets(r) => Ok(r),
+            other => Err(ClientError::Corrupt(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// Commits offsets for a group from outside any generation (refused while it has members).
+    pub fn commit_offsets(
+        &mut self,
+        group_id: &str,
+        offsets: Vec<(TopicPartition, i64)>,
+    ) -> Result<CommitResults, ClientError> {
+        match self.run(AdminOp::CommitOffsets {
+            group_id: group_id.to_owned(),
+            offsets,
+        })? {
+            AdminOutcome::CommitOffsets(r) => Ok(r),
             other => Err(ClientError::Corrupt(format!(
                 "unexpected outcome {other:?}"
             ))),

@@ -11,7 +11,7 @@ pub(crate) mod both;
 pub mod listener;
 pub mod member;
 pub mod protocol;
-mod requests;
+pub(crate) mod requests;
 
 pub use assignor::Assignor;
 pub use listener::{NoListener, RebalanceListener};
