@@ -1,6 +1,10 @@
 //! `spool topic|produce|consume|cluster`: console tools in the style of `rpk`, on the native
 //! protocol's blocking client. Every command takes `--brokers HOST:PORT` (default
 //! 127.0.0.1:9093); an error prints one human line on stderr and exits non-zero.
+//! `spool consume --group` and `spool group …` live in [`group`] (`cli_group.rs`).
+
+#[path = "cli_group.rs"]
+pub mod group;
 
 use std::io::{BufRead, Write};
 
@@ -78,24 +82,27 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct ConsumeArgs {
+    /// The topic (with --group: a comma-separated list).
     pub topic: String,
     /// earliest | latest | OFFSET | @TIMESTAMP_MS
-    #[arg(long, default_value = "earliest")]
+    #[arg(long, default_value = "earliest", conflicts_with = "group")]
     pub from: String,
     /// Stop after N records (default: run until interrupted).
     #[arg(short = 'n', long)]
     pub num: Option<u64>,
     /// Only this partition (default: every partition).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "group")]
     pub partition: Option<i32>,
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Stop when no record arrives for this long (default: wait forever).
     #[arg(long)]
     pub idle_timeout_ms: Option<u64>,
+    #[command(flatten)]
+    pub group: group::GroupArgs,
 }
 
-fn bootstrap(b: &Brokers) -> Vec<&str> {
+pub(crate) fn bootstrap(b: &Brokers) -> Vec<&str> {
     b.brokers
         .split(',')
         .map(str::trim)
@@ -103,7 +110,7 @@ fn bootstrap(b: &Brokers) -> Vec<&str> {
         .collect()
 }
 
-fn admin(b: &Brokers) -> Result<Admin, String> {
+pub(crate) fn admin(b: &Brokers) -> Result<Admin, String> {
     Admin::new(&bootstrap(b), AdminConfig::default())
         .map_err(|e| format!("cannot reach {}: {e}", b.brokers))
 }
@@ -254,7 +261,7 @@ pub fn produce(b: &Brokers, a: ProduceArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn json_string(b: &Option<Bytes>) -> String {
+pub(crate) fn json_string(b: &Option<Bytes>) -> String {
     match b {
         None => "null".into(),
         Some(b) => {
@@ -278,7 +285,34 @@ fn json_string(b: &Option<Bytes>) -> String {
     }
 }
 
+/// One record as `consume` prints it: `key<TAB>value` (or the value) as text, or a JSON object
+/// with topic, partition, offset, timestamp, key and value.
+pub(crate) fn format_record(r: &spool_protocol::client::ConsumerRecord, format: Format) -> String {
+    match format {
+        Format::Text => match &r.key {
+            Some(k) => format!(
+                "{}\t{}",
+                String::from_utf8_lossy(k),
+                String::from_utf8_lossy(r.value.as_deref().unwrap_or_default())
+            ),
+            None => String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned(),
+        },
+        Format::Json => format!(
+            "{{\"topic\":{},\"partition\":{},\"offset\":{},\"timestamp\":{},\"key\":{},\"value\":{}}}",
+            json_string(&Some(Bytes::from(r.topic.clone()))),
+            r.partition,
+            r.offset,
+            r.timestamp_ms,
+            json_string(&r.key),
+            json_string(&r.value)
+        ),
+    }
+}
+
 pub fn consume(b: &Brokers, a: ConsumeArgs) -> Result<(), String> {
+    if a.group.group.is_some() {
+        return group::consume_group(b, &a);
+    }
     let seek =
         match a.from.as_str() {
             "earliest" => SeekTo::Earliest,
@@ -338,21 +372,7 @@ pub fn consume(b: &Brokers, a: ConsumeArgs) -> Result<(), String> {
                 break;
             }
             seen += 1;
-            let line = match a.format {
-                Format::Text => match &r.key {
-                    Some(k) => format!("{}\t{}", String::from_utf8_lossy(k), String::from_utf8_lossy(r.value.as_deref().unwrap_or_default())),
-                    None => String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned(),
-                },
-                Format::Json => format!(
-                    "{{\"topic\":{},\"partition\":{},\"offset\":{},\"timestamp\":{},\"key\":{},\"value\":{}}}",
-                    json_string(&Some(Bytes::from(r.topic.clone()))),
-                    r.partition,
-                    r.offset,
-                    r.timestamp_ms,
-                    json_string(&r.key),
-                    json_string(&r.value)
-                ),
-            };
+            let line = format_record(&r, a.format);
             writeln!(out, "{line}").map_err(|e| format!("stdout: {e}"))?;
         }
         out.flush().map_err(|e| format!("stdout: {e}"))?;

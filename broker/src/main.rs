@@ -27,6 +27,9 @@ enum Command {
     /// Cluster commands.
     #[command(subcommand)]
     Cluster(ClusterCmd),
+    /// Consumer groups: list, describe (members, offsets, lag), reset offsets.
+    #[command(subcommand)]
+    Group(cli::group::GroupCmd),
 }
 
 #[derive(Subcommand)]
@@ -52,6 +55,7 @@ fn main() {
         Command::Produce(a) => cli::produce(&cli.brokers, a),
         Command::Consume(a) => cli::consume(&cli.brokers, a),
         Command::Cluster(ClusterCmd::Info) => cli::cluster_info(&cli.brokers),
+        Command::Group(cmd) => cli::group::group(&cli.brokers, cmd),
     };
     if let Err(e) = result {
         eprintln!("spool: {e}");
