@@ -7,6 +7,7 @@
 //! I/O is pure and tested without a runtime: [`replica`] (ISR and high watermark), [`shard_map`].
 
 pub mod admin_http;
+pub mod alloc;
 pub mod cli;
 pub mod config;
 pub mod connection;

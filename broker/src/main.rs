@@ -4,6 +4,12 @@ use clap::{Parser, Subcommand};
 use spool_broker::cli::{self, Brokers, ConsumeArgs, ProduceArgs, TopicCmd};
 use spool_broker::config::{BrokerConfig, ServeArgs};
 
+/// Very large allocations reserve address space only, so a frame claiming billions of array
+/// elements cannot abort the broker (see `spool_broker::alloc`).
+#[global_allocator]
+static ALLOCATOR: spool_broker::alloc::ReserveLargeAllocator =
+    spool_broker::alloc::ReserveLargeAllocator;
+
 #[derive(Parser)]
 #[command(name = "spool", version, about = "spool: a Kafka-class message queue")]
 struct Cli {

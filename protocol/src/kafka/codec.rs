@@ -18,8 +18,10 @@
 //! is the defensive path.
 //!
 //! Known limit: the crate pre-allocates each array by its claimed element count, so the count is
-//! not bounded by the frame's size. Frames are capped (`max_frame_bytes`), but a forged count can
-//! still ask for a large allocation before decoding fails; bounding it needs a change upstream.
+//! not bounded by the frame's size: a 30-byte frame can ask for hundreds of gigabytes before
+//! decoding fails. The broker's global allocator (`spool_broker::alloc`) turns such requests into
+//! address-space reservations so the decode fails cleanly; other users of this module need the
+//! same guard (or strict frame limits) until the crate bounds counts by the bytes remaining.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
