@@ -1,4 +1,5 @@
 //! A topic's log settings: its explicit configs (Kafka names) over the broker's defaults.
+//! `cleanup.policy=compact` without `delete` turns time and size retention off, as in Kafka.
 
 use spool_raft::image::TopicImage;
 use spool_storage::{CleanupPolicy, LogConfig};
@@ -36,6 +37,64 @@ pub fn log_config_for(broker: &BrokerConfig, topic: &TopicImage) -> LogConfig {
         } else {
             CleanupPolicy::Delete
         };
+        // Kafka: `compact` alone deletes nothing by age or size (only `compact,delete` does), so
+        // a compacted topic such as `__consumer_offsets` keeps its newest record per key forever.
+        if !p.contains("delete") {
+            c.retention_ms = None;
+            c.retention_bytes = None;
+        }
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spool_raft::Uuid128;
+
+    fn topic(configs: &[(&str, &str)]) -> TopicImage {
+        TopicImage {
+            name: "t".into(),
+            topic_id: Uuid128::ZERO,
+            configs: configs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            partitions: Vec::new(),
+        }
+    }
+
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        serve: crate::config::ServeArgs,
+    }
+
+    fn broker() -> BrokerConfig {
+        let w = <Wrapper as clap::Parser>::try_parse_from(["spool"]).unwrap();
+        BrokerConfig::from_args(&w.serve).unwrap()
+    }
+
+    #[test]
+    fn compact_alone_keeps_everything_compact_delete_keeps_retention() {
+        let b = broker();
+        let c = log_config_for(
+            &b,
+            &topic(&[("cleanup.policy", "compact"), ("retention.ms", "1000")]),
+        );
+        assert_eq!(c.cleanup_policy, CleanupPolicy::Compact);
+        assert_eq!((c.retention_ms, c.retention_bytes), (None, None));
+        let c = log_config_for(
+            &b,
+            &topic(&[
+                ("cleanup.policy", "compact,delete"),
+                ("retention.ms", "1000"),
+            ]),
+        );
+        assert_eq!(c.cleanup_policy, CleanupPolicy::Compact);
+        assert_eq!(c.retention_ms, Some(1000));
+        let c = log_config_for(&b, &topic(&[]));
+        assert_eq!(c.cleanup_policy, CleanupPolicy::Delete);
+        assert_eq!(c.retention_ms, b.retention_ms);
+    }
 }
