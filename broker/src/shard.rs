@@ -502,6 +502,12 @@ impl Shard {
     fn metrics_text(&self) -> String {
         let parts = self.partitions.borrow();
         let log_bytes: u64 = parts.values().map(|p| p.log.size_bytes()).sum();
-        self.metrics.render(parts.len(), log_bytes)
+        let mut text = self.metrics.render(parts.len(), log_bytes);
+        text.push_str(&format!(
+            "spool_consumer_groups{{core=\"{}\"}} {}\n",
+            self.core,
+            self.groups.group_count()
+        ));
+        text
     }
 }
