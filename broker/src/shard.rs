@@ -354,7 +354,9 @@ impl Shard {
                         self.config.durability,
                         self.config.fetch_copy,
                     );
-                    self.partitions.borrow_mut().insert(tp.clone(), part.clone());
+                    self.partitions
+                        .borrow_mut()
+                        .insert(tp.clone(), part.clone());
                     if tp.topic == OFFSETS_TOPIC {
                         self.groups.begin_load(self, part, tp.partition);
                     }
