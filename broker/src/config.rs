@@ -1,6 +1,6 @@
 //! Broker configuration: flags (clap) with `SPOOL_*` environment overrides, validated once at
 //! start-up with messages that name the setting. Zero configuration works: `./spool-data`, every
-//! core, 127.0.0.1, ports 9093 (native) and 9644 (admin HTTP).
+//! core, 127.0.0.1, ports 9092 (Kafka wire protocol), 9093 (native) and 9644 (admin HTTP).
 
 use std::path::PathBuf;
 
