@@ -9,7 +9,7 @@ use std::time::Duration;
 use spool_protocol::client::TopicPartition;
 
 use crate::checker::Acked;
-use crate::group_consumer::{wait_until, GroupConsumer, MemberOptions, Output};
+use crate::group_consumer::{wait_until, Event, GroupConsumer, MemberOptions, Output};
 use crate::Broker;
 
 /// Deadline for a group to settle or for records to be printed (far above what it takes).
@@ -130,11 +130,82 @@ pub fn terminate_all(members: &[GroupConsumer]) {
     }
 }
 
-/// `(partition, offset)`s printed more than once across `outs`, with who printed them.
+/// `(partition, offset)`s printed more than once across `outs`, with who printed them; the first
+/// few come with each member's history of that partition ([`history`]).
 pub fn printed_twice(outs: &[(&str, &Output)]) -> Vec<String> {
     printed_by(outs)
         .into_iter()
         .filter(|(_, by)| by.len() > 1)
-        .map(|((t, o), by)| format!("{t}@{o} printed by {by:?}"))
+        .enumerate()
+        .map(|(i, ((t, o), by))| {
+            let mut line = format!("{t}@{o} printed by {by:?}");
+            if i < HISTORIES_SHOWN {
+                line.push_str(&history(outs, &t, o));
+            }
+            line
+        })
         .collect()
+}
+
+/// Duplicates explained with a history in a failure message.
+const HISTORIES_SHOWN: usize = 3;
+/// Lines of a member's history shown on each side of the record in question.
+const HISTORY_CONTEXT: usize = 4;
+
+/// Each member's lines about partition `t` around its printing of `offset`, in the order they
+/// were read (`#seq`): rebalance callbacks naming `t`, commits of `t`, and the record itself.
+/// Stdout and stderr are separate pipes, so lines printed within a moment of each other may be
+/// read out of order: a diagnosis aid, not evidence on its own.
+pub fn history(outs: &[(&str, &Output)], t: &TopicPartition, offset: i64) -> String {
+    let mut text = String::new();
+    for (label, o) in outs {
+        let mut lines: Vec<(u64, String)> = o
+            .records
+            .iter()
+            .filter(|r| &r.tp == t && r.offset == offset)
+            .map(|r| (r.seq, format!("printed {t}@{offset}")))
+            .collect();
+        let prints = lines.len();
+        if prints == 0 {
+            continue;
+        }
+        for e in &o.events {
+            match e {
+                Event::Assigned {
+                    generation,
+                    partitions,
+                    seq,
+                } if partitions.contains(t) => {
+                    lines.push((*seq, format!("assigned generation={generation} (with {t})")))
+                }
+                Event::Revoked {
+                    generation,
+                    partitions,
+                    seq,
+                } if partitions.contains(t) => {
+                    lines.push((*seq, format!("revoked generation={generation} (with {t})")))
+                }
+                Event::Committed { offsets, seq } => {
+                    if let Some((_, c)) = offsets.iter().find(|(p, _)| p == t) {
+                        lines.push((*seq, format!("committed {t}@{c}")));
+                    }
+                }
+                _ => {}
+            }
+        }
+        lines.sort();
+        let at: Vec<usize> = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, l))| l.starts_with("printed"))
+            .map(|(i, _)| i)
+            .collect();
+        let from = at[0].saturating_sub(HISTORY_CONTEXT);
+        let to = (at[prints - 1] + HISTORY_CONTEXT + 1).min(lines.len());
+        text.push_str(&format!("\n      {label}:"));
+        for (seq, l) in &lines[from..to] {
+            text.push_str(&format!("\n        #{seq} {l}"));
+        }
+    }
+    text
 }

@@ -32,7 +32,7 @@ pub const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often [`wait_until`] re-evaluates its condition; the deadline bounds the wait.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// Stderr lines shown per member when a wait fails.
-const STDERR_TAIL_LINES: usize = 15;
+const STDERR_TAIL_LINES: usize = 40;
 
 /// Stamps every line read from any member, in reading order.
 static SEQ: AtomicU64 = AtomicU64::new(1);
@@ -144,7 +144,7 @@ impl GroupConsumer {
         ];
         Self {
             label: label.to_owned(),
-            command_line: format!("spool consume {}", args.join(" ")),
+            command_line: format!("spool {}", args.join(" ")),
             child: Mutex::new(child),
             out,
             readers: Mutex::new(readers),

@@ -23,7 +23,7 @@ use spool_protocol::wire::ErrorCode;
 use spool_tests::cli::{spool, spool_ok};
 use spool_tests::client::create_topic;
 use spool_tests::group_checks::{
-    all_partitions, all_printed, missing, printed_by, printed_twice, refs, start_members,
+    all_partitions, all_printed, history, missing, printed_by, printed_twice, refs, start_members,
     terminate_all, tp, tps, wait_balanced, SETTLE,
 };
 use spool_tests::group_cli::describe;
@@ -60,7 +60,14 @@ fn broker() -> Broker {
     Broker::start_with(options)
 }
 
-fn assert_none(what: &str, violations: &[String]) {
+/// Fails listing `violations` and the members' state (their rebalance and commit lines tell
+/// where a duplicate came from).
+fn assert_none(what: &str, violations: &[String], members: &[&GroupConsumer]) {
+    if !violations.is_empty() {
+        for m in members {
+            eprintln!("{}", m.summary());
+        }
+    }
     spool_tests::checker::assert_none(what, violations);
 }
 
@@ -106,7 +113,7 @@ fn three_consumers_share_twelve_partitions() {
     }
     let labelled: Vec<(&str, &Output)> = m.iter().map(|c| c.label()).zip(&outs).collect();
     let twice = printed_twice(&labelled);
-    assert_none("records printed more than once", &twice);
+    assert_none("records printed more than once", &twice, &m);
     let printed: usize = outs.iter().map(|o| o.records.len()).sum();
     assert_eq!(printed, acked.len(), "printed records that nobody produced");
 
@@ -216,10 +223,19 @@ fn kill9_moves_partitions_and_replay_is_bounded_by_last_commit() {
                 && by.len() == 2
                 && by.contains(&"A".to_owned())
                 && offset >= committed_at_kill[&t.partition];
-            (!bounded).then(|| format!("{t}@{offset} printed by {by:?}"))
+            (!bounded).then(|| {
+                format!(
+                    "{t}@{offset} printed by {by:?}{}",
+                    history(&labelled, &t, offset)
+                )
+            })
         })
         .collect();
-    assert_none("records printed twice outside A's uncommitted tail", &bad);
+    assert_none(
+        "records printed twice outside A's uncommitted tail",
+        &bad,
+        &m,
+    );
     eprintln!(
         "A held {:?}, committed {committed_at_kill:?} at the kill; {replayed} records replayed",
         tps(&a_owned)
@@ -244,8 +260,6 @@ fn static_member_restart_causes_no_rebalance() {
     wait_until("the first records printed", SETTLE, &refs(&members), || {
         all_printed(topic, &first, &refs(&members))
     });
-    let before = describe(&broker, group);
-    assert_eq!(before.generation, i64::from(generation), "{}", before.raw);
     // Rebalance callbacks only (commits go on).
     let events_of = |c: &GroupConsumer| {
         c.with(|o| {
@@ -299,12 +313,15 @@ fn static_member_restart_causes_no_rebalance() {
             c.summary()
         );
     }
-    let after = describe(&broker, group);
+    // The group stayed in its generation: the restarted member was handed the current one
+    // (`group describe` cannot tell: the native DescribeGroups carries no generation).
     assert_eq!(
-        after.generation, before.generation,
-        "the generation moved:\nbefore {}\nafter {}",
-        before.raw, after.raw
+        a2.with(|o| o.assigned().iter().map(|(g, _, _)| *g).collect::<Vec<_>>()),
+        [generation],
+        "the restarted static member was not assigned in the group's generation\n{}",
+        a2.summary()
     );
+    let after = describe(&broker, group);
     let mut ids: Vec<Option<String>> = after
         .members
         .iter()
@@ -450,6 +467,7 @@ fn cooperative_rebalance_keeps_unmoved_partitions() {
     assert_none(
         "records printed twice (moved partitions are committed on revoke)",
         &twice,
+        &m,
     );
     terminate_all(&members);
 }
@@ -547,10 +565,15 @@ fn committed_offsets_survive_broker_restart() {
     assert_none(
         "acknowledged records across both members",
         &missing(topic, &acked, &outs.iter().collect::<Vec<_>>()),
+        &[&first, &second],
     );
     let labelled = [("first", &outs[0]), ("second", &outs[1])];
     let twice = printed_twice(&labelled);
-    assert_none("records printed by both members", &twice);
+    assert_none(
+        "records printed by both members",
+        &twice,
+        &[&first, &second],
+    );
 }
 
 #[test]
@@ -707,10 +730,17 @@ fn group_describe_shows_lag() {
             "{t}: {}",
             d.raw
         );
+        // Seconds behind: the age of the first unconsumed record, 0 when caught up.
+        let lag_ok = if c < hw {
+            o.lag_seconds > 0.0 && o.lag_seconds <= elapsed_s + 1.0
+        } else {
+            o.lag_seconds == 0.0
+        };
         assert!(
-            o.lag_seconds > 0.0 && o.lag_seconds <= elapsed_s + 1.0,
-            "{t}: lag {} s, but the records are at most {elapsed_s} s old: {}",
+            lag_ok,
+            "{t}: lag {} s with {} messages behind, records at most {elapsed_s} s old: {}",
             o.lag_seconds,
+            hw - c,
             d.raw
         );
     }
