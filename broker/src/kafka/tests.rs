@@ -267,3 +267,36 @@ fn offset_and_listing_answers_encode_at_every_version() {
         assert_eq!(d.groups[0].group_id.0.as_str(), "g");
     }
 }
+
+mod malformed {
+    use bytes::{BufMut, BytesMut};
+    use proptest::prelude::*;
+    use spool_protocol::kafka::codec::decode_request;
+    use spool_protocol::kafka::versions::SUPPORTED;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Random bytes after a valid fixed header, for every implemented API and version: the
+        /// decoder answers Ok or a typed error, never a panic. (Forged huge array counts are
+        /// `crate::alloc`'s test: random bytes rarely claim more than memory holds.)
+        #[test]
+        fn random_bodies_never_panic_or_abort(
+            i in 0..SUPPORTED.len(),
+            version_pick in any::<u16>(),
+            body in proptest::collection::vec(any::<u8>(), 0..96),
+        ) {
+            let (key, lo, hi) = SUPPORTED[i];
+            let version = lo + (version_pick % (hi - lo + 1) as u16) as i16;
+            let mut b = BytesMut::new();
+            b.put_i16(key as i16);
+            b.put_i16(version);
+            b.put_i32(7);
+            b.put_slice(&body);
+            match decode_request(b.freeze()) {
+                Ok(r) => prop_assert_eq!(r.correlation_id, 7),
+                Err(e) => prop_assert!(!e.to_string().is_empty()),
+            }
+        }
+    }
+}
