@@ -797,7 +797,7 @@ impl Group {
                 if now_ms >= d.deadline_ms {
                     if d.new_member_added && now_ms < d.limit_ms {
                         self.initial_delay = Some(InitialDelay {
-                            deadline_ms: (now_ms + initial_delay_ms).min(d.limit_ms),
+                            deadline_ms: now_ms.saturating_add(initial_delay_ms).min(d.limit_ms),
                             limit_ms: d.limit_ms,
                             new_member_added: false,
                         });
