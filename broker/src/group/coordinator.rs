@@ -32,6 +32,8 @@ pub const EMPTY_GROUP_RETENTION_MS: u64 = 600_000;
 pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
 /// Protocols one member may offer in a JoinGroup.
 pub const PROTOCOLS_PER_MEMBER_MAX: usize = 32;
+/// Longest protocol type, protocol name, client id or client host a member may give.
+pub const NAME_BYTES_MAX: usize = 1024;
 /// Kafka's limit on `group.instance.id` (and spool's on member ids it is given).
 pub const INSTANCE_ID_BYTES_MAX: usize = 249;
 
@@ -231,7 +233,7 @@ impl Coordinator {
         out
     }
 
-    fn join(&mut self, id: RequestId, args: JoinArgs, now_ms: u64, out: &mut Vec<Action>) {
+    fn join(&mut self, id: RequestId, mut args: JoinArgs, now_ms: u64, out: &mut Vec<Action>) {
         let refuse = |out: &mut Vec<Action>, code: ErrorCode, member: &str| {
             out.push(Action::Respond(
                 id,
@@ -259,9 +261,14 @@ impl Coordinator {
             .as_ref()
             .is_some_and(|i| i.is_empty() || i.len() > INSTANCE_ID_BYTES_MAX)
             || args.member_id.len() > GROUP_ID_BYTES_MAX
+            || args.protocol_type.len() > NAME_BYTES_MAX
+            || args.protocols.iter().any(|(n, _)| n.len() > NAME_BYTES_MAX)
         {
             return refuse(out, ErrorCode::InvalidRequest, &args.member_id);
         }
+        // Kept for DescribeGroups and written in group records: bounded, cut on a char boundary.
+        args.client_id = args.client_id.chars().take(NAME_BYTES_MAX / 4).collect();
+        args.client_host = args.client_host.chars().take(NAME_BYTES_MAX / 4).collect();
         if !self.groups.contains_key(&args.group_id) {
             if !args.member_id.is_empty() {
                 return refuse(out, ErrorCode::UnknownMemberId, &args.member_id);

@@ -682,3 +682,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn oversized_names_are_refused_and_client_ids_are_cut() {
+    let mut h = H::new(0);
+    let mut a = h.join_args("", None, b"m");
+    a.protocols = vec![("r".repeat(coordinator::NAME_BYTES_MAX + 1), vec![])];
+    let id = h.send(|id| Input::Join(id, a));
+    assert_eq!(h.joined(id).unwrap().error, ErrorCode::InvalidRequest);
+    let mut b = h.join_args("", None, b"m");
+    b.client_id = "é".repeat(100_000);
+    let id = h.send(|id| Input::Join(id, b));
+    let r = h.joined(id).cloned().unwrap();
+    assert_eq!(r.error, ErrorCode::None);
+    let s = h.sync(&r.member_id, r.generation, vec![]);
+    assert_eq!(h.synced(s).unwrap().error, ErrorCode::None);
+    // The group record holding the cut client id decodes again.
+    let (_, k, v) = h.log.last().unwrap();
+    assert!(records::decode(k, v.as_deref()).is_ok());
+}
