@@ -73,9 +73,9 @@ fn answered_with_errors(broker: &Broker, steady: &SteadyProducer, mut acked: usi
     );
 
     let find = RequestBodyT::FindCoordinatorRequest(Box::default());
-    let r = conn.request(find, 0, Vec::new()).expect("a response");
+    let r = conn.request(find, 7, Vec::new()).expect("a response");
     step(
-        "FindCoordinator (not implemented)",
+        "FindCoordinator v7 (an unsupported version)",
         r.header.error_code,
         ErrorCode::UNSUPPORTED_VERSION,
         &mut acked,
