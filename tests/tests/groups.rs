@@ -776,8 +776,11 @@ fn group_describe_shows_lag() {
         },
     );
     live.pause();
+    let second_ms = now_ms();
     produce_spread(&broker, topic, partitions, 400, 100);
     let d = describe(&broker, group);
+    // The first unconsumed records were produced after `second_ms`: they cannot be older.
+    let second_s = (now_ms() - second_ms) as f64 / 1000.0;
     assert_eq!(d.members.len(), 1, "{}", d.raw);
     assert_eq!(
         d.members[0].assignment.len(),
@@ -787,7 +790,13 @@ fn group_describe_shows_lag() {
     );
     for o in &d.offsets {
         assert_eq!(o.lag_messages, 25, "{}: {}", o.tp, d.raw);
-        assert!(o.lag_seconds > 0.0, "{}: {}", o.tp, d.raw);
+        assert!(
+            o.lag_seconds > 0.0 && o.lag_seconds <= second_s + 0.01,
+            "{}: lag {} s, but its first unconsumed record is at most {second_s} s old: {}",
+            o.tp,
+            o.lag_seconds,
+            d.raw
+        );
     }
     let listed = spool_ok(&broker, &["group", "list", "--format", "json"], "");
     let listed: serde_json::Value = serde_json::from_str(&listed).expect("group list JSON");
