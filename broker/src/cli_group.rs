@@ -151,6 +151,7 @@ impl RebalanceListener for StderrListener {
         result: Result<&[(TopicPartition, i64)], &ClientError>,
     ) {
         match result {
+            Ok([]) => {} // nothing was left to commit
             Ok(offsets) => {
                 let mut v: Vec<&(TopicPartition, i64)> = offsets.iter().collect();
                 v.sort();

@@ -241,7 +241,8 @@ impl Consumer {
             if let Some(e) = self.core.take_error() {
                 return Err(e);
             }
-            if self.core.has_records() {
+            let revoking = self.group.as_ref().is_some_and(|g| g.core.is_revoking());
+            if self.core.has_records() && !revoking {
                 let records = self.core.take_records(self.max_poll_records);
                 if let Some(g) = self.group.as_mut() {
                     for r in &records {

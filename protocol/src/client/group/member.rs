@@ -287,6 +287,12 @@ impl GroupCore {
         self.phase == Phase::Stable && !self.rejoin_needed && self.revocation.is_none()
     }
 
+    /// Whether partitions are being revoked (their commit is under way): the driver returns no
+    /// records meanwhile, so the commit covers everything the application was given.
+    pub fn is_revoking(&self) -> bool {
+        self.revocation.is_some()
+    }
+
     pub fn is_closed(&self) -> bool {
         matches!(self.phase, Phase::Closed | Phase::Failed)
     }
@@ -580,10 +586,23 @@ impl GroupCore {
     }
 
     fn send_commits(&mut self, coordinator: &str, now_ms: u64, out: &mut Vec<NetAction>) {
-        let Some(front) = self.commits.front() else {
+        let Some(front) = self.commits.front_mut() else {
             return;
         };
         if front.in_flight || front.retry_at_ms > now_ms {
+            return;
+        }
+        // Only what this member still holds: a commit queued before a revocation must not
+        // overwrite the progress of the partition's next owner.
+        front.offsets.retain(|(tp, _)| self.held.contains(tp));
+        if front.offsets.is_empty() {
+            if let Some(c) = self.commits.pop_front() {
+                self.events.push_back(GroupEvent::Committed {
+                    id: c.id,
+                    kind: c.kind,
+                    offsets: Vec::new(),
+                });
+            }
             return;
         }
         let (id, offsets) = (front.id, front.offsets.clone());
@@ -715,7 +734,10 @@ impl GroupCore {
             self.coordinator_lost(now_ms);
             self.last_heartbeat_ok_ms = now_ms;
         }
-        if self.config.auto_commit && now_ms >= self.next_auto_commit_ms {
+        if self.config.auto_commit
+            && self.revocation.is_none()
+            && now_ms >= self.next_auto_commit_ms
+        {
             self.next_auto_commit_ms = now_ms + self.config.auto_commit_interval_ms;
             if !self.commits.iter().any(|c| c.kind == CommitKind::Auto) {
                 let _ = self.commit(CommitKind::Auto, now_ms);

@@ -332,13 +332,21 @@ fn cooperative_revokes_only_what_moves_then_rejoins_once_more() {
     );
     let sync = one(&mut core, T0 + 3_002);
     reply(&mut core, &sync, sync_response(&[0, 1]), T0 + 3_003);
+    assert!(
+        core.is_revoking(),
+        "no records for the application until the revocation is done"
+    );
     let commit = one(&mut core, T0 + 3_004);
+    // A commit asked for during the revocation goes out after it: by then 2 and 3 are gone, and
+    // a commit of them could overwrite their next owner's progress.
+    let late = core.commit(CommitKind::Async, T0 + 3_004).unwrap();
     reply(
         &mut core,
         &commit,
         error_body(&commit.1, ErrorCode::None),
         T0 + 3_005,
     );
+    assert!(!core.is_revoking());
     assert_eq!(
         core.take_events(),
         vec![
@@ -359,6 +367,15 @@ fn cooperative_revokes_only_what_moves_then_rejoins_once_more() {
                 start_offsets: vec![]
             },
         ]
+    );
+    assert!(requests(&core.poll_actions(T0 + 3_006)).is_empty());
+    assert_eq!(
+        core.take_events(),
+        vec![GroupEvent::Committed {
+            id: late,
+            kind: CommitKind::Async,
+            offsets: vec![]
+        }]
     );
     let again = one(&mut core, T0 + 3_006);
     let RequestBodyT::JoinGroupRequest(j) = &again.1.header.body else {
