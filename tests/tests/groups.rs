@@ -147,8 +147,19 @@ fn kill9_moves_partitions_and_replay_is_bounded_by_last_commit() {
     let a_owned = a.owned();
 
     let producer = PacedProducer::start(&broker, topic, PARTITIONS, 0);
-    wait_until("A commits a non-zero offset", SETTLE, &m, || {
-        a.with(|o| o.last_committed().values().any(|&off| off > 0))
+    // Killed with something printed past its last commit (the producer keeps going, commits come
+    // every 500 ms), so that there usually is a tail to replay.
+    wait_until("A prints past a non-zero commit", SETTLE, &m, || {
+        a.with(|o| {
+            let printed = o.offsets_by_partition();
+            o.last_committed().iter().any(|(t, &c)| {
+                c > 0
+                    && printed
+                        .get(t)
+                        .and_then(|p| p.last())
+                        .is_some_and(|&l| l >= c)
+            })
+        })
     });
     a.kill9();
     let parts: Vec<i32> = a_owned.iter().map(|t| t.partition).collect();
@@ -203,7 +214,7 @@ fn kill9_moves_partitions_and_replay_is_bounded_by_last_commit() {
             .find(|r| &r.tp == t)
             .map(|r| r.offset)
             .unwrap_or_else(|| panic!("nobody printed {t} after A died"));
-        let committed = committed_at_kill[&t.partition];
+        let committed = committed_at_kill.get(&t.partition).copied().unwrap_or(-1);
         // No commit at all: the group starts at `--reset earliest`, offset 0.
         let expected = committed.max(0);
         assert_eq!(
@@ -222,7 +233,7 @@ fn kill9_moves_partitions_and_replay_is_bounded_by_last_commit() {
             let bounded = a_owned.contains(&t)
                 && by.len() == 2
                 && by.contains(&"A".to_owned())
-                && offset >= committed_at_kill[&t.partition];
+                && offset >= committed_at_kill.get(&t.partition).copied().unwrap_or(-1);
             (!bounded).then(|| {
                 format!(
                     "{t}@{offset} printed by {by:?}{}",
@@ -338,7 +349,11 @@ fn static_member_restart_causes_no_rebalance() {
     let a2_out = a2.snapshot();
     for t in &a_owned {
         let first = a2_out.records.iter().find(|r| &r.tp == t).map(|r| r.offset);
-        let from = committed_at_kill[&t.partition].max(0);
+        let from = committed_at_kill
+            .get(&t.partition)
+            .copied()
+            .unwrap_or(-1)
+            .max(0);
         assert_eq!(
             first,
             Some(from),
