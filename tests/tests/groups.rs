@@ -14,7 +14,6 @@
 //! Member output is the CLI contract's (see `spool_tests::group_consumer`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
 use std::thread;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -36,27 +35,13 @@ use spool_tests::wire::RawConn;
 use spool_tests::{Broker, BrokerOptions};
 
 const PARTITIONS: i32 = 12;
-/// `spool serve` flags for group tests, where the binary has them: no initial rebalance delay
-/// (Kafka's default waits 3 s for more members before the first generation).
-const BROKER_FLAGS: &[(&str, &str)] = &[("--group-initial-rebalance-delay-ms", "0")];
+/// No initial rebalance delay: Kafka's default waits 3 s for more members before a new group's
+/// first generation.
+const BROKER_FLAGS: [&str; 2] = ["--group-initial-rebalance-delay-ms", "0"];
 
 fn broker() -> Broker {
-    static HELP: OnceLock<String> = OnceLock::new();
-    let help = HELP.get_or_init(|| {
-        let out = std::process::Command::new(spool_tests::binary::spool_binary())
-            .args(["serve", "--help"])
-            .output()
-            .expect("running spool serve --help");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    });
     let mut options = BrokerOptions::default();
-    for (flag, value) in BROKER_FLAGS {
-        if help.contains(flag) {
-            options
-                .extra_args
-                .extend([flag.to_string(), value.to_string()]);
-        }
-    }
+    options.extra_args.extend(BROKER_FLAGS.map(String::from));
     Broker::start_with(options)
 }
 
