@@ -4,17 +4,19 @@
 //! one-shot channel per waiting request (a JoinGroup may wait up to its rebalance timeout), and
 //! replays a partition when this core opens it.
 //!
-//! Promises: appends happen one at a time in the order the coordinator asked for them, and each
-//! outcome is reported before the next append starts, so memory and log agree; at shutdown every
+//! Promises: appends are written in the order the coordinator asked for them, one round at a
+//! time (everything queued for a partition in one batch: group commit, one fdatasync), and every
+//! outcome of a round is reported before the next round starts, so memory and log agree on the
+//! newest record per key; at shutdown every
 //! waiting request is answered (COORDINATOR_NOT_AVAILABLE), so SIGTERM never hangs on a held
 //! JoinGroup. No `RefCell` borrow is held across an `.await`.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use glommio::channels::local_channel::{self, LocalSender};
 use glommio::sync::Semaphore;
 use spool_protocol::ErrorCode;
@@ -22,7 +24,9 @@ use spool_storage::batch::BatchIter;
 use spool_storage::records::{self as log_records, BatchBuilder};
 
 use super::coordinator::Coordinator;
-use super::types::{Action, CoordinatorConfig, GroupAnswer, GroupCall, Input, RequestId, Response};
+use super::types::{
+    Action, CoordinatorConfig, GroupAnswer, GroupCall, Input, PersistToken, RequestId, Response,
+};
 use super::OFFSETS_TOPIC;
 use crate::partition::{now_ms, Partition};
 use crate::requests::TopicPartition;
@@ -30,14 +34,23 @@ use crate::shard::Shard;
 
 /// How often the coordinator's clock advances (session expiry, join deadlines, initial delay).
 pub const TICK_INTERVAL_MS: u64 = 100;
+/// Room left in a batch for record framing (varints, attributes) beyond key and value bytes.
+const BATCH_SLACK_BYTES: usize = 64;
 /// Bytes read per step while replaying an offsets partition.
 const REPLAY_READ_BYTES: usize = 1 << 20;
+
+/// Records for `__consumer_offsets`: (key, value; `None` = tombstone).
+type Records = Vec<(Bytes, Option<Bytes>)>;
+/// An append the coordinator asked for: (token, offsets partition, records).
+type QueuedAppend = (PersistToken, i32, Records);
 
 pub struct GroupDriver {
     machine: RefCell<Coordinator>,
     waiting: RefCell<HashMap<RequestId, LocalSender<Response>>>,
     next_id: Cell<RequestId>,
-    /// Appends go one at a time (see the module doc).
+    /// Appends asked for and not yet written, in order.
+    appends: RefCell<VecDeque<QueuedAppend>>,
+    /// One append round at a time (see the module doc).
     append_turn: Semaphore,
     stopped: Cell<bool>,
 }
@@ -62,6 +75,7 @@ impl GroupDriver {
             machine: RefCell::new(Coordinator::new(config, seed)),
             waiting: RefCell::new(HashMap::new()),
             next_id: Cell::new(1),
+            appends: RefCell::new(VecDeque::new()),
             append_turn: Semaphore::new(1),
             stopped: Cell::new(false),
         })
@@ -122,10 +136,22 @@ impl GroupDriver {
         self.machine.borrow_mut().set_partition_count(partitions);
     }
 
-    /// Executes actions: answers, and appends (each followed by its outcome's actions).
+    /// Executes actions: answers go out at once, appends join the queue, and then this task
+    /// takes one turn at the queue (see [`GroupDriver::append_round`]).
     async fn run(&self, shard: &Rc<Shard>, actions: Vec<Action>) {
-        let mut queue: VecDeque<Action> = actions.into();
-        while let Some(a) = queue.pop_front() {
+        self.dispatch(actions);
+        if self.appends.borrow().is_empty() {
+            return;
+        }
+        let Ok(_turn) = self.append_turn.acquire_permit(1).await else {
+            return;
+        };
+        self.append_round(shard).await;
+    }
+
+    /// Answers go to their waiting requests; appends are queued.
+    fn dispatch(&self, actions: Vec<Action>) {
+        for a in actions {
             match a {
                 Action::Respond(id, r) => {
                     let tx = self.waiting.borrow_mut().remove(&id);
@@ -137,19 +163,50 @@ impl GroupDriver {
                     token,
                     partition,
                     records,
-                } => {
-                    let Ok(_turn) = self.append_turn.acquire_permit(1).await else {
-                        return;
-                    };
+                } => self
+                    .appends
+                    .borrow_mut()
+                    .push_back((token, partition, records)),
+            }
+        }
+    }
+
+    /// Group commit: everything queued for one partition goes out as one batch (one fdatasync),
+    /// then each append's outcome is reported in queue order. Runs under `append_turn`, so a
+    /// caller whose appends another task took finds them done once it gets the turn. Appends
+    /// that outcomes ask for meanwhile wait for the next turn (at the latest the next tick).
+    async fn append_round(&self, shard: &Rc<Shard>) {
+        let queued: Vec<QueuedAppend> = self.appends.borrow_mut().drain(..).collect();
+        let mut by_partition: BTreeMap<i32, Vec<(PersistToken, Records)>> = BTreeMap::new();
+        for (token, partition, records) in queued {
+            by_partition
+                .entry(partition)
+                .or_default()
+                .push((token, records));
+        }
+        for (partition, items) in by_partition {
+            let all: Records = items.iter().flat_map(|(_, r)| r.iter().cloned()).collect();
+            let result = self.append(shard, partition, all).await;
+            if result == Err(ErrorCode::InvalidCommitOffsetSize) && items.len() > 1 {
+                // One record too large for a batch must not fail its neighbours: one by one.
+                for (token, records) in items {
                     let result = self.append(shard, partition, records).await;
-                    let more = self
-                        .machine
-                        .borrow_mut()
-                        .persisted(token, result, clock_ms());
-                    queue.extend(more);
+                    self.report(token, result);
+                }
+            } else {
+                for (token, _) in items {
+                    self.report(token, result);
                 }
             }
         }
+    }
+
+    fn report(&self, token: PersistToken, result: Result<(), ErrorCode>) {
+        let more = self
+            .machine
+            .borrow_mut()
+            .persisted(token, result, clock_ms());
+        self.dispatch(more);
     }
 
     async fn append(
@@ -162,14 +219,30 @@ impl GroupDriver {
         let Some(part) = shard.partition(&tp) else {
             return Err(ErrorCode::NotCoordinator);
         };
+        // Batches up to the batch size limit, appended by one produce (one fdatasync).
         let now = now_ms();
+        let budget = shard
+            .config
+            .max_message_bytes
+            .saturating_sub(BATCH_SLACK_BYTES);
+        let mut batches = BytesMut::new();
         let mut b = BatchBuilder::new(now);
         for (k, v) in records {
+            let size = k.len() + v.as_ref().map_or(0, |v| v.len()) + BATCH_SLACK_BYTES;
+            if !b.is_empty() && b.estimated_bytes() + size > budget {
+                batches.extend_from_slice(&b.build().map_err(|_| ErrorCode::UnknownServerError)?);
+                b = BatchBuilder::new(now);
+            }
             b.push(now, Some(k), v);
         }
-        let batch = b.build().map_err(|_| ErrorCode::UnknownServerError)?;
+        if !b.is_empty() {
+            batches.extend_from_slice(&b.build().map_err(|_| ErrorCode::UnknownServerError)?);
+        }
+        if batches.is_empty() {
+            return Ok(());
+        }
         let r = part
-            .produce(batch.freeze(), -1, shard.config.max_message_bytes)
+            .produce(batches.freeze(), -1, shard.config.max_message_bytes)
             .await;
         if r.error == ErrorCode::None {
             Ok(())
