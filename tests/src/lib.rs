@@ -19,7 +19,7 @@
 //!
 //! Every wait has a deadline that only bounds failure; nothing sleeps to let something happen.
 //! The tests themselves live in `tests/` by area: `data_integrity`, `faults` (`bad_input`,
-//! `lifecycle`), `cli`.
+//! `lifecycle`), `cli`, `groups` (consumer groups).
 //!
 //! Run: `cargo test -p spool-tests` (builds the broker too). Tests pinning a known broker bug are
 //! `#[ignore]`d with the reason: `cargo test -p spool-tests -- --ignored`. `SPOOL_BIN=path` runs
