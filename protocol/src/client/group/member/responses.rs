@@ -5,8 +5,9 @@ use std::collections::BTreeSet;
 
 use tracing::{debug, warn};
 
-use super::{AfterRevoke, CommitKind, GroupCore, GroupEvent, Pending, Phase};
-use crate::client::group::protocol::Assignment;
+use super::{AfterRevoke, CommitKind, GroupCore, GroupEvent, Pending, Phase, MEMBERS_MAX};
+use crate::client::group::assignor::{Assignor, Member};
+use crate::client::group::protocol::{Assignment, Subscription};
 use crate::client::group::requests::{self as rq, is_coordinator_error};
 use crate::client::net::{ClientCore, NetAction};
 use crate::client::{ClientError, TopicPartition};
@@ -15,6 +16,89 @@ use crate::wire::{JoinGroupResponseT, ResponseBodyT};
 use crate::ErrorCode;
 
 impl GroupCore {
+    fn on_join(&mut self, r: &JoinGroupResponseT, code: ErrorCode, now_ms: u64) {
+        if self.phase != Phase::Joining {
+            return;
+        }
+        match code {
+            ErrorCode::None => {}
+            ErrorCode::MemberIdRequired => {
+                self.member_id = r.member_id.clone().unwrap_or_default();
+                return self.rejoin(0, now_ms);
+            }
+            ErrorCode::UnknownMemberId => {
+                self.reset_generation(true);
+                return self.rejoin(0, now_ms);
+            }
+            ErrorCode::IllegalGeneration => {
+                self.reset_generation(false);
+                return self.rejoin(0, now_ms);
+            }
+            c if is_coordinator_error(c) => {
+                self.coordinator_lost(now_ms);
+                return self.rejoin(0, now_ms);
+            }
+            c if c.is_retriable()
+                || c == ErrorCode::RebalanceInProgress
+                || c == ErrorCode::UnknownServerError =>
+            {
+                self.join_attempts += 1;
+                let delay = self.backoff(self.join_attempts);
+                return self.rejoin(delay, now_ms);
+            }
+            c => {
+                return self.fail(ClientError::broker(
+                    c,
+                    format!("join group {}", self.group_id),
+                ))
+            }
+        }
+        self.join_attempts = 0;
+        self.member_id = r.member_id.clone().unwrap_or_default();
+        self.generation = r.generation_id;
+        let Some(protocol) = r.protocol_name.as_deref().and_then(Assignor::from_name) else {
+            return self.fail(ClientError::broker(
+                ErrorCode::InconsistentGroupProtocol,
+                format!(
+                    "join group {}: protocol {:?}",
+                    self.group_id, r.protocol_name
+                ),
+            ));
+        };
+        self.protocol = Some(protocol);
+        let leader = r.leader.as_deref() == Some(self.member_id.as_str());
+        if leader && !r.skip_assignment {
+            let mut members = Vec::new();
+            for m in r.members.iter().flatten().take(MEMBERS_MAX) {
+                match Subscription::decode(m.metadata.as_deref().unwrap_or_default()) {
+                    Ok(subscription) => members.push(Member {
+                        member_id: m.member_id.clone(),
+                        group_instance_id: m.group_instance_id.clone(),
+                        subscription,
+                    }),
+                    Err(e) => {
+                        warn!(member = %m.member_id, error = %e, "undecodable subscription; assigning it nothing")
+                    }
+                }
+            }
+            for m in &members {
+                for t in &m.subscription.topics {
+                    self.metadata.want_topic(t);
+                }
+            }
+            self.phase = Phase::LeaderMetadata {
+                protocol,
+                members,
+                sent: false,
+            };
+        } else {
+            self.phase = Phase::SyncReady {
+                protocol,
+                assignments: Vec::new(),
+            };
+        }
+    }
+
     fn on_sync(&mut self, assignment: Option<&[u8]>, code: ErrorCode, now_ms: u64) {
         if self.phase != Phase::Syncing {
             return;

@@ -1,6 +1,7 @@
 //! The group member driven by scripted coordinator responses, with a clock moved by hand.
 
 use super::*;
+use crate::client::group::protocol::{Assignment, Subscription};
 use crate::client::net::ClientCore;
 use crate::client::test_util::{metadata, requests, respond};
 use crate::codec::Request;
