@@ -303,15 +303,19 @@ impl GroupDriver {
         let me = Rc::clone(self);
         let shard = Rc::clone(shard);
         glommio::spawn_local(async move {
-            let stats = me.replay(&shard, &part, partition).await;
+            let (records, skipped) = me.replay(&shard, &part, partition).await;
             me.machine.borrow_mut().finish_load(partition, clock_ms());
-            tracing::info!(
-                core = shard.core,
-                partition,
-                records = stats.0,
-                skipped = stats.1,
-                "loaded consumer groups"
-            );
+            if records + skipped > 0 {
+                tracing::info!(
+                    core = shard.core,
+                    partition,
+                    records,
+                    skipped,
+                    "loaded consumer groups"
+                );
+            } else {
+                tracing::debug!(core = shard.core, partition, "no consumer groups to load");
+            }
         })
         .detach();
     }
