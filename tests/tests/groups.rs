@@ -348,6 +348,14 @@ fn static_member_restart_causes_no_rebalance() {
     terminate_all(&members);
     let status = a2.terminate();
     assert!(status.success(), "A' exited with {status}");
+    // Static members send no LeaveGroup on close: the group keeps them until their sessions end.
+    let closed = describe(&broker, group);
+    assert_eq!(
+        closed.members.len(),
+        3,
+        "static members left the group on SIGTERM: {}",
+        closed.raw
+    );
 }
 
 #[test]
