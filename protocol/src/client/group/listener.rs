@@ -109,3 +109,69 @@ impl EventSink {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::consumer::ConsumerConfig;
+
+    #[derive(Default)]
+    struct Recorder(Vec<String>);
+
+    impl RebalanceListener for Recorder {
+        fn on_assigned(&mut self, generation: i32, partitions: &[TopicPartition]) {
+            self.0.push(format!("assigned {generation} {partitions:?}"));
+        }
+        fn on_revoked(&mut self, generation: i32, partitions: &[TopicPartition]) {
+            self.0.push(format!("revoked {generation} {partitions:?}"));
+        }
+    }
+
+    #[test]
+    fn assigned_partitions_start_at_committed_offsets_and_revoked_ones_stop() {
+        let mut consumer =
+            ConsumerCore::new(ConsumerConfig::default(), vec!["b:1".into()]).unwrap();
+        let (a, b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        let mut sink = EventSink::default();
+        let mut listener = Recorder::default();
+        sink.apply(
+            vec![GroupEvent::Assigned {
+                generation: 4,
+                added: vec![a.clone(), b.clone()],
+                assignment: vec![a.clone(), b.clone()],
+                start_offsets: vec![(a.clone(), 17)],
+            }],
+            &mut consumer,
+            &mut listener,
+        );
+        assert_eq!(consumer.assignment(), vec![a.clone(), b.clone()]);
+        assert_eq!(consumer.position(&a), Some(17), "the committed offset");
+        assert_eq!(
+            consumer.position(&b),
+            None,
+            "auto_offset_reset: looked up later"
+        );
+        sink.apply(
+            vec![
+                GroupEvent::Revoked {
+                    generation: 4,
+                    partitions: vec![a.clone()],
+                    lost: true,
+                },
+                GroupEvent::Fatal(ClientError::Closed),
+            ],
+            &mut consumer,
+            &mut listener,
+        );
+        assert_eq!(consumer.assignment(), vec![b.clone()]);
+        assert_eq!(
+            listener.0,
+            vec![
+                format!("assigned 4 {:?}", [&a, &b]),
+                format!("revoked 4 {:?}", [&a]),
+            ],
+            "on_lost falls back to on_revoked"
+        );
+        assert_eq!(sink.fatal, Some(ClientError::Closed));
+    }
+}
