@@ -897,3 +897,98 @@ fn reset_offsets_refused_while_group_has_members() {
         assert_eq!(d.committed(), want, "after {flag}: {}", d.raw);
     }
 }
+
+#[test]
+fn new_groups_start_where_reset_says_on_every_subscribed_topic() {
+    let broker = broker();
+    let partitions = 2;
+    for topic in ["early", "late"] {
+        create_topic(&broker, topic, partitions);
+    }
+    let acked: Vec<_> = ["early", "late"]
+        .map(|t| produce_spread(&broker, t, partitions, 0, 40))
+        .into();
+    let both = "early,late";
+
+    for conflicting in [["--from", "5"], ["--partition", "0"]] {
+        let mut args = vec!["consume", "early", "--group", "g"];
+        args.extend(conflicting);
+        let f = spool(&broker, &args, "");
+        assert!(
+            !f.status.success() && !f.stderr.trim().is_empty(),
+            "{conflicting:?} with --group was accepted ({}): {}",
+            f.status,
+            f.stdout
+        );
+    }
+
+    // No committed offsets, default `--reset earliest`: everything, from offset 0.
+    let earliest = GroupConsumer::start(
+        &broker,
+        "earliest",
+        both,
+        "earliest-group",
+        &MemberOptions {
+            num: Some(80),
+            ..MemberOptions::default()
+        },
+    );
+    assert!(earliest.wait_exit().success(), "{}", earliest.summary());
+    assert_well_formed(&[&earliest]);
+    let out = earliest.snapshot();
+    for (topic, acked) in ["early", "late"].iter().zip(&acked) {
+        assert_none(
+            &format!("{topic} read by the earliest member"),
+            &missing(topic, acked, &[&out]),
+            &[&earliest],
+        );
+    }
+    assert_eq!(
+        out.offsets_by_partition().len(),
+        4,
+        "{}",
+        earliest.summary()
+    );
+
+    // `--reset latest`: only what arrives after the member joined.
+    let late = GroupConsumer::start(
+        &broker,
+        "latest",
+        both,
+        "latest-group",
+        &MemberOptions {
+            extra_args: vec!["--reset".into(), "latest".into()],
+            ..MemberOptions::default()
+        },
+    );
+    wait_until(
+        "the latest member owns four partitions",
+        SETTLE,
+        &[&late],
+        || late.owned().len() == 4,
+    );
+    let producers = ["early", "late"].map(|t| PacedProducer::start(&broker, t, partitions, 1000));
+    wait_until(
+        "the latest member prints every partition",
+        SETTLE,
+        &[&late],
+        || late.with(|o| o.offsets_by_partition().len() == 4),
+    );
+    for p in producers {
+        p.stop();
+    }
+    let out = late.snapshot();
+    for (t, offsets) in out.offsets_by_partition() {
+        // Each partition held offsets 0..20 before the member started.
+        assert!(
+            offsets[0] >= 20,
+            "{t}: a --reset latest member started at {}, before the end",
+            offsets[0]
+        );
+        assert!(
+            offsets.windows(2).all(|w| w[1] == w[0] + 1),
+            "{t}: {offsets:?}"
+        );
+    }
+    assert!(late.terminate().success(), "{}", late.summary());
+}
