@@ -589,18 +589,43 @@ enum Step {
     Commit(usize, i64),
     Advance(u64),
     FailAppends(bool),
+    /// Every client with a member id does what a well-behaved client would: rejoin during a
+    /// rebalance, then sync (the leader with an assignment for everyone).
+    Settle,
+}
+
+/// Learns member ids and generations from answered joins (a refused member starts over).
+fn learn(h: &H, joins: &mut BTreeMap<RequestId, usize>, clients: &mut [(String, i32)]) {
+    let answered: Vec<RequestId> = joins
+        .keys()
+        .copied()
+        .filter(|id| h.answers.contains_key(id))
+        .collect();
+    for id in answered {
+        let i = joins.remove(&id).unwrap_or(0);
+        if let Some(Response::Join(j)) = h.answers.get(&id) {
+            if j.error == ErrorCode::None {
+                clients[i] = (j.member_id.clone(), j.generation);
+            } else if j.error == ErrorCode::UnknownMemberId
+                || j.error == ErrorCode::FencedInstanceId
+            {
+                clients[i] = (String::new(), -1);
+            }
+        }
+    }
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        (0usize..4).prop_map(Step::Join),
-        (0usize..4).prop_map(Step::JoinStatic),
-        (0usize..4).prop_map(Step::Sync),
-        (0usize..4).prop_map(Step::Heartbeat),
-        (0usize..4).prop_map(Step::Leave),
-        ((0usize..4), 0i64..1000).prop_map(|(m, o)| Step::Commit(m, o)),
-        prop_oneof![Just(100u64), Just(3_000), Just(11_000), Just(61_000)].prop_map(Step::Advance),
-        any::<bool>().prop_map(Step::FailAppends),
+        2 => (0usize..4).prop_map(Step::Join),
+        1 => (0usize..4).prop_map(Step::JoinStatic),
+        2 => (0usize..4).prop_map(Step::Sync),
+        2 => (0usize..4).prop_map(Step::Heartbeat),
+        1 => (0usize..4).prop_map(Step::Leave),
+        3 => ((0usize..4), 0i64..1000).prop_map(|(m, o)| Step::Commit(m, o)),
+        2 => prop_oneof![Just(100u64), Just(3_000), Just(11_000), Just(61_000)].prop_map(Step::Advance),
+        1 => any::<bool>().prop_map(Step::FailAppends),
+        4 => Just(Step::Settle),
     ]
 }
 
@@ -645,19 +670,26 @@ proptest! {
                 }
                 Step::Advance(ms) => h.advance(ms),
                 Step::FailAppends(f) => h.fail_appends = f.then_some(ErrorCode::NotCoordinator),
-            }
-            // Learn member ids and generations from successful join answers.
-            let answered: Vec<RequestId> = joins.keys().copied().filter(|id| h.answers.contains_key(id)).collect();
-            for id in answered {
-                let i = joins.remove(&id).unwrap_or(0);
-                if let Some(Response::Join(j)) = h.answers.get(&id) {
-                    if j.error == ErrorCode::None {
-                        clients[i] = (j.member_id.clone(), j.generation);
-                    } else if j.error == ErrorCode::UnknownMemberId || j.error == ErrorCode::FencedInstanceId {
-                        clients[i] = (String::new(), -1);
+                Step::Settle => {
+                    if h.state() == GroupState::PreparingRebalance {
+                        for (i, c) in clients.clone().iter().enumerate() {
+                            if !c.0.is_empty() {
+                                let a = h.join_args(&c.0, None, b"m");
+                                let id = h.send(|id| Input::Join(id, a));
+                                joins.insert(id, i);
+                            }
+                        }
+                        learn(&h, &mut joins, &mut clients);
+                    }
+                    let all: Vec<(String, Vec<u8>)> = clients.iter().map(|(m, _)| (m.clone(), m.as_bytes().to_vec())).collect();
+                    for (m, g) in clients.clone() {
+                        if !m.is_empty() {
+                            h.sync(&m, g, all.clone());
+                        }
                     }
                 }
             }
+            learn(&h, &mut joins, &mut clients);
             if h.c.group(GROUP).is_none() {
                 last_generation = 0;
             }
@@ -679,6 +711,32 @@ proptest! {
             }
             let got = h.c.fetch_offsets(GROUP, Some(vec![("t".into(), vec![0])])).unwrap();
             prop_assert_eq!(got[0].2.as_ref().map(|v| v.offset), expected_offset);
+        }
+        // A restart replays the log: the same offsets, and the last completed generation.
+        let mut replayed = Coordinator::new(config(3_000), 1);
+        for p in 0..4 {
+            replayed.begin_load(p);
+        }
+        for (p, k, v) in &h.log {
+            prop_assert!(replayed.load_record(*p, k, v.as_deref()).is_ok());
+        }
+        for p in 0..4 {
+            replayed.finish_load(p, h.now);
+        }
+        prop_assert_eq!(
+            replayed.fetch_offsets(GROUP, None).unwrap(),
+            h.c.fetch_offsets(GROUP, None).unwrap()
+        );
+        if let (Some(live), Some(back)) = (h.c.group(GROUP), replayed.group(GROUP)) {
+            prop_assert!(back.generation() <= live.generation());
+            if live.state() == GroupState::Stable {
+                prop_assert_eq!(back.generation(), live.generation());
+                prop_assert_eq!(back.state(), GroupState::Stable);
+                prop_assert_eq!(back.leader(), live.leader());
+                let a: Vec<_> = live.assignments().collect();
+                let b: Vec<_> = back.assignments().collect();
+                prop_assert_eq!(a, b);
+            }
         }
     }
 }
