@@ -5,6 +5,11 @@
 //! [`GroupCore`]: rebalance callbacks run inside `poll` (and `commit_sync`, `close`) on the
 //! caller's thread. Kafka's at-least-once model: the records a `poll` returns count as processed
 //! at the next `poll`, commit or close, which commit the positions after them.
+//!
+//! Unlike Kafka's Java client there is no background heartbeat thread: heartbeats go out while
+//! the application is inside `poll` (or `commit_sync`, `close`), so the time spent processing
+//! between two polls must stay below `session_timeout_ms`, not only `max_poll_interval_ms`, or
+//! the coordinator drops the member (it then loses its partitions and rejoins at the next poll).
 
 use std::time::{Duration, Instant};
 
@@ -233,6 +238,11 @@ impl Consumer {
     /// once.
     pub fn poll(&mut self, timeout_ms: u64) -> Result<Vec<ConsumerRecord>, ClientError> {
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        if self.group.is_some() {
+            // Lets the member notice a `max_poll_interval_ms` that passed since the last poll
+            // (it leaves and loses its partitions) before this poll counts as one and rejoins.
+            self.step(Duration::ZERO)?;
+        }
         if let Some(g) = self.group.as_mut() {
             g.core.polled(super::now_ms());
         }

@@ -194,6 +194,11 @@ impl Consumer {
     /// Waits up to `timeout_ms` for records (long poll).
     pub async fn poll(&mut self, timeout_ms: u64) -> Result<Vec<ConsumerRecord>, ClientError> {
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        if self.group.is_some() {
+            // Lets the member notice a `max_poll_interval_ms` that passed since the last poll
+            // (it leaves and loses its partitions) before this poll counts as one and rejoins.
+            self.step(Duration::ZERO).await?;
+        }
         if let Some(g) = self.group.as_mut() {
             g.core.polled(now_ms());
         }
