@@ -341,6 +341,13 @@ impl Shard {
             }
             out
         };
+        // Groups of offsets partitions about to open wait (COORDINATOR_LOAD_IN_PROGRESS) rather
+        // than being told this core is not their coordinator while the opens below run.
+        for (tp, _, _) in &wanted {
+            if tp.topic == OFFSETS_TOPIC {
+                self.groups.expect_load(tp.partition);
+            }
+        }
         for (tp, epoch, log_config) in wanted {
             let dir = self.config.data_dir.join(tp.to_string());
             match PartitionLog::open(&dir, log_config).await {
@@ -362,7 +369,11 @@ impl Shard {
                     }
                 }
                 Err(e) => {
-                    tracing::error!(core = self.core, %tp, code = ?log_error_code(&e), "cannot open partition: {e}")
+                    tracing::error!(core = self.core, %tp, code = ?log_error_code(&e), "cannot open partition: {e}");
+                    if tp.topic == OFFSETS_TOPIC {
+                        let groups = Rc::clone(&self.groups);
+                        groups.unload(self, tp.partition).await;
+                    }
                 }
             }
         }

@@ -521,6 +521,11 @@ impl Coordinator {
         self.groups.retain(|_, g| g.partition != partition);
     }
 
+    /// Whether `partition` is being replayed.
+    pub fn is_loading(&self, partition: i32) -> bool {
+        self.partitions.get(&partition) == Some(&Load::Loading)
+    }
+
     /// One replayed record (key, value; `None` = tombstone), in log order. An undecodable
     /// record is skipped (returned as an error for the driver to log).
     pub fn load_record(

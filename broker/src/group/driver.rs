@@ -25,7 +25,8 @@ use spool_storage::records::{self as log_records, BatchBuilder};
 
 use super::coordinator::Coordinator;
 use super::types::{
-    Action, CoordinatorConfig, GroupAnswer, GroupCall, Input, PersistToken, RequestId, Response,
+    Action, CoordinatorConfig, GroupAnswer, GroupCall, Input, JoinResult, PersistToken, RequestId,
+    Response, SyncResult,
 };
 use super::OFFSETS_TOPIC;
 use crate::partition::{now_ms, Partition};
@@ -66,6 +67,26 @@ fn append_error(code: ErrorCode) -> ErrorCode {
         ErrorCode::MessageTooLarge => ErrorCode::InvalidCommitOffsetSize,
         _ => ErrorCode::CoordinatorNotAvailable,
     }
+}
+
+/// The answer to `call` that carries only `code`.
+fn refused(call: &GroupCall, code: ErrorCode) -> GroupAnswer {
+    let r = match call {
+        GroupCall::Join(a) => Response::Join(JoinResult::error(code, &a.member_id)),
+        GroupCall::Sync(_) => Response::Sync(SyncResult::error(code)),
+        GroupCall::Heartbeat(_) => Response::Heartbeat(code),
+        GroupCall::Leave(_) => Response::Leave(code, Vec::new()),
+        GroupCall::Commit(a) => Response::Commit(
+            a.offsets
+                .iter()
+                .map(|(t, p, _)| (t.clone(), *p, code))
+                .collect(),
+        ),
+        GroupCall::FetchOffsets { .. } => return GroupAnswer::Offsets(Err(code)),
+        GroupCall::Describe(_) => return GroupAnswer::Described(Err(code)),
+        GroupCall::List => return GroupAnswer::Listed(Vec::new()),
+    };
+    GroupAnswer::Response(r)
 }
 
 impl GroupDriver {
@@ -111,6 +132,11 @@ impl GroupDriver {
 
     /// Serves one routed group request.
     pub async fn serve(&self, shard: &Rc<Shard>, call: GroupCall) -> GroupAnswer {
+        if crate::ops::partition_count(shard, OFFSETS_TOPIC).is_none() {
+            // The topic was just created and this core has not applied it yet (the asking core
+            // has): its partitions open here in a moment.
+            return refused(&call, ErrorCode::CoordinatorLoadInProgress);
+        }
         let input: Box<dyn FnOnce(RequestId) -> Input> = match call {
             GroupCall::Join(a) => Box::new(|id| Input::Join(id, a)),
             GroupCall::Sync(a) => Box::new(|id| Input::Sync(id, a)),
@@ -296,10 +322,17 @@ impl GroupDriver {
         waiting.clear();
     }
 
-    /// This core opened offsets partition `partition`: requests for its groups wait
-    /// (COORDINATOR_LOAD_IN_PROGRESS) until the replay below has run.
-    pub fn begin_load(self: &Rc<Self>, shard: &Rc<Shard>, part: Rc<Partition>, partition: i32) {
+    /// This core is about to open offsets partition `partition`: requests for its groups wait
+    /// (COORDINATOR_LOAD_IN_PROGRESS) until [`GroupDriver::begin_load`]'s replay has run.
+    pub fn expect_load(&self, partition: i32) {
         self.machine.borrow_mut().begin_load(partition);
+    }
+
+    /// This core opened offsets partition `partition`: replays it, then serves its groups.
+    pub fn begin_load(self: &Rc<Self>, shard: &Rc<Shard>, part: Rc<Partition>, partition: i32) {
+        if !self.machine.borrow().is_loading(partition) {
+            self.machine.borrow_mut().begin_load(partition);
+        }
         let me = Rc::clone(self);
         let shard = Rc::clone(shard);
         glommio::spawn_local(async move {
