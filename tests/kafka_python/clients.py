@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """kafka-python 2.x against spool's Kafka port, driven by tests/tests/kafka_python.rs.
 
-Creates a topic (CreateTopics), produces keyed messages with acks=all, consumes them all with a
-consumer group (enable_auto_commit=False, a synchronous commit after each poll), describes the
-group while its member is in it, then asks a second client for the group's committed offsets.
+`group`: creates a topic (CreateTopics), produces keyed messages with acks=all, consumes them all
+with a consumer group (enable_auto_commit=False, a synchronous commit after each poll), describes
+the group while its member is in it, then asks a second client for the group's committed offsets.
+
+`admin`: creates a topic with a config, creates it again (which must fail), describes its configs
+(DescribeConfigs), lists topics, deletes it (DeleteTopics) and lists topics until it is gone.
 
 Prints one JSON object per line on stdout ({"event": ...}); the Rust test checks them. Every wait
 is bounded by --timeout-s: on expiry the script prints {"event": "timeout", ...} and exits 2.
@@ -15,7 +18,8 @@ import sys
 import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.errors import TopicAlreadyExistsError
 
 REQUEST_TIMEOUT_MS = 30_000
 
@@ -26,9 +30,10 @@ def emit(event, **fields):
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("mode", choices=["group", "admin"])
     ap.add_argument("--bootstrap", required=True, help="host:port of the Kafka listener")
     ap.add_argument("--topic", required=True)
-    ap.add_argument("--group", required=True)
+    ap.add_argument("--group", default="spool-tests-python")
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--messages", type=int, default=1000)
     ap.add_argument("--timeout-s", type=float, default=90.0)
@@ -127,14 +132,52 @@ def committed(args):
     reader.close()
 
 
+def admin_round_trip(args, deadline):
+    admin = KafkaAdminClient(
+        bootstrap_servers=args.bootstrap,
+        client_id="spool-tests-python-admin",
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+    topic = NewTopic(
+        args.topic,
+        num_partitions=args.partitions,
+        replication_factor=1,
+        topic_configs={"retention.ms": "3600000"},
+    )
+    admin.create_topics([topic], timeout_ms=REQUEST_TIMEOUT_MS)
+    emit("created", topic=args.topic)
+    try:
+        admin.create_topics([topic], timeout_ms=REQUEST_TIMEOUT_MS)
+        emit("created_twice", topic=args.topic)
+    except TopicAlreadyExistsError:
+        emit("already_exists", topic=args.topic)
+    for response in admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, args.topic)]):
+        for r in response.resources:
+            emit("configs", error_code=r[0], resource=r[3], entries={e[0]: e[1] for e in r[4]})
+    emit("listed", topics=sorted(admin.list_topics()))
+    admin.delete_topics([args.topic], timeout_ms=REQUEST_TIMEOUT_MS)
+    emit("deleted", topic=args.topic)
+    # Metadata may lag the deletion on another core for a moment: look until it is gone.
+    while args.topic in admin.list_topics():
+        if time.monotonic() > deadline:
+            emit("timeout", stage="delete", topic=args.topic)
+            sys.exit(2)
+        time.sleep(0.05)
+    emit("gone", topic=args.topic)
+    admin.close()
+
+
 def main():
     args = parse_args()
     deadline = time.monotonic() + args.timeout_s
-    admin = create_topic(args)
-    produce(args)
-    consume(args, admin, deadline)
-    committed(args)
-    admin.close()
+    if args.mode == "admin":
+        admin_round_trip(args, deadline)
+    else:
+        admin = create_topic(args)
+        produce(args)
+        consume(args, admin, deadline)
+        committed(args)
+        admin.close()
     emit("done")
 
 

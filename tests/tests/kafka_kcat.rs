@@ -1,6 +1,7 @@
 //! The Kafka port with Debian's `kcat` (built on librdkafka 2.0.2, which negotiates ApiVersions
 //! v3 and chokes on a response it cannot read): metadata as text and as JSON, keyed produce,
-//! consume to the end, and a consumer group that commits and resumes (issue #7, item 4b).
+//! consume to the end, a consumer group that commits and resumes, auto-created topics, and
+//! offsets by timestamp (issue #7, item 4b).
 //!
 //! kcat is installed by `scripts/test.sh`; without it these tests fail saying so. Each kcat run
 //! is bounded, and its output is shown when it fails.
@@ -247,4 +248,52 @@ fn producing_to_an_unknown_topic_creates_it_with_the_default_partitions() {
         text.contains("topic \"kcat-auto\" with 2 partitions:"),
         "kcat -L -t kcat-auto:\n{text}"
     );
+}
+
+/// Milliseconds since the epoch, as librdkafka stamps records (CreateTime).
+fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970");
+    i64::try_from(since.as_millis()).expect("milliseconds fit an i64")
+}
+
+/// `kcat -Q -t topic:partition:timestamp`: the offset ListOffsets answers.
+fn query_offset(broker: &Broker, topic: &str, timestamp: i64) -> i64 {
+    let spec = format!("{topic}:0:{timestamp}");
+    let out = run_kcat(broker, &["-Q", "-t", &spec], b"");
+    out.lines()
+        .find_map(|l| l.split_once(" offset ").map(|(_, o)| o.trim()))
+        .and_then(|o| o.parse().ok())
+        .unwrap_or_else(|| panic!("kcat -Q -t {spec} printed no offset:\n{out}"))
+}
+
+#[test]
+fn list_offsets_by_timestamp_finds_the_first_record_at_or_after_it() {
+    let broker = start_broker(BrokerOptions::default());
+    create_topic(&broker, "kcat-times", 1);
+    produce_lines(&broker, "kcat-times", 0..5);
+    // Every record of the first batch is stamped at or before `between`; wait until the clock
+    // has passed it (a bounded spin on the clock, not a guess), so the second batch's records
+    // are all stamped after it.
+    let between = now_ms();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while now_ms() <= between {
+        assert!(Instant::now() < deadline, "the wall clock stands still");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    produce_lines(&broker, "kcat-times", 5..8);
+
+    assert_eq!(
+        query_offset(&broker, "kcat-times", between + 1),
+        5,
+        "first record after the gap"
+    );
+    assert_eq!(
+        query_offset(&broker, "kcat-times", 0),
+        0,
+        "a time before every record"
+    );
+    assert_eq!(query_offset(&broker, "kcat-times", -2), 0, "earliest (-2)");
+    assert_eq!(query_offset(&broker, "kcat-times", -1), 8, "latest (-1)");
 }

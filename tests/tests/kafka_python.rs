@@ -6,6 +6,9 @@
 //! It also prints how long the new group took from `subscribe` to its first record, to compare
 //! with Kafka's `group.initial.rebalance.delay.ms` (3 s) plus about a second; that figure is
 //! reported, not asserted (timing assertions are flaky on a shared machine).
+//!
+//! A second run of the script drives the admin APIs: CreateTopics (with a config, and a second
+//! time, which must fail), DescribeConfigs, Metadata (list topics) and DeleteTopics.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -15,7 +18,7 @@ use std::time::Duration;
 use serde_json::Value;
 use spool_protocol::client::partitioner::partition_for_key;
 use spool_tests::kafka_clients::{python_with_kafka, run_client, start_broker, tail};
-use spool_tests::BrokerOptions;
+use spool_tests::{Broker, BrokerOptions};
 
 const MESSAGES: usize = 1_000;
 const PARTITIONS: i32 = 3;
@@ -26,18 +29,17 @@ const GROUP: &str = "python-group";
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
-#[test]
-fn kafka_python_produces_and_a_group_consumes_and_commits_everything() {
+/// Runs `clients.py <mode>` against `broker` with `args`; returns its events and a context
+/// (its output and the broker's log) for failure messages. Insists on the closing `done` event.
+fn run_script(broker: &Broker, mode: &str, args: &[&str]) -> (Vec<Value>, String) {
     let python = python_with_kafka();
-    let broker = start_broker(BrokerOptions::default());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("kafka_python/clients.py");
     let mut cmd = Command::new(python);
     cmd.arg(&script)
+        .arg(mode)
         .args(["--bootstrap", &broker.kafka_bootstrap()])
-        .args(["--topic", TOPIC, "--group", GROUP])
-        .args(["--partitions", &PARTITIONS.to_string()])
-        .args(["--messages", &MESSAGES.to_string()])
-        .args(["--timeout-s", &SCRIPT_TIMEOUT.as_secs().to_string()]);
+        .args(["--timeout-s", &SCRIPT_TIMEOUT.as_secs().to_string()])
+        .args(args);
     let finished = run_client(&mut cmd, b"", broker.scratch(), RUN_TIMEOUT);
     let events: Vec<Value> = finished
         .stdout
@@ -50,8 +52,37 @@ fn kafka_python_produces_and_a_group_consumes_and_commits_everything() {
         tail(&finished.stderr),
         broker.log_tail()
     );
-    let of = |kind: &str| -> Vec<&Value> { events.iter().filter(|e| e["event"] == kind).collect() };
-    assert_eq!(of("done").len(), 1, "the script did not finish\n{context}");
+    assert!(
+        events.last().is_some_and(|e| e["event"] == "done"),
+        "the script did not finish\n{context}"
+    );
+    (events, context)
+}
+
+/// The events of one kind.
+fn of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+#[test]
+fn kafka_python_produces_and_a_group_consumes_and_commits_everything() {
+    let broker = start_broker(BrokerOptions::default());
+    let (partitions, messages) = (PARTITIONS.to_string(), MESSAGES.to_string());
+    let (events, context) = run_script(
+        &broker,
+        "group",
+        &[
+            "--topic",
+            TOPIC,
+            "--group",
+            GROUP,
+            "--partitions",
+            &partitions,
+            "--messages",
+            &messages,
+        ],
+    );
+    let of = |kind: &str| of(&events, kind);
 
     // Produced: every key acknowledged once, in its murmur2 partition (kafka-python's default
     // partitioner is Kafka's), at offsets 0..n per partition.
@@ -145,4 +176,37 @@ fn int(event: &Value, field: &str) -> i64 {
     event[field]
         .as_i64()
         .unwrap_or_else(|| panic!("{field} is not an integer in {event}"))
+}
+
+#[test]
+fn kafka_python_admin_creates_describes_and_deletes_a_topic() {
+    let broker = start_broker(BrokerOptions::default());
+    let (events, context) = run_script(
+        &broker,
+        "admin",
+        &["--topic", "python-admin", "--partitions", "2"],
+    );
+    assert_eq!(of(&events, "created").len(), 1, "{context}");
+    assert_eq!(
+        of(&events, "already_exists").len(),
+        1,
+        "creating the topic twice must fail with TOPIC_ALREADY_EXISTS\n{context}"
+    );
+    let configs = of(&events, "configs");
+    assert_eq!(configs.len(), 1, "{context}");
+    assert_eq!(configs[0]["error_code"], 0, "{}", configs[0]);
+    assert_eq!(configs[0]["resource"], "python-admin", "{}", configs[0]);
+    assert_eq!(
+        configs[0]["entries"]["retention.ms"], "3600000",
+        "the config given at creation: {}",
+        configs[0]
+    );
+    let listed = &of(&events, "listed")[0]["topics"];
+    assert!(
+        listed
+            .as_array()
+            .is_some_and(|t| t.contains(&Value::from("python-admin"))),
+        "ListTopics (Metadata) after CreateTopics: {listed}"
+    );
+    assert_eq!(of(&events, "gone").len(), 1, "{context}");
 }
