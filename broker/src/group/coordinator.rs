@@ -28,6 +28,9 @@ pub const OFFSETS_PER_GROUP_MAX: usize = 100_000;
 /// How long an empty group without committed offsets is kept before it is dropped (so a group
 /// that empties for a moment keeps its generation count).
 pub const EMPTY_GROUP_RETENTION_MS: u64 = 600_000;
+/// Kafka's `offsets.retention.minutes` (7 days): an empty group's offsets go this long after the
+/// group emptied or the offset was committed, whichever is later.
+pub const OFFSETS_RETENTION_MS: u64 = 7 * 24 * 3_600_000;
 /// Kafka's `offset.metadata.max.bytes`.
 pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
 /// Protocols one member may offer in a JoinGroup.
@@ -75,6 +78,31 @@ fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// Removes an empty group's offsets past [`OFFSETS_RETENTION_MS`]; returns their tombstones.
+fn expire_offsets(g: &mut Group, now_ms: u64) -> Vec<(Bytes, Option<Bytes>)> {
+    let since = g.state_timestamp_ms();
+    let gone: Vec<(String, i32)> = g
+        .offsets
+        .iter()
+        .filter(|(_, v)| {
+            let last = since.max(u64::try_from(v.commit_timestamp_ms).unwrap_or(0));
+            now_ms >= last.saturating_add(OFFSETS_RETENTION_MS)
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    let mut tombstones = Vec::with_capacity(gone.len());
+    for (topic, partition) in gone {
+        g.offsets.remove(&(topic.clone(), partition));
+        let key = records::encode_key(&RecordKey::Offset {
+            group: g.id.clone(),
+            topic,
+            partition,
+        });
+        tombstones.push((key, None));
+    }
+    tombstones
 }
 
 impl Coordinator {
@@ -423,11 +451,15 @@ impl Coordinator {
         for id in ids {
             let mut fx = Vec::new();
             let mut drop_it = None;
+            let mut expired = Vec::new();
             if let Some(g) = self.groups.get_mut(&id) {
                 if self.partitions.get(&g.partition) != Some(&Load::Active) {
                     continue;
                 }
                 g.tick(now_ms, delay, &mut fx);
+                if g.state() == GroupState::Empty {
+                    expired = expire_offsets(g, now_ms);
+                }
                 if g.state() == GroupState::Empty
                     && g.offsets.is_empty()
                     && !g.has_waiters()
@@ -438,6 +470,15 @@ impl Coordinator {
                 }
             }
             self.effects(&id, fx, &mut out);
+            if !expired.is_empty() {
+                let partition = coordinator_partition(&id, self.config.offsets_partitions);
+                let token = self.token(Pending::Nothing);
+                out.push(Action::Persist {
+                    token,
+                    partition,
+                    records: expired,
+                });
+            }
             if let Some(partition) = drop_it {
                 self.groups.remove(&id);
                 let key = records::encode_key(&RecordKey::Group { group: id });

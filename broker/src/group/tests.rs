@@ -759,3 +759,30 @@ fn oversized_names_are_refused_and_client_ids_are_cut() {
     let (_, k, v) = h.log.last().unwrap();
     assert!(records::decode(k, v.as_deref()).is_ok());
 }
+
+#[test]
+fn an_empty_groups_offsets_expire_after_the_retention() {
+    let mut h = H::new(0);
+    let (a, gen) = h.single_stable_member();
+    assert_eq!(h.commit(&a, gen, 7), vec![ErrorCode::None]);
+    // The member goes (session timeout): the group is Empty from now on.
+    h.advance(SESSION_MS as u64);
+    assert_eq!(h.state(), GroupState::Empty);
+    h.advance(coordinator::OFFSETS_RETENTION_MS - 1_000);
+    assert_eq!(h.committed(), Some(7), "kept within the retention");
+    h.advance(1_000);
+    assert_eq!(h.committed(), None);
+    assert!(
+        h.log.iter().any(|(_, k, v)| v.is_none()
+            && matches!(
+                records::decode_key(k),
+                Ok(records::RecordKey::Offset { .. })
+            )),
+        "a tombstone was written for the offset"
+    );
+    assert_eq!(
+        h.state(),
+        GroupState::Dead,
+        "and the group, empty for long, is dropped"
+    );
+}
