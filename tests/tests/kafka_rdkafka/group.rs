@@ -248,7 +248,7 @@ pub fn fetch_committed(broker: &Broker) -> BTreeMap<i32, Offset> {
     }
     let fetched = consumer
         .committed_offsets(tpl, CALL_TIMEOUT)
-        .unwrap_or_else(|e| panic!("OffsetFetch after the restart: {e}\n{}", broker.log_tail()));
+        .unwrap_or_else(|e| panic!("OffsetFetch: {e}\n{}", broker.log_tail()));
     fetched
         .elements()
         .iter()

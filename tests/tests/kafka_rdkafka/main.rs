@@ -87,6 +87,16 @@ fn scenario(stop: Stop) {
         started.elapsed()
     );
 
+    // A group nobody has committed for has no offsets. Asking also makes the broker set up the
+    // group's coordinator before the three members look for it at once: on a fresh broker their
+    // first JoinGroups can otherwise get NOT_COORDINATOR, and librdkafka waits ~3 s to rejoin,
+    // late enough that the first generation may start without them (then one member could take
+    // the whole first half alone).
+    assert_eq!(
+        fetch_committed(&broker),
+        commit_points(&[]),
+        "OffsetFetch for a new group"
+    );
     let first = run_group(&broker, "before", MESSAGES as usize / 2, 0);
     let committed_before: Vec<&Consumed> = first.iter().flat_map(|m| &m.committed).collect();
     for m in &first {
