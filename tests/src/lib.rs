@@ -16,10 +16,12 @@
 //!   [`paced`]: consumer groups — `spool consume --group` members as child processes, their output
 //!   parsed and checked, the group protocol by hand, `spool group describe` read back, producers
 //!   that feed every partition.
+//! - [`kafka_clients`]: Kafka clients nobody here wrote (kcat, kafka-python; rdkafka is a
+//!   dev-dependency), found or failed with how to install them, run with bounds.
 //!
 //! Every wait has a deadline that only bounds failure; nothing sleeps to let something happen.
 //! The tests themselves live in `tests/` by area: `data_integrity`, `faults` (`bad_input`,
-//! `lifecycle`), `cli`, `groups` (consumer groups).
+//! `lifecycle`), `cli`, `groups` (consumer groups), `kafka_*` (the Kafka port with real clients).
 //!
 //! Run: `cargo test -p spool-tests` (builds the broker too). Tests pinning a known broker bug are
 //! `#[ignore]`d with the reason: `cargo test -p spool-tests -- --ignored`. `SPOOL_BIN=path` runs
