@@ -3,7 +3,7 @@
 //! Group G lives on the core owning partition `(java_string_hash(G) & 0x7fffffff) % N` of the
 //! compacted internal topic `__consumer_offsets` (N = `offsets.topic.num.partitions`, 50 by
 //! default, Kafka's formula), created through the controller on first use. Layout:
-//! - [`state`]: one group's membership state machine (sans-IO);
+//! - [`state`] (and `join`, its join phase): one group's membership state machine (sans-IO);
 //! - [`coordinator`]: one core's groups and offsets, loading, appends in flight (sans-IO);
 //! - [`records`]: the key/value records in `__consumer_offsets` (Kafka's layout);
 //! - [`driver`]: the glommio side: ticks the coordinator, appends its records to the partition
@@ -12,6 +12,7 @@
 
 pub mod coordinator;
 pub mod driver;
+mod join;
 pub mod records;
 pub mod state;
 pub mod types;
