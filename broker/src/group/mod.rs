@@ -4,7 +4,8 @@
 //! compacted internal topic `__consumer_offsets` (N = `offsets.topic.num.partitions`, 50 by
 //! default, Kafka's formula), created through the controller on first use. Layout:
 //! - [`state`] (and `join`, its join phase): one group's membership state machine (sans-IO);
-//! - [`coordinator`]: one core's groups and offsets, loading, appends in flight (sans-IO);
+//! - [`coordinator`] (and `load`, its replay side): one core's groups and offsets, loading,
+//!   appends in flight (sans-IO);
 //! - [`records`]: the key/value records in `__consumer_offsets` (Kafka's layout);
 //! - [`driver`]: the glommio side: ticks the coordinator, appends its records to the partition
 //!   (acks=all, durable under fsync) before answering, replays partitions on open, and answers
@@ -13,6 +14,7 @@
 pub mod coordinator;
 pub mod driver;
 mod join;
+mod load;
 pub mod records;
 pub mod state;
 pub mod types;
