@@ -357,17 +357,28 @@ impl GroupCore {
             return;
         }
         self.commits.retain(|c| c.in_flight || c.kind.retried());
+        self.rejoin_needed = false;
         if self.held.is_empty() || self.generation < 0 {
             self.lose_all();
-            self.phase = Phase::Leaving { sent: false };
-            return;
+        } else {
+            // Replaces any revocation under way: everything goes now.
+            self.revocation = None;
+            self.start_revocation(
+                self.assignment(),
+                AfterRevoke::Leave,
+                CommitKind::Close,
+                now_ms,
+            );
         }
-        self.start_revocation(
-            self.assignment(),
-            AfterRevoke::Leave,
-            CommitKind::Close,
-            now_ms,
-        );
+        // Out of any join or sync: their late answers are ignored from here on.
+        self.phase = Phase::Leaving { sent: false };
+    }
+
+    /// Whether the close's commit and revocation are done, so LeaveGroup may go.
+    fn ready_to_leave(&self) -> bool {
+        self.phase == (Phase::Leaving { sent: false })
+            && self.revocation.is_none()
+            && self.commits.is_empty()
     }
 
     fn identity(&self) -> Identity<'_> {
@@ -381,6 +392,8 @@ impl GroupCore {
 
     fn fail(&mut self, error: ClientError) {
         warn!(group = %self.group_id, %error, "group member failed");
+        // Its partitions are gone with it: nothing more is committed for them.
+        self.lose_all();
         self.events.push_back(GroupEvent::Fatal(error));
         self.phase = Phase::Failed;
     }
@@ -535,6 +548,9 @@ impl GroupCore {
 
 mod actions;
 mod responses;
+
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod tests;

@@ -324,11 +324,17 @@ impl GroupCore {
                     );
                 }
             }
-            Phase::Leaving { sent: false } if !self.commits.iter().any(|c| c.in_flight) => {
-                let body = rq::leave_group(&self.identity(), "the consumer is being closed");
-                let timeout_ms = self.config.request_timeout_ms;
-                if self.send(coordinator, body, Pending::Leave, timeout_ms, now_ms, out) {
-                    self.phase = Phase::Leaving { sent: true };
+            Phase::Leaving { sent: false } if self.ready_to_leave() => {
+                if self.is_static() || self.member_id.is_empty() {
+                    // A static member's membership ends by session timeout (KIP-345); a member
+                    // without an id has none to end.
+                    self.phase = Phase::Closed;
+                } else {
+                    let body = rq::leave_group(&self.identity(), "the consumer is being closed");
+                    let timeout_ms = self.config.request_timeout_ms;
+                    if self.send(coordinator, body, Pending::Leave, timeout_ms, now_ms, out) {
+                        self.phase = Phase::Leaving { sent: true };
+                    }
                 }
             }
             _ => {}

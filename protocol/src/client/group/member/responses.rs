@@ -254,7 +254,16 @@ impl GroupCore {
         };
         match result {
             Ok(committed) => self.finish_assign(assignment, added, committed),
-            Err(code) if code.is_retriable() || code == ErrorCode::UnstableOffsetCommit => {
+            Err(
+                code @ (ErrorCode::GroupAuthorizationFailed
+                | ErrorCode::TopicAuthorizationFailed
+                | ErrorCode::InvalidGroupId),
+            ) => self.fail(ClientError::broker(
+                code,
+                format!("fetch committed offsets of {}", self.group_id),
+            )),
+            // Anything else is retried, as Kafka's consumer retries the fetch on its next poll.
+            Err(code) => {
                 if is_coordinator_error(code) {
                     self.coordinator_lost(now_ms);
                 }
@@ -266,10 +275,6 @@ impl GroupCore {
                     in_flight: false,
                 };
             }
-            Err(code) => self.fail(ClientError::broker(
-                code,
-                format!("fetch committed offsets of {}", self.group_id),
-            )),
         }
     }
 
@@ -326,10 +331,7 @@ impl ClientCore for GroupCore {
             return out;
         }
         self.check_timers(now_ms, &mut out);
-        if self.phase == (Phase::Leaving { sent: false })
-            && !self.commits.iter().any(|c| c.in_flight)
-            && (self.is_static() || self.member_id.is_empty())
-        {
+        if self.ready_to_leave() && (self.is_static() || self.member_id.is_empty()) {
             // Nothing to tell the coordinator: a static member's membership ends by session
             // timeout (Kafka's KIP-345), and a member without an id has none.
             self.phase = Phase::Closed;
@@ -425,8 +427,14 @@ impl ClientCore for GroupCore {
         }
     }
 
+    /// Only future times: anything already due was acted on by the last `poll_actions`, or waits
+    /// for an answer (a due time returned here would make the driver spin until it came).
     fn next_wakeup_ms(&self, now_ms: u64) -> Option<u64> {
+        if self.is_closed() {
+            return self.inflight.earliest_deadline_ms();
+        }
         let stable = self.phase == Phase::Stable;
+        let found = self.coordinator.is_some();
         let phase_retry = match &self.phase {
             Phase::Unjoined { retry_at_ms } => Some(*retry_at_ms),
             Phase::FetchingOffsets {
@@ -437,19 +445,18 @@ impl ClientCore for GroupCore {
             _ => None,
         };
         let timers = [
-            stable.then_some(self.next_heartbeat_ms),
+            (stable && found).then_some(self.next_heartbeat_ms),
             (stable && self.config.auto_commit).then_some(self.next_auto_commit_ms),
             stable.then(|| self.last_poll_ms + self.config.max_poll_interval_ms + 1),
             stable.then(|| self.last_heartbeat_ok_ms + self.config.session_timeout_ms + 1),
-            self.coordinator.is_none().then_some(self.find_retry_at_ms),
-            phase_retry,
+            (!found && !self.find_in_flight).then_some(self.find_retry_at_ms),
+            phase_retry.filter(|_| found),
             self.commits
                 .front()
-                .filter(|c| !c.in_flight)
+                .filter(|c| !c.in_flight && found)
                 .map(|c| c.retry_at_ms),
             self.inflight.earliest_deadline_ms(),
         ];
-        let next = timers.into_iter().flatten().min()?;
-        Some(next.max(now_ms + 1))
+        timers.into_iter().flatten().filter(|t| *t > now_ms).min()
     }
 }

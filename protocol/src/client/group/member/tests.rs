@@ -550,8 +550,16 @@ fn async_commits_are_never_retried_sync_commits_are() {
     );
     let at = core.next_wakeup_ms(T0 + 4).unwrap();
     found_again(&mut core, at);
-    let at = core.next_wakeup_ms(at).unwrap().max(at);
-    let commit = one(&mut core, at);
+    let mut commits: Vec<_> = requests(&core.poll_actions(at))
+        .into_iter()
+        .filter(|(_, r)| matches!(r.header.body, RequestBodyT::OffsetCommitRequest(_)))
+        .collect();
+    assert_eq!(
+        commits.len(),
+        1,
+        "the sync commit is resent to the coordinator found again"
+    );
+    let commit = commits.remove(0);
     assert!(matches!(
         commit.1.header.body,
         RequestBodyT::OffsetCommitRequest(_)
@@ -592,4 +600,31 @@ fn found_again(core: &mut GroupCore, now_ms: u64) {
         ResponseBodyT::FindCoordinatorResponse(Box::new(r)),
         now_ms,
     );
+}
+
+#[test]
+fn a_static_member_with_nothing_to_commit_closes_without_leave_group() {
+    for instance in [None, Some("i-1")] {
+        let mut core = stable_leader(Assignor::Range, instance);
+        core.close(T0 + 10);
+        let sent = requests(&core.poll_actions(T0 + 10));
+        assert_eq!(
+            core.take_events(),
+            vec![GroupEvent::Revoked {
+                generation: 1,
+                partitions: tps(&[0, 1, 2, 3]),
+                lost: false
+            }]
+        );
+        let leaves = sent
+            .iter()
+            .filter(|(_, r)| matches!(r.header.body, RequestBodyT::LeaveGroupRequest(_)))
+            .count();
+        assert_eq!(
+            leaves,
+            usize::from(instance.is_none()),
+            "{instance:?}: {sent:?}"
+        );
+        assert_eq!(core.is_closed(), instance.is_some());
+    }
 }
