@@ -1,6 +1,7 @@
 //! Who consumes what: twelve partitions shared by three members with every record printed
 //! once; a `kill -9`ed member's partitions moved after its session timeout, replaying only its
-//! uncommitted tail; a static member restarted within its session without a rebalance; a
+//! uncommitted tail; a static member restarted within its session without a rebalance, and
+//! kept by the group when it closes; a
 //! cooperative rebalance revoking only what moves while the rest keeps being consumed.
 
 use std::collections::BTreeSet;
@@ -313,14 +314,38 @@ fn static_member_restart_causes_no_rebalance() {
     terminate_all(&members);
     let status = a2.terminate();
     assert!(status.success(), "A' exited with {status}");
-    // Static members send no LeaveGroup on close: the group keeps them until their sessions end.
-    let closed = describe(&broker, group);
+}
+
+#[test]
+fn static_member_closed_with_sigterm_stays_in_the_group() {
+    let broker = broker();
+    let (topic, group) = ("static-close", "static-close-group");
+    create_topic(&broker, topic, PARTITIONS);
+    let all = all_partitions(topic, PARTITIONS);
+    let opts = |label: &str| MemberOptions {
+        group_instance_id: Some(format!("instance-{label}")),
+        session_timeout_ms: 30_000,
+        ..MemberOptions::default()
+    };
+    let members = start_members(&broker, &["A", "B"], topic, group, opts);
+    wait_balanced("a 6+6 assignment", &refs(&members), &all);
+    let status = members[1].terminate();
+    assert!(status.success(), "B exited with {status}");
+    // B has exited, so a LeaveGroup it sent has been answered: the group would show it gone.
+    let d = describe(&broker, group);
+    let mut ids: Vec<Option<&str>> = d
+        .members
+        .iter()
+        .map(|m| m.group_instance_id.as_deref())
+        .collect();
+    ids.sort();
     assert_eq!(
-        closed.members.len(),
-        3,
-        "static members left the group on SIGTERM: {}",
-        closed.raw
+        ids,
+        [Some("instance-A"), Some("instance-B")],
+        "a static member left the group on SIGTERM (Kafka keeps it until its session ends): {}",
+        d.raw
     );
+    assert!(members[0].terminate().success(), "{}", members[0].summary());
 }
 
 #[test]
