@@ -1,8 +1,8 @@
 //! Who consumes what: twelve partitions shared by three members with every record printed
 //! once; a `kill -9`ed member's partitions moved after its session timeout, replaying only its
-//! uncommitted tail; a static member restarted within its session without a rebalance, and
-//! kept by the group when it closes; a
-//! cooperative rebalance revoking only what moves while the rest keeps being consumed.
+//! uncommitted tail; a static member restarted within its session without a rebalance, and kept
+//! by the group when it closes; a cooperative rebalance revoking only what moves while the rest
+//! keeps being consumed.
 
 use std::collections::BTreeSet;
 
