@@ -525,12 +525,14 @@ impl Coordinator {
         Ok(match self.groups.get(group_id) {
             None => GroupDescription {
                 state: GroupState::Dead,
+                generation: -1,
                 protocol_type: String::new(),
                 protocol: String::new(),
                 members: Vec::new(),
             },
             Some(g) => GroupDescription {
                 state: g.state(),
+                generation: g.generation(),
                 protocol_type: g.protocol_type().unwrap_or_default().to_string(),
                 protocol: g.protocol().unwrap_or_default().to_string(),
                 members: g.describe_members(),

@@ -196,6 +196,8 @@ pub struct MemberDescription {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupDescription {
     pub state: GroupState,
+    /// -1 for an unknown group.
+    pub generation: i32,
     pub protocol_type: String,
     pub protocol: String,
     pub members: Vec<MemberDescription>,

@@ -416,6 +416,7 @@ pub async fn describe_groups(
                 error_code: code(ErrorCode::None),
                 group_id: g,
                 group_state: Some(d.state.name().to_string()),
+                generation_id: d.generation,
                 protocol_type: Some(d.protocol_type),
                 protocol_data: Some(d.protocol),
                 members: Some(

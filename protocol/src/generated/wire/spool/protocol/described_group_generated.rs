@@ -25,6 +25,7 @@ impl<'a> DescribedGroup<'a> {
   pub const VT_PROTOCOL_DATA: ::flatbuffers::VOffsetT = 12;
   pub const VT_MEMBERS: ::flatbuffers::VOffsetT = 14;
   pub const VT_AUTHORIZED_OPERATIONS: ::flatbuffers::VOffsetT = 16;
+  pub const VT_GENERATION_ID: ::flatbuffers::VOffsetT = 18;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -36,6 +37,7 @@ impl<'a> DescribedGroup<'a> {
     args: &'args DescribedGroupArgs<'args>
   ) -> ::flatbuffers::WIPOffset<DescribedGroup<'bldr>> {
     let mut builder = DescribedGroupBuilder::new(_fbb);
+    builder.add_generation_id(args.generation_id);
     builder.add_authorized_operations(args.authorized_operations);
     if let Some(x) = args.members { builder.add_members(x); }
     if let Some(x) = args.protocol_data { builder.add_protocol_data(x); }
@@ -65,6 +67,7 @@ impl<'a> DescribedGroup<'a> {
       x.iter().map(|t| t.unpack()).collect()
     });
     let authorized_operations = self.authorized_operations();
+    let generation_id = self.generation_id();
     DescribedGroupT {
       error_code,
       group_id,
@@ -73,6 +76,7 @@ impl<'a> DescribedGroup<'a> {
       protocol_data,
       members,
       authorized_operations,
+      generation_id,
     }
   }
 
@@ -126,6 +130,15 @@ impl<'a> DescribedGroup<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<i32>(DescribedGroup::VT_AUTHORIZED_OPERATIONS, Some(-2147483648)).unwrap()}
   }
+  /// The group's generation (a spool extension; Kafka's DescribeGroups has none); -1 when the
+  /// group is unknown.
+  #[inline]
+  pub fn generation_id(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(DescribedGroup::VT_GENERATION_ID, Some(-1)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for DescribedGroup<'_> {
@@ -141,6 +154,7 @@ impl ::flatbuffers::Verifiable for DescribedGroup<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("protocol_data", Self::VT_PROTOCOL_DATA, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<DescribedGroupMember>>>>("members", Self::VT_MEMBERS, false)?
      .visit_field::<i32>("authorized_operations", Self::VT_AUTHORIZED_OPERATIONS, false)?
+     .visit_field::<i32>("generation_id", Self::VT_GENERATION_ID, false)?
      .finish();
     Ok(())
   }
@@ -153,6 +167,7 @@ pub struct DescribedGroupArgs<'a> {
     pub protocol_data: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub members: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DescribedGroupMember<'a>>>>>,
     pub authorized_operations: i32,
+    pub generation_id: i32,
 }
 impl<'a> Default for DescribedGroupArgs<'a> {
   #[inline]
@@ -165,6 +180,7 @@ impl<'a> Default for DescribedGroupArgs<'a> {
       protocol_data: None,
       members: None,
       authorized_operations: -2147483648,
+      generation_id: -1,
     }
   }
 }
@@ -203,6 +219,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DescribedGroupBuilder<'a, 'b,
     self.fbb_.push_slot::<i32>(DescribedGroup::VT_AUTHORIZED_OPERATIONS, authorized_operations, -2147483648);
   }
   #[inline]
+  pub fn add_generation_id(&mut self, generation_id: i32) {
+    self.fbb_.push_slot::<i32>(DescribedGroup::VT_GENERATION_ID, generation_id, -1);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DescribedGroupBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     DescribedGroupBuilder {
@@ -228,6 +248,7 @@ impl ::core::fmt::Debug for DescribedGroup<'_> {
       ds.field("protocol_data", &self.protocol_data());
       ds.field("members", &self.members());
       ds.field("authorized_operations", &self.authorized_operations());
+      ds.field("generation_id", &self.generation_id());
       ds.finish()
   }
 }
@@ -241,6 +262,7 @@ pub struct DescribedGroupT {
   pub protocol_data: Option<alloc::string::String>,
   pub members: Option<alloc::vec::Vec<DescribedGroupMemberT>>,
   pub authorized_operations: i32,
+  pub generation_id: i32,
 }
 impl Default for DescribedGroupT {
   fn default() -> Self {
@@ -252,6 +274,7 @@ impl Default for DescribedGroupT {
       protocol_data: None,
       members: None,
       authorized_operations: -2147483648,
+      generation_id: -1,
     }
   }
 }
@@ -278,6 +301,7 @@ impl DescribedGroupT {
       let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
     });
     let authorized_operations = self.authorized_operations;
+    let generation_id = self.generation_id;
     DescribedGroup::create(_fbb, &DescribedGroupArgs{
       error_code,
       group_id,
@@ -286,6 +310,7 @@ impl DescribedGroupT {
       protocol_data,
       members,
       authorized_operations,
+      generation_id,
     })
   }
 }
