@@ -192,12 +192,3 @@ fn frame(header: wire::ResponseHeaderT, chunks: Vec<FetchChunk>) -> Outgoing {
         chunks,
     }
 }
-
-/// Kafka's maximum topic-name rules are the controller's; this is only the lookup helper.
-pub(crate) fn partition_count(shard: &Shard, topic: &str) -> Option<i32> {
-    shard
-        .image
-        .borrow()
-        .topic(topic)
-        .map(|t| t.partitions.len() as i32)
-}

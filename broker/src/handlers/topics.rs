@@ -54,7 +54,7 @@ pub async fn create(shard: &Rc<Shard>, req: CreateTopicsRequestT) -> CreateTopic
                 .zip(requested)
                 .map(|(o, (parts, rf))| {
                     let created = o.error == ErrorCode::None;
-                    let actual = super::partition_count(shard, &o.name);
+                    let actual = crate::ops::partition_count(shard, &o.name);
                     build!(CreatableTopicResultT {
                         name: o.name,
                         error_code: wire::ErrorCode::from(o.error),
