@@ -6,12 +6,15 @@
 //!   rebalancing;
 //! - [`offsets`]: where members start — committed offsets across broker restarts, commits from
 //!   an old generation or an unknown member refused, `--reset earliest|latest`;
+//! - [`fencing`]: a member paused past its session is fenced, gives up its partitions and
+//!   rejoins, and its zombie commits move nothing backwards;
 //! - [`admin`]: `spool group describe` lag, `group list`, `reset-offsets`.
 //!
 //! Every wait is for a condition with a generous deadline (the deadline only bounds failure).
 //! Member output is the CLI contract's (see `spool_tests::group_consumer`).
 
 mod admin;
+mod fencing;
 mod membership;
 mod offsets;
 
