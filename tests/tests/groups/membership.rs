@@ -68,6 +68,26 @@ fn three_consumers_share_twelve_partitions() {
     let printed: usize = outs.iter().map(|o| o.records.len()).sum();
     assert_eq!(printed, acked.len(), "printed records that nobody produced");
 
+    let d = describe(&broker, group);
+    assert_eq!(
+        (d.state.as_str(), d.generation, d.members.len()),
+        ("Stable", i64::from(generation), 3),
+        "{}",
+        d.raw
+    );
+    let mut described: Vec<TopicPartition> = d
+        .members
+        .iter()
+        .flat_map(|m| m.assignment.clone())
+        .collect();
+    described.sort();
+    assert_eq!(
+        described,
+        all.iter().cloned().collect::<Vec<_>>(),
+        "{}",
+        d.raw
+    );
+
     // A clean stop commits what was printed: the group ends caught up everywhere.
     terminate_all(&members);
     let d = describe(&broker, group);
@@ -231,6 +251,8 @@ fn static_member_restart_causes_no_rebalance() {
                 .count()
         })
     };
+    let before = describe(&broker, group);
+    assert_eq!(before.generation, i64::from(generation), "{}", before.raw);
     let b_events = events_of(&members[1]);
     let c_events = events_of(&members[2]);
     let a_owned = members[0].owned();
@@ -275,8 +297,7 @@ fn static_member_restart_causes_no_rebalance() {
             c.summary()
         );
     }
-    // The group stayed in its generation: the restarted member was handed the current one
-    // (`group describe` cannot tell: the native DescribeGroups carries no generation).
+    // The group stayed in its generation, and the restarted member was handed that one.
     assert_eq!(
         a2.with(|o| o.assigned().iter().map(|(g, _, _)| *g).collect::<Vec<_>>()),
         [generation],
@@ -284,6 +305,7 @@ fn static_member_restart_causes_no_rebalance() {
         a2.summary()
     );
     let after = describe(&broker, group);
+    assert_eq!(after.generation, before.generation, "{}", after.raw);
     let mut ids: Vec<Option<String>> = after
         .members
         .iter()
