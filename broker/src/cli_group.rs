@@ -14,8 +14,8 @@
 //!
 //! `group describe` reports lag per partition: messages (high watermark − committed) and seconds
 //! (now − the timestamp of the first unconsumed record, 0 when caught up). A partition with no
-//! committed offset shows committed -1 and lags from the log start. The native DescribeGroups
-//! carries no generation, so `generation` is -1.
+//! committed offset shows committed -1 and lags from the log start. `generation` is the one
+//! DescribeGroups reports (-1 for an unknown group).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -415,17 +415,18 @@ fn describe(b: &Brokers, group: &str, format: Format) -> Result<(), String> {
                 })
                 .collect();
             println!(
-                "{{\"group\":{},\"state\":{},\"protocol\":{},\"generation\":-1,\"members\":[{}],\"offsets\":[{}]}}",
+                "{{\"group\":{},\"state\":{},\"protocol\":{},\"generation\":{},\"members\":[{}],\"offsets\":[{}]}}",
                 js(&d.group_id),
                 js(&d.state),
                 js(&d.protocol),
+                d.generation,
                 members.join(","),
                 offsets.join(",")
             );
         }
         Format::Text => {
             println!(
-                "group {} state {} protocol {} ({} members)",
+                "group {} state {} protocol {} generation {} ({} members)",
                 d.group_id,
                 d.state,
                 if d.protocol.is_empty() {
@@ -433,6 +434,7 @@ fn describe(b: &Brokers, group: &str, format: Format) -> Result<(), String> {
                 } else {
                     &d.protocol
                 },
+                d.generation,
                 d.members.len()
             );
             if !d.members.is_empty() {

@@ -43,6 +43,8 @@ pub struct GroupDescription {
     pub protocol_type: String,
     /// The assignor in use ("" when none).
     pub protocol: String,
+    /// The group's generation (-1 for an unknown group, or a broker that does not say).
+    pub generation: i32,
     pub members: Vec<MemberDescription>,
 }
 
@@ -147,6 +149,7 @@ pub(crate) fn outcome(
                 state: g.group_state.clone().unwrap_or_default(),
                 protocol_type: g.protocol_type.clone().unwrap_or_default(),
                 protocol: g.protocol_data.clone().unwrap_or_default(),
+                generation: g.generation_id,
                 members: g
                     .members
                     .iter()
@@ -236,6 +239,7 @@ mod tests {
         g.group_state = Some("Stable".into());
         g.protocol_type = Some("consumer".into());
         g.protocol_data = Some("range".into());
+        g.generation_id = 7;
         g.members = Some(vec![m]);
         let mut r = DescribeGroupsResponseT::default();
         r.groups = Some(vec![g]);
@@ -281,7 +285,10 @@ mod tests {
             panic!("{results:?}")
         };
         assert_eq!(*rid, id);
-        assert_eq!((g.state.as_str(), g.protocol.as_str()), ("Stable", "range"));
+        assert_eq!(
+            (g.state.as_str(), g.protocol.as_str(), g.generation),
+            ("Stable", "range", 7)
+        );
         assert_eq!(g.members[0].assignment, vec![TopicPartition::new("t", 2)]);
     }
 }
