@@ -7,7 +7,11 @@
 //! - [`metadata`]: the cluster metadata cache and when to refresh it;
 //! - [`accumulator`]: per-partition batches closed at `batch_bytes` or `linger_ms`, in a bounded
 //!   buffer;
-//! - [`producer`], [`consumer`], [`admin`]: the three cores.
+//! - [`producer`], [`consumer`], [`admin`]: the three cores;
+//! - [`group`]: consumer groups — Kafka's ConsumerProtocol bytes, the range / roundrobin /
+//!   cooperative-sticky assignors, and the member core that `Consumer::subscribe` drives next to
+//!   the fetching core (rebalance callbacks, auto-commit of processed positions, commit on revoke
+//!   and on close).
 //!
 //! Two thin I/O layers drive the very same cores:
 //! - [`blocking`]: std threads and `TcpStream`, usable from a plain `fn main()`;
@@ -40,6 +44,38 @@
 //!         println!("{} {:?}", record.offset, record.value);
 //!     }
 //!     Ok(())
+//! }
+//! ```
+//!
+//! As a member of a consumer group (offsets committed to the group; partitions shared with the
+//! other members):
+//!
+//! ```no_run
+//! use spool_protocol::client::blocking::Consumer;
+//! use spool_protocol::client::consumer::ConsumerConfig;
+//! use spool_protocol::client::group::RebalanceListener;
+//! use spool_protocol::client::TopicPartition;
+//!
+//! struct Log;
+//! impl RebalanceListener for Log {
+//!     fn on_assigned(&mut self, generation: i32, partitions: &[TopicPartition]) {
+//!         eprintln!("generation {generation}: got {partitions:?}");
+//!     }
+//! }
+//!
+//! fn main() -> Result<(), spool_protocol::client::ClientError> {
+//!     let config = ConsumerConfig {
+//!         group_id: Some("billing".into()),
+//!         ..ConsumerConfig::default()
+//!     };
+//!     let mut consumer = Consumer::new(&["127.0.0.1:9093"], config)?;
+//!     consumer.subscribe(&["orders"], Log)?;
+//!     for _ in 0..100 {
+//!         for record in consumer.poll(1_000)? {
+//!             println!("{}-{}@{}", record.topic, record.partition, record.offset);
+//!         } // processed: the next poll (or the auto-commit in it) commits past these records
+//!     }
+//!     consumer.close() // commit, revoke, leave
 //! }
 //! ```
 //!
