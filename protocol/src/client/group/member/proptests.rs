@@ -4,7 +4,8 @@
 //! - a commit names only partitions the member holds, in its current generation;
 //! - it never sends JoinGroup while a revocation (commit, then `Revoked`) is under way;
 //! - `Revoked` names only held partitions, and nothing is held after a revocation or loss;
-//! - `Assigned` holds exactly its assignment.
+//! - `Assigned` holds exactly its assignment;
+//! - a static member never sends LeaveGroup; closing always ends, holding nothing.
 
 use std::collections::BTreeSet;
 
@@ -161,9 +162,13 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn the_member_keeps_its_promises_whatever_the_coordinator_says(steps in proptest::collection::vec(step(), 1..300)) {
+    fn the_member_keeps_its_promises_whatever_the_coordinator_says(
+        steps in proptest::collection::vec(step(), 1..300),
+        instance in proptest::option::of(Just("i-1")),
+    ) {
         let config = ConsumerConfig {
             group_id: Some("g".into()),
+            group_instance_id: instance.map(str::to_owned),
             assignor: Assignor::CooperativeSticky,
             ..ConsumerConfig::default()
         };
@@ -204,6 +209,9 @@ proptest! {
                             }
                         }
                     }
+                    RequestBodyT::LeaveGroupRequest(_) => {
+                        prop_assert!(instance.is_none(), "a static member sent LeaveGroup");
+                    }
                     RequestBodyT::JoinGroupRequest(_) => {
                         prop_assert!(!revoking && !core.is_revoking(), "JoinGroup during a revocation");
                     }
@@ -232,7 +240,13 @@ proptest! {
             if core.is_closed() {
                 break;
             }
-            in_flight.extend(requests(&core.poll_actions(now)));
+            let sent = requests(&core.poll_actions(now));
+            prop_assert!(
+                instance.is_none()
+                    || sent.iter().all(|(_, r)| !matches!(r.header.body, RequestBodyT::LeaveGroupRequest(_))),
+                "a static member sent LeaveGroup on close"
+            );
+            in_flight.extend(sent);
             let _ = core.take_events();
             if let Some((addr, req)) = in_flight.pop_front() {
                 let body = answer(&req.header.body, ErrorCode::None, generation, 0);
