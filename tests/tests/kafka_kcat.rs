@@ -1,7 +1,7 @@
 //! The Kafka port with Debian's `kcat` (built on librdkafka 2.0.2, which negotiates ApiVersions
 //! v3 and chokes on a response it cannot read): metadata as text and as JSON, keyed produce,
-//! consume to the end, a consumer group that commits and resumes, auto-created topics, and
-//! offsets by timestamp (issue #7, item 4b).
+//! consume to the end, a consumer group that commits and resumes, auto-created topics, the
+//! advertised address, and offsets by timestamp (issue #7, items 3 and 4b).
 //!
 //! kcat is installed by `scripts/test.sh`; without it these tests fail saying so. Each kcat run
 //! is bounded, and its output is shown when it fails.
@@ -296,4 +296,26 @@ fn list_offsets_by_timestamp_finds_the_first_record_at_or_after_it() {
     );
     assert_eq!(query_offset(&broker, "kcat-times", -2), 0, "earliest (-2)");
     assert_eq!(query_offset(&broker, "kcat-times", -1), 8, "latest (-1)");
+}
+
+#[test]
+fn metadata_advertises_the_configured_address() {
+    // Nothing listens on localhost:9 here: clients told to go there fail fast, and the test only
+    // reads what the bootstrap connection's Metadata answer says.
+    let broker = start_broker(
+        BrokerOptions::default()
+            .arg("--advertised-host")
+            .arg("localhost")
+            .arg("--advertised-kafka-port")
+            .arg("9"),
+    );
+    create_topic(&broker, "kcat-advertised", 1);
+    let json = run_kcat(&broker, &["-L", "-J", "-t", "kcat-advertised"], b"");
+    let md: serde_json::Value = serde_json::from_str(&json)
+        .unwrap_or_else(|e| panic!("kcat -L -J printed no JSON ({e}):\n{json}"));
+    assert_eq!(
+        md["brokers"],
+        serde_json::json!([{"id": 0, "name": "localhost:9"}]),
+        "{md}"
+    );
 }
