@@ -319,3 +319,19 @@ fn metadata_advertises_the_configured_address() {
         "{md}"
     );
 }
+
+#[test]
+fn with_auto_create_off_an_unknown_topic_stays_unknown() {
+    let broker = start_broker(
+        BrokerOptions::default()
+            .arg("--auto-create-topics")
+            .arg("false"),
+    );
+    let text = run_kcat(&broker, &["-L", "-t", "kcat-nope"], b"");
+    assert!(
+        text.contains("topic \"kcat-nope\" with 0 partitions: Broker: Unknown topic or partition"),
+        "kcat -L -t kcat-nope:\n{text}"
+    );
+    let all = run_kcat(&broker, &["-L"], b"");
+    assert!(!all.contains("kcat-nope"), "kcat -L:\n{all}");
+}
