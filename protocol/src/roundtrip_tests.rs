@@ -395,6 +395,7 @@ fn response_body() -> BoxedStrategy<ResponseBodyT> {
                 member_assignment: ob(),
             })),
             authorized_operations: any::<i32>(),
+            generation_id: any::<i32>(),
         })),
     });
     let list_groups = st!(ListGroupsResponseT {
