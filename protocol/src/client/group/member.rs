@@ -44,6 +44,10 @@ use super::requests::Identity;
 
 /// Members the leader assigns for at most (a named bound on what one JoinGroup may carry).
 pub const MEMBERS_MAX: usize = 10_000;
+/// How often the leader checks its subscribed topics' partition counts; a change (a topic
+/// created after the assignment, partitions added) makes it rejoin so the new partitions are
+/// assigned (Kafka's leader watches its metadata the same way).
+pub const LEADER_METADATA_CHECK_MS: u64 = 5_000;
 /// Commits queued at most; an auto or async commit beyond it is dropped (the next one carries
 /// the same positions).
 pub const COMMITS_QUEUED_MAX: usize = 16;
@@ -168,6 +172,8 @@ enum Pending {
     Commit(u64),
     OffsetFetch,
     Metadata,
+    /// The leader's periodic look at its subscribed topics' partition counts.
+    MetadataCheck,
     Leave,
 }
 
@@ -199,6 +205,10 @@ pub struct GroupCore {
     last_heartbeat_ok_ms: u64,
     last_poll_ms: u64,
     next_auto_commit_ms: u64,
+    /// Partition counts the leader assigned with (0: topic unknown then); empty when not leader.
+    assigned_counts: BTreeMap<String, i32>,
+    next_metadata_check_ms: u64,
+    metadata_check_in_flight: bool,
     events: VecDeque<GroupEvent>,
 }
 
@@ -251,6 +261,9 @@ impl GroupCore {
             last_heartbeat_ok_ms: now_ms,
             last_poll_ms: now_ms,
             next_auto_commit_ms: now_ms + config.auto_commit_interval_ms,
+            assigned_counts: BTreeMap::new(),
+            next_metadata_check_ms: 0,
+            metadata_check_in_flight: false,
             events: VecDeque::new(),
             config,
         })

@@ -171,12 +171,10 @@ impl GroupCore {
             .collect();
         let counts: BTreeMap<String, i32> = topics
             .into_iter()
-            .filter_map(|t| {
-                let n = self.metadata.partition_count(t)?;
-                Some((t.clone(), i32::try_from(n).ok()?))
-            })
+            .map(|t| (t.clone(), self.partition_count(t)))
             .collect();
         let map = protocol.assign(members, &counts);
+        self.assigned_counts = counts;
         let mut assignments = Vec::with_capacity(map.len());
         for (member_id, partitions) in map {
             match (Assignment {
@@ -194,6 +192,33 @@ impl GroupCore {
             protocol,
             assignments,
         };
+    }
+
+    /// A topic's partition count in the member's metadata (0 when unknown).
+    pub(super) fn partition_count(&self, topic: &str) -> i32 {
+        self.metadata
+            .partition_count(topic)
+            .and_then(|n| i32::try_from(n).ok())
+            .unwrap_or(0)
+    }
+
+    /// The leader asks for its topics' metadata every [`super::LEADER_METADATA_CHECK_MS`].
+    fn check_metadata(&mut self, now_ms: u64, out: &mut Vec<NetAction>) {
+        if self.assigned_counts.is_empty()
+            || self.metadata_check_in_flight
+            || now_ms < self.next_metadata_check_ms
+        {
+            return;
+        }
+        let Some(addr) = self.metadata.any_broker() else {
+            return;
+        };
+        let mut req = MetadataRequestT::default();
+        req.topics = Some(self.assigned_counts.keys().cloned().collect());
+        let body = RequestBodyT::MetadataRequest(Box::new(req));
+        let timeout_ms = self.config.request_timeout_ms;
+        self.metadata_check_in_flight =
+            self.send(&addr, body, Pending::MetadataCheck, timeout_ms, now_ms, out);
     }
 
     pub(super) fn check_timers(&mut self, now_ms: u64, out: &mut Vec<NetAction>) {
@@ -309,6 +334,7 @@ impl GroupCore {
                 }
             }
             Phase::Stable => {
+                self.check_metadata(now_ms, out);
                 if self.rejoin_needed && self.revocation.is_none() {
                     self.rejoin(0, now_ms);
                 } else if !self.heartbeat_in_flight && now_ms >= self.next_heartbeat_ms {

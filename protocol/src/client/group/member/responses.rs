@@ -5,7 +5,10 @@ use std::collections::BTreeSet;
 
 use tracing::{debug, warn};
 
-use super::{AfterRevoke, CommitKind, GroupCore, GroupEvent, Pending, Phase, MEMBERS_MAX};
+use super::{
+    AfterRevoke, CommitKind, GroupCore, GroupEvent, Pending, Phase, LEADER_METADATA_CHECK_MS,
+    MEMBERS_MAX,
+};
 use crate::client::group::assignor::{Assignor, Member};
 use crate::client::group::protocol::{Assignment, Subscription};
 use crate::client::group::requests::{self as rq, is_coordinator_error};
@@ -67,6 +70,8 @@ impl GroupCore {
         };
         self.protocol = Some(protocol);
         let leader = r.leader.as_deref() == Some(self.member_id.as_str());
+        // Set again by `leader_assign`: only the assigning leader watches partition counts.
+        self.assigned_counts.clear();
         if leader && !r.skip_assignment {
             let mut members = Vec::new();
             for m in r.members.iter().flatten().take(MEMBERS_MAX) {
@@ -315,6 +320,10 @@ impl GroupCore {
                     self.phase = Phase::Closed;
                 }
             }
+            Pending::MetadataCheck => {
+                self.metadata_check_in_flight = false;
+                self.next_metadata_check_ms = now_ms + LEADER_METADATA_CHECK_MS;
+            }
         }
     }
 }
@@ -401,11 +410,26 @@ impl ClientCore for GroupCore {
             }
             (Pending::Metadata, ResponseBodyT::MetadataResponse(m)) => {
                 self.metadata.update(&m, now_ms);
+                self.next_metadata_check_ms = now_ms + LEADER_METADATA_CHECK_MS;
                 if let Phase::LeaderMetadata {
                     protocol, members, ..
                 } = self.phase.clone()
                 {
                     self.leader_assign(protocol, &members);
+                }
+            }
+            (Pending::MetadataCheck, ResponseBodyT::MetadataResponse(m)) => {
+                self.metadata.update(&m, now_ms);
+                self.lost(Pending::MetadataCheck, now_ms); // schedules the next check
+                let changed: Vec<String> = self
+                    .assigned_counts
+                    .iter()
+                    .filter(|(t, n)| self.partition_count(t) != **n)
+                    .map(|(t, _)| t.clone())
+                    .collect();
+                if !changed.is_empty() && self.phase == Phase::Stable {
+                    debug!(group = %self.group_id, topics = ?changed, "partition counts changed; rejoining");
+                    self.rejoin_needed = true;
                 }
             }
             (Pending::Leave, _) => self.lost(Pending::Leave, now_ms),
@@ -455,6 +479,8 @@ impl ClientCore for GroupCore {
                 .front()
                 .filter(|c| !c.in_flight && found)
                 .map(|c| c.retry_at_ms),
+            (stable && found && !self.assigned_counts.is_empty() && !self.metadata_check_in_flight)
+                .then_some(self.next_metadata_check_ms),
             self.inflight.earliest_deadline_ms(),
         ];
         timers.into_iter().flatten().filter(|t| *t > now_ms).min()

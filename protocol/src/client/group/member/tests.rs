@@ -628,3 +628,40 @@ fn a_static_member_with_nothing_to_commit_closes_without_leave_group() {
         assert_eq!(core.is_closed(), instance.is_some());
     }
 }
+
+fn find(sent: Vec<(String, Request)>, what: fn(&RequestBodyT) -> bool) -> (String, Request) {
+    let all = format!("{sent:?}");
+    sent.into_iter()
+        .find(|(_, r)| what(&r.header.body))
+        .unwrap_or_else(|| panic!("not among {all}"))
+}
+
+#[test]
+fn the_leader_rejoins_when_its_topics_gain_partitions() {
+    let mut core = stable_leader(Assignor::Range, None);
+    let is_metadata = |b: &RequestBodyT| matches!(b, RequestBodyT::MetadataRequest(_));
+    // Unchanged: nothing happens.
+    let at = T0 + LEADER_METADATA_CHECK_MS;
+    core.polled(at);
+    let md = find(requests(&core.poll_actions(at)), is_metadata);
+    reply(&mut core, &md, metadata("t", &[0, 0, 0, 0], 1), at);
+    assert!(core.is_stable());
+    // Two more partitions: an eager rejoin (revoke everything, then JoinGroup).
+    let at = at + LEADER_METADATA_CHECK_MS;
+    core.polled(at);
+    let md = find(requests(&core.poll_actions(at)), is_metadata);
+    reply(&mut core, &md, metadata("t", &[0; 6], 1), at);
+    assert!(!core.is_stable());
+    let _ = core.poll_actions(at);
+    assert_eq!(
+        core.take_events(),
+        vec![GroupEvent::Revoked {
+            generation: 1,
+            partitions: tps(&[0, 1, 2, 3]),
+            lost: false
+        }]
+    );
+    find(requests(&core.poll_actions(at)), |b| {
+        matches!(b, RequestBodyT::JoinGroupRequest(_))
+    });
+}
