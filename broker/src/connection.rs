@@ -23,10 +23,13 @@ use crate::shard::Shard;
 
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let peer_addr = stream.peer_addr().ok();
+    let peer = peer_addr.map(|a| a.to_string()).unwrap_or_default();
+    // The host a group member joined from, as DescribeGroups reports it.
+    let peer_host: Rc<str> = peer_addr
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default()
+        .into();
     crate::metrics::CoreMetrics::add(&shard.metrics.connections, 1);
     let (mut reader, writer, socket_fd) = net_io::split(stream);
     let (tx, rx) =
@@ -60,7 +63,8 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             }
         };
         let me = Rc::clone(&shard);
-        let task = glommio::spawn_local(async move { handlers::handle(&me, request).await });
+        let host = Rc::clone(&peer_host);
+        let task = glommio::spawn_local(async move { handlers::handle(&me, request, &host).await });
         if tx.send(task).await.is_err() {
             break;
         }

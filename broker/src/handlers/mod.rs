@@ -63,7 +63,8 @@ pub const IMPLEMENTED: [ApiKey; 17] = [
     ApiKey::ListGroups,
 ];
 
-pub async fn handle(shard: &Rc<Shard>, request: Request) -> Outgoing {
+/// `peer_host` is the client's address, kept per group member for DescribeGroups.
+pub async fn handle(shard: &Rc<Shard>, request: Request, peer_host: &str) -> Outgoing {
     let h = request.header;
     let (cid, version) = (h.correlation_id, h.api_version);
     if !IMPLEMENTED.contains(&h.api_key) || !versions::is_supported(h.api_key, version) {
@@ -118,7 +119,7 @@ pub async fn handle(shard: &Rc<Shard>, request: Request) -> Outgoing {
         RequestBodyT::JoinGroupRequest(r) => {
             let client = groups::ClientInfo {
                 client_id: h.client_id.clone().unwrap_or_default(),
-                client_host: String::new(),
+                client_host: peer_host.to_string(),
             };
             (
                 ResponseBodyT::JoinGroupResponse(Box::new(
