@@ -205,6 +205,9 @@ pub struct GroupCore {
     last_heartbeat_ok_ms: u64,
     last_poll_ms: u64,
     next_auto_commit_ms: u64,
+    /// The generation whose assignment the application was last given (its eager revocation
+    /// is still due).
+    assigned_generation: Option<i32>,
     /// Partition counts the leader assigned with (0: topic unknown then); empty when not leader.
     assigned_counts: BTreeMap<String, i32>,
     next_metadata_check_ms: u64,
@@ -262,6 +265,7 @@ impl GroupCore {
             last_poll_ms: now_ms,
             next_auto_commit_ms: now_ms + config.auto_commit_interval_ms,
             assigned_counts: BTreeMap::new(),
+            assigned_generation: None,
             next_metadata_check_ms: 0,
             metadata_check_in_flight: false,
             events: VecDeque::new(),
@@ -549,6 +553,7 @@ impl GroupCore {
             self.committed.insert(tp.clone(), *o);
         }
         self.held = assignment.iter().cloned().collect();
+        self.assigned_generation = Some(self.generation);
         self.events.push_back(GroupEvent::Assigned {
             generation: self.generation,
             added,

@@ -273,7 +273,11 @@ impl GroupCore {
                     return false;
                 }
                 let eager = !self.config.assignor.is_cooperative();
-                if eager && !self.held.is_empty() && self.generation >= 0 {
+                // Eager: every rebalance of a generation that assigned us starts by revoking
+                // everything (possibly nothing), as Kafka's listener sees it.
+                let assigned_now = self.assigned_generation == Some(self.generation);
+                if eager && self.generation >= 0 && (assigned_now || !self.held.is_empty()) {
+                    self.assigned_generation = None;
                     let held = self.assignment();
                     self.start_revocation(held, AfterRevoke::Join, CommitKind::Revoke, now_ms);
                     self.finish_revocation(now_ms);

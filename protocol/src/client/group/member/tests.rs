@@ -665,3 +665,64 @@ fn the_leader_rejoins_when_its_topics_gain_partitions() {
         matches!(b, RequestBodyT::JoinGroupRequest(_))
     });
 }
+
+#[test]
+fn eager_rebalance_revokes_even_an_empty_assignment_once() {
+    let mut core = stable_leader(Assignor::Range, None);
+    // Generation 2 gives this member nothing.
+    core.polled(T0 + 3_000);
+    let hb = one(&mut core, T0 + 3_000);
+    reply(
+        &mut core,
+        &hb,
+        error_body(&hb.1, ErrorCode::RebalanceInProgress),
+        T0 + 3_000,
+    );
+    let _ = core.poll_actions(T0 + 3_001);
+    assert_eq!(core.take_events().len(), 1, "everything revoked");
+    let join = one(&mut core, T0 + 3_001);
+    reply(
+        &mut core,
+        &join,
+        join_response("m1", "m2", 2, Assignor::Range, &[]),
+        T0 + 3_002,
+    );
+    let sync = one(&mut core, T0 + 3_002);
+    reply(&mut core, &sync, sync_response(&[]), T0 + 3_003);
+    let _ = core.take_events();
+    // The next rebalance still starts with a (now empty) revocation, and only one.
+    core.polled(T0 + 6_003);
+    let hb = one(&mut core, T0 + 6_003);
+    reply(
+        &mut core,
+        &hb,
+        error_body(&hb.1, ErrorCode::RebalanceInProgress),
+        T0 + 6_003,
+    );
+    let _ = core.poll_actions(T0 + 6_004);
+    assert_eq!(
+        core.take_events(),
+        vec![GroupEvent::Revoked {
+            generation: 2,
+            partitions: vec![],
+            lost: false
+        }]
+    );
+    let join = one(&mut core, T0 + 6_004);
+    reply(
+        &mut core,
+        &join,
+        error_body(&join.1, ErrorCode::CoordinatorLoadInProgress),
+        T0 + 6_005,
+    );
+    let at = core.next_wakeup_ms(T0 + 6_005).unwrap();
+    let join = one(&mut core, at);
+    assert!(matches!(
+        join.1.header.body,
+        RequestBodyT::JoinGroupRequest(_)
+    ));
+    assert!(
+        core.take_events().is_empty(),
+        "a retried join revokes nothing again"
+    );
+}
