@@ -19,7 +19,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -102,22 +101,6 @@ pub enum GroupCmd {
     },
 }
 
-/// Set by SIGTERM / SIGINT.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-    }
-}
-
 fn tp_list(tps: &[TopicPartition]) -> String {
     let mut v: Vec<&TopicPartition> = tps.iter().collect();
     v.sort();
@@ -193,7 +176,7 @@ pub fn consume_group(b: &Brokers, a: &ConsumeArgs) -> Result<(), String> {
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .collect();
-    install_signal_handlers();
+    crate::stop_signal::install();
     let mut consumer = Consumer::new(&bootstrap(b), config)
         .map_err(|e| format!("cannot reach {}: {e}", b.brokers))?;
     consumer
@@ -203,7 +186,7 @@ pub fn consume_group(b: &Brokers, a: &ConsumeArgs) -> Result<(), String> {
     let mut idle_ms = 0u64;
     let out = std::io::stdout();
     let mut out = out.lock();
-    while !STOP.load(Ordering::SeqCst) && a.num.is_none_or(|n| seen < n) {
+    while !crate::stop_signal::requested() && a.num.is_none_or(|n| seen < n) {
         if let Some(n) = a.num {
             // Never take more than will be printed: what poll returned counts as processed.
             consumer.max_poll_records = usize::try_from(n - seen).unwrap_or(usize::MAX).min(500);

@@ -26,4 +26,5 @@ pub mod requests;
 pub mod runtime;
 pub mod shard;
 pub mod shard_map;
+pub mod stop_signal;
 pub mod topic_config;

@@ -6,7 +6,7 @@
 
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use glommio::channels::channel_mesh::MeshBuilder;
@@ -18,27 +18,12 @@ use crate::controller::Controller;
 use crate::mesh::{Message, Request, MESH_CHANNEL_CAPACITY};
 use crate::shard::Shard;
 
-/// Set by the signal handler; every core polls it.
-static STOP: AtomicBool = AtomicBool::new(false);
-/// How often cores look at [`STOP`].
+/// How often cores look at the stop flag ([`crate::stop_signal`]).
 const STOP_POLL_MS: u64 = 50;
 /// How long shutdown waits for open connections to finish their requests.
 const DRAIN_TIMEOUT_MS: u64 = 10_000;
 /// Retention and compaction run this often (Kafka's `log.retention.check.interval.ms`).
 const RETENTION_CHECK_INTERVAL_MS: u64 = 300_000;
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-    }
-}
 
 /// Takes an exclusive lock on the data directory for the process's lifetime.
 fn lock_data_dir(config: &BrokerConfig) -> Result<std::fs::File, String> {
@@ -100,7 +85,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     check_port_free(&config.host, config.native_port, "native port")?;
     check_port_free(&config.host, config.admin_port, "admin port")?;
     check_port_free(&config.host, config.kafka_port, "Kafka port")?;
-    install_signal_handlers();
+    crate::stop_signal::install();
     let config = std::sync::Arc::new(config);
     let phases = std::sync::Arc::new(ShutdownPhases::default());
     let mesh = MeshBuilder::<Message, _>::full(config.cores, MESH_CHANNEL_CAPACITY);
@@ -182,7 +167,7 @@ async fn run_core(
         let (controller, image) = match Controller::open(&shard) {
             Ok(c) => c,
             Err(e) => {
-                STOP.store(true, Ordering::SeqCst);
+                crate::stop_signal::request();
                 return Err(format!(
                     "cannot start the controller in {}: {e}",
                     shard.config.data_dir.display()
@@ -257,7 +242,7 @@ async fn run_core(
 fn spawn_stop_watcher(shard: &Rc<Shard>) {
     let shard = Rc::clone(shard);
     glommio::spawn_local(async move {
-        while !STOP.load(Ordering::SeqCst) {
+        while !crate::stop_signal::requested() {
             glommio::timer::sleep(Duration::from_millis(STOP_POLL_MS)).await;
         }
         shard.stop();

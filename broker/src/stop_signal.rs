@@ -1,0 +1,34 @@
+//! The process-wide "please stop" flag set by SIGTERM and SIGINT, shared by `spool serve` (every
+//! core polls it) and the long-running CLI commands (`spool consume --group` commits and leaves).
+//!
+//! Promise: the handler only stores to an atomic, so it is async-signal-safe; nothing else happens
+//! inside the signal context.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Routes SIGTERM and SIGINT to the flag (instead of killing the process).
+pub fn install() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: `on_signal` has the C ABI `signal` expects and only stores to an atomic, which
+        // is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// Whether a stop was asked for (by a signal or by [`request`]).
+pub fn requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// Asks for a stop from inside the process (a core that cannot start, say).
+pub fn request() {
+    STOP.store(true, Ordering::SeqCst);
+}
