@@ -373,18 +373,31 @@ fn threads(pid: u32) -> String {
     let read = |path: std::path::PathBuf| std::fs::read_to_string(path).unwrap_or_default();
     tasks
         .flatten()
-        .map(|t| {
+        .filter_map(|t| {
             let stat = read(t.path().join("stat"));
+            // A thread that exited between the listing and this read has nothing left to show.
+            if stat.is_empty() {
+                return None;
+            }
             // The state follows the parenthesised name: "pid (name) S ...".
             let state = stat
                 .rsplit_once(") ")
                 .and_then(|(_, rest)| rest.get(..1))
                 .unwrap_or("?");
-            format!(
+            // Either may vanish too if the thread exits meanwhile: keep the columns anyway.
+            let or_dash = |s: String| {
+                let s = s.trim().to_string();
+                if s.is_empty() {
+                    "-".to_string()
+                } else {
+                    s
+                }
+            };
+            Some(format!(
                 "  {} {state} {}",
-                read(t.path().join("comm")).trim(),
-                read(t.path().join("wchan")).trim()
-            )
+                or_dash(read(t.path().join("comm"))),
+                or_dash(read(t.path().join("wchan")))
+            ))
         })
         .collect::<Vec<_>>()
         .join("\n")
