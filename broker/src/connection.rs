@@ -25,9 +25,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let peer_addr = stream.peer_addr().ok();
     let peer = peer_addr.map(|a| a.to_string()).unwrap_or_default();
-    // The host a group member joined from, as DescribeGroups reports it.
+    // The host a group member joined from, as DescribeGroups reports it (Kafka's `/ip` form, the
+    // same the Kafka front records, so members of one group look alike whichever port they use).
     let peer_host: Rc<str> = peer_addr
-        .map(|a| a.ip().to_string())
+        .map(|a| format!("/{}", a.ip()))
         .unwrap_or_default()
         .into();
     crate::metrics::CoreMetrics::add(&shard.metrics.connections, 1);
