@@ -7,6 +7,7 @@
 //! trusted, so no response can be matched to it. Everything after a verified header is answered,
 //! with an error code where needed. Requests beyond the in-flight bound wait in the socket.
 
+use std::future::Future;
 use std::rc::Rc;
 
 use bytes::BytesMut;
@@ -21,51 +22,57 @@ use crate::handlers::{self, Outgoing};
 use crate::net_io::{self, Half};
 use crate::shard::Shard;
 
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+/// What a protocol front (native here, Kafka in `crate::kafka`) does with a connection's bytes.
+/// The loop around it — shutdown, the in-flight bound, responses in request order — is
+/// [`serve_front`], shared by both.
+pub(crate) trait Front {
+    type Request: 'static;
+    /// Names the front in logs.
+    const NAME: &'static str;
+    /// Reads and decodes the next request: `Ok(None)` at a clean end of stream between frames;
+    /// an error closes the connection after it is logged.
+    async fn next_request(
+        &mut self,
+        shard: &Shard,
+        reader: &mut Half,
+    ) -> Result<Option<Self::Request>, String>;
+    /// Answers one request; runs as its own task, so requests overlap up to the bound.
+    fn handle(
+        &self,
+        shard: Rc<Shard>,
+        request: Self::Request,
+    ) -> impl Future<Output = Outgoing> + 'static;
+}
+
+/// Serves one connection with `front` until the client leaves, a frame is bad, or the broker
+/// stops.
+pub(crate) async fn serve_front<F: Front>(shard: Rc<Shard>, stream: TcpStream, mut front: F) {
     let _ = stream.set_nodelay(true);
-    let peer_addr = stream.peer_addr().ok();
-    let peer = peer_addr.map(|a| a.to_string()).unwrap_or_default();
-    // The host a group member joined from, as DescribeGroups reports it (Kafka's `/ip` form, the
-    // same the Kafka front records, so members of one group look alike whichever port they use).
-    let peer_host: Rc<str> = peer_addr
-        .map(|a| format!("/{}", a.ip()))
-        .unwrap_or_default()
-        .into();
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     crate::metrics::CoreMetrics::add(&shard.metrics.connections, 1);
     let (mut reader, writer, socket_fd) = net_io::split(stream);
     let (tx, rx) =
         local_channel::new_bounded::<Task<Outgoing>>(shard.config.max_in_flight_per_connection);
     let writer_task = spawn_writer(writer, socket_fd, rx);
-    let limits = FrameLimits {
-        max_frame_bytes: shard.config.max_frame_bytes,
-        ..FrameLimits::default()
-    };
     loop {
-        let read = read_frame(&mut reader, &limits);
-        let frame = match futures_lite::future::or(
-            async { Some(read.await) },
+        let next = front.next_request(&shard, &mut reader);
+        let request = match futures_lite::future::or(
+            async { Some(next.await) },
             shard.stopped_signal(),
         )
         .await
         {
-            None => break,
-            Some(Ok(Some(f))) => f,
-            Some(Ok(None)) => break,
+            None | Some(Ok(None)) => break,
+            Some(Ok(Some(r))) => r,
             Some(Err(e)) => {
-                tracing::info!(%peer, "closing connection: {e}");
+                tracing::info!(%peer, front = F::NAME, "closing connection: {e}");
                 break;
             }
         };
-        let request = match codec::decode_request(&frame, &limits) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::info!(%peer, "closing connection after an unverifiable frame: {e}");
-                break;
-            }
-        };
-        let me = Rc::clone(&shard);
-        let host = Rc::clone(&peer_host);
-        let task = glommio::spawn_local(async move { handlers::handle(&me, request, &host).await });
+        let task = glommio::spawn_local(front.handle(Rc::clone(&shard), request));
         if tx.send(task).await.is_err() {
             break;
         }
@@ -74,6 +81,58 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     writer_task.await;
     let c = &shard.metrics.connections;
     c.set(c.get().saturating_sub(1));
+}
+
+/// The native front: flatbuffers frames, verified before use.
+struct Native {
+    limits: FrameLimits,
+    /// The host a group member joined from, as DescribeGroups reports it (Kafka's `/ip` form,
+    /// the same the Kafka front records, so members of one group look alike whichever port
+    /// they use).
+    peer_host: Rc<str>,
+}
+
+impl Front for Native {
+    type Request = codec::Request;
+    const NAME: &'static str = "native";
+
+    async fn next_request(
+        &mut self,
+        _shard: &Shard,
+        reader: &mut Half,
+    ) -> Result<Option<codec::Request>, String> {
+        let Some(frame) = read_frame(reader, &self.limits).await? else {
+            return Ok(None);
+        };
+        codec::decode_request(&frame, &self.limits)
+            .map(Some)
+            .map_err(|e| format!("an unverifiable frame: {e}"))
+    }
+
+    fn handle(
+        &self,
+        shard: Rc<Shard>,
+        request: codec::Request,
+    ) -> impl Future<Output = Outgoing> + 'static {
+        let host = Rc::clone(&self.peer_host);
+        async move { handlers::handle(&shard, request, &host).await }
+    }
+}
+
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+    let peer_host: Rc<str> = stream
+        .peer_addr()
+        .map(|a| format!("/{}", a.ip()))
+        .unwrap_or_default()
+        .into();
+    let front = Native {
+        limits: FrameLimits {
+            max_frame_bytes: shard.config.max_frame_bytes,
+            ..FrameLimits::default()
+        },
+        peer_host,
+    };
+    serve_front(shard, stream, front).await;
 }
 
 /// Writes each request's response in request order (the tasks are queued in the order their
@@ -104,16 +163,9 @@ pub(crate) fn spawn_writer(
 /// Reads one frame: the 4-byte prefix, the limit check, then exactly the announced bytes.
 /// `Ok(None)` on a clean end of stream between frames.
 async fn read_frame(r: &mut Half, limits: &FrameLimits) -> Result<Option<frame::RawFrame>, String> {
-    let mut prefix = [0u8; LENGTH_PREFIX_BYTES];
-    let mut got = 0;
-    while got < prefix.len() {
-        match r.read(&mut prefix[got..]).await {
-            Ok(0) if got == 0 => return Ok(None),
-            Ok(0) => return Err("connection closed inside a frame prefix".into()),
-            Ok(n) => got += n,
-            Err(e) => return Err(format!("read: {e}")),
-        }
-    }
+    let Some(prefix) = read_prefix(r).await? else {
+        return Ok(None);
+    };
     let frame_bytes = frame::frame_bytes_from_prefix(prefix, limits).map_err(|e| e.to_string())?;
     debug_assert!(frame_bytes >= FRAME_PREFIX_BYTES);
     let mut buf = BytesMut::zeroed(frame_bytes);
@@ -124,4 +176,20 @@ async fn read_frame(r: &mut Half, limits: &FrameLimits) -> Result<Option<frame::
     frame::split_frame(buf.freeze(), limits)
         .map(Some)
         .map_err(|e| e.to_string())
+}
+
+/// Reads a frame's 4-byte length prefix (both protocols start frames with one); `Ok(None)` on a
+/// clean end of stream before its first byte.
+pub(crate) async fn read_prefix(r: &mut Half) -> Result<Option<[u8; LENGTH_PREFIX_BYTES]>, String> {
+    let mut prefix = [0u8; LENGTH_PREFIX_BYTES];
+    let mut got = 0;
+    while got < prefix.len() {
+        match r.read(&mut prefix[got..]).await {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err("connection closed inside a frame prefix".into()),
+            Ok(n) => got += n,
+            Err(e) => return Err(format!("read: {e}")),
+        }
+    }
+    Ok(Some(prefix))
 }

@@ -34,18 +34,18 @@ mod groups;
 #[cfg(test)]
 mod tests;
 
+use std::future::Future;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use futures_lite::AsyncReadExt;
-use glommio::channels::local_channel;
 use glommio::net::TcpStream;
-use glommio::Task;
 use kafka_protocol::protocol::StrBytes;
-use spool_protocol::kafka::codec::{self, LENGTH_PREFIX_BYTES};
+use spool_protocol::kafka::codec;
 
+use crate::connection::Front;
 use crate::handlers::Outgoing;
-use crate::net_io::{self, Half};
+use crate::net_io::Half;
 use crate::shard::Shard;
 
 /// Who is on the other end of a connection (for JoinGroup's member info and logs).
@@ -56,67 +56,61 @@ pub struct Peer {
     pub addr: String,
 }
 
+/// The Kafka front: frames decoded by `kafka-protocol`.
+struct Kafka {
+    peer: Rc<Peer>,
+}
+
+impl Front for Kafka {
+    type Request = codec::KafkaRequest;
+    const NAME: &'static str = "Kafka";
+
+    async fn next_request(
+        &mut self,
+        shard: &Shard,
+        reader: &mut Half,
+    ) -> Result<Option<codec::KafkaRequest>, String> {
+        let Some(frame) = read_frame(reader, shard.config.max_frame_bytes).await? else {
+            return Ok(None);
+        };
+        match codec::decode_request(frame) {
+            Ok(r) => Ok(Some(r)),
+            Err(e) => {
+                crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, 1);
+                Err(format!(
+                    "a request that does not decode ({:?}): {e}",
+                    e.error_code()
+                ))
+            }
+        }
+    }
+
+    fn handle(
+        &self,
+        shard: Rc<Shard>,
+        request: codec::KafkaRequest,
+    ) -> impl Future<Output = Outgoing> + 'static {
+        let peer = Rc::clone(&self.peer);
+        async move { dispatch::handle(&shard, request, &peer).await }
+    }
+}
+
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
     let (addr, host) = match stream.peer_addr() {
         Ok(a) => (a.to_string(), format!("/{}", a.ip())),
         Err(_) => (String::new(), String::new()),
     };
-    let peer = Rc::new(Peer { host, addr });
-    crate::metrics::CoreMetrics::add(&shard.metrics.connections, 1);
-    let (mut reader, writer, socket_fd) = net_io::split(stream);
-    let (tx, rx) =
-        local_channel::new_bounded::<Task<Outgoing>>(shard.config.max_in_flight_per_connection);
-    let writer_task = crate::connection::spawn_writer(writer, socket_fd, rx);
-    loop {
-        let read = read_frame(&mut reader, shard.config.max_frame_bytes);
-        let frame = match futures_lite::future::or(
-            async { Some(read.await) },
-            shard.stopped_signal(),
-        )
-        .await
-        {
-            None => break,
-            Some(Ok(Some(f))) => f,
-            Some(Ok(None)) => break,
-            Some(Err(e)) => {
-                tracing::info!(peer = %peer.addr, "closing Kafka connection: {e}");
-                break;
-            }
-        };
-        let request = match codec::decode_request(frame) {
-            Ok(r) => r,
-            Err(e) => {
-                crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, 1);
-                tracing::info!(peer = %peer.addr, code = ?e.error_code(), "closing Kafka connection: {e}");
-                break;
-            }
-        };
-        let me = Rc::clone(&shard);
-        let who = Rc::clone(&peer);
-        let task = glommio::spawn_local(async move { dispatch::handle(&me, request, &who).await });
-        if tx.send(task).await.is_err() {
-            break;
-        }
-    }
-    drop(tx);
-    writer_task.await;
-    let c = &shard.metrics.connections;
-    c.set(c.get().saturating_sub(1));
+    let front = Kafka {
+        peer: Rc::new(Peer { host, addr }),
+    };
+    crate::connection::serve_front(shard, stream, front).await;
 }
 
 /// Reads one frame's bytes after the prefix; `Ok(None)` on a clean end of stream between frames.
 async fn read_frame(r: &mut Half, max_frame_bytes: usize) -> Result<Option<Bytes>, String> {
-    let mut prefix = [0u8; LENGTH_PREFIX_BYTES];
-    let mut got = 0;
-    while got < prefix.len() {
-        match r.read(&mut prefix[got..]).await {
-            Ok(0) if got == 0 => return Ok(None),
-            Ok(0) => return Err("connection closed inside a frame prefix".into()),
-            Ok(n) => got += n,
-            Err(e) => return Err(format!("read: {e}")),
-        }
-    }
+    let Some(prefix) = crate::connection::read_prefix(r).await? else {
+        return Ok(None);
+    };
     let frame_bytes =
         codec::frame_bytes_from_prefix(prefix, max_frame_bytes).map_err(|e| e.to_string())?;
     let mut buf = BytesMut::zeroed(frame_bytes);
