@@ -5,7 +5,8 @@
 //! - [`membership`]: who consumes what — sharing, `kill -9`, static restarts, cooperative
 //!   rebalancing;
 //! - [`offsets`]: where members start — committed offsets across broker restarts, commits from
-//!   an old generation or an unknown member refused, `--reset earliest|latest`;
+//!   an old generation or an unknown member refused, `--reset earliest|latest`, a deleted
+//!   topic's offsets gone (and staying gone across a crash);
 //! - [`fencing`]: a member paused past its session is fenced, gives up its partitions and
 //!   rejoins, and its zombie commits move nothing backwards;
 //! - [`admin`]: `spool group describe` lag, `group list`, `reset-offsets`.

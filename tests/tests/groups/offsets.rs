@@ -1,6 +1,7 @@
 //! Where members start: committed offsets surviving a clean and a `kill -9` broker restart and
 //! resumed exactly; a commit from an old generation or an unknown member refused (the protocol
-//! by hand); a new group starting at `--reset earliest|latest` on every subscribed topic.
+//! by hand); a new group starting at `--reset earliest|latest` on every subscribed topic; a
+//! deleted topic's offsets removed, through a crash and a re-creation of the topic.
 
 use std::collections::BTreeMap;
 use std::thread;
@@ -325,4 +326,58 @@ fn new_groups_start_where_reset_says_on_every_subscribed_topic() {
         );
     }
     assert!(late.terminate().success(), "{}", late.summary());
+}
+
+#[test]
+fn offsets_of_a_deleted_topic_go_away() {
+    let mut broker = broker();
+    let (doomed, kept, group) = ("doomed", "kept", "deletes");
+    create_topic(&broker, doomed, 2);
+    create_topic(&broker, kept, 1);
+    produce_spread(&broker, doomed, 2, 0, 60);
+    produce_spread(&broker, kept, 1, 1_000, 30);
+
+    let member = GroupConsumer::start(
+        &broker,
+        "reader",
+        &format!("{doomed},{kept}"),
+        group,
+        &MemberOptions {
+            num: Some(90),
+            ..MemberOptions::default()
+        },
+    );
+    let status = member.wait_exit();
+    assert!(
+        status.success(),
+        "-n 90 exited with {status}\n{}",
+        member.summary()
+    );
+    let topics_of = |broker: &Broker| -> BTreeMap<String, i64> {
+        describe(broker, group)
+            .committed()
+            .into_iter()
+            .map(|(tp, o)| (tp.to_string(), o))
+            .collect()
+    };
+    let before = topics_of(&broker);
+    let expected_before: BTreeMap<String, i64> =
+        [("doomed-0", 30), ("doomed-1", 30), ("kept-0", 30)]
+            .into_iter()
+            .map(|(t, o)| (t.to_string(), o))
+            .collect();
+    assert_eq!(before, expected_before, "committed before the delete");
+
+    spool_tests::cli::spool_ok(&broker, &["topic", "delete", doomed], "");
+    let only_kept: BTreeMap<String, i64> = [("kept-0".to_string(), 30)].into_iter().collect();
+    assert_eq!(topics_of(&broker), only_kept, "right after the delete");
+
+    // The tombstones are in __consumer_offsets: a replay after a crash must not bring them back.
+    broker.kill9();
+    broker.restart();
+    assert_eq!(topics_of(&broker), only_kept, "after kill -9 and a restart");
+
+    // A new topic of the same name starts with no committed offsets.
+    create_topic(&broker, doomed, 2);
+    assert_eq!(topics_of(&broker), only_kept, "after re-creating the topic");
 }
