@@ -6,6 +6,13 @@
 //! (group-committed); consumers read only below the high watermark, which under fsync is the
 //! durable offset. Bad batches get CORRUPT_MESSAGE or MESSAGE_TOO_LARGE and nothing of the request
 //! is appended; a full disk answers KAFKA_STORAGE_ERROR and reads keep working.
+//!
+//! Idempotent producers (DESIGN §9): before the first produce decides anything, the producer
+//! table is rebuilt from the batch headers of the log's last [`PRODUCER_STATE_REBUILD_BYTES_MAX`]
+//! bytes (under `append_turn`, so no append moves the tail meanwhile), so a retry of a batch
+//! written before a restart — clean or `kill -9` — is answered with its original offset and not
+//! appended twice. A producer whose last batch is older than that tail is unknown after a restart
+//! and is accepted at any sequence (Kafka's rule for expired producers).
 
 use std::cell::{Cell, RefCell};
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -19,7 +26,7 @@ use spool_storage::{Durability, LogError, PartitionLog, ReadChunk};
 
 use glommio::sync::Semaphore;
 
-use crate::producer_state::{Check, ProducerStateTable};
+use crate::producer_state::{BatchInfo, Check, ProducerStateTable};
 use crate::replica::ReplicaState;
 use crate::requests::{FetchChunk, FetchResult, ListOffsetsResult, ProduceResult, TopicPartition};
 use crate::requests::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
@@ -36,6 +43,8 @@ pub struct Partition {
     copy_reads: bool,
     /// Idempotent producers' recent batches; checked and updated under `append_turn`.
     producers: RefCell<ProducerStateTable>,
+    /// Whether `producers` was rebuilt from the log (done once, at the first produce).
+    producers_loaded: Cell<bool>,
     /// Serializes check-then-append, so two retries of one batch cannot both pass the check.
     append_turn: Semaphore,
 }
@@ -45,6 +54,10 @@ pub const WATCHERS_MAX: usize = 1024;
 
 /// Producers remembered per partition.
 const PRODUCERS_PER_PARTITION_MAX: usize = 10_000;
+
+/// Bytes at the end of the log whose batch headers rebuild the producer table after a restart
+/// (only the 61-byte headers are used; a scan reads them in 64 KiB windows).
+pub const PRODUCER_STATE_REBUILD_BYTES_MAX: u64 = 64 << 20;
 
 /// Maps a storage error to the protocol's code.
 pub fn log_error_code(e: &LogError) -> ErrorCode {
@@ -93,6 +106,7 @@ impl Partition {
             watchers: RefCell::new(Vec::new()),
             copy_reads,
             producers: RefCell::new(ProducerStateTable::new(PRODUCERS_PER_PARTITION_MAX)),
+            producers_loaded: Cell::new(false),
             append_turn: Semaphore::new(1),
         })
     }
@@ -125,6 +139,48 @@ impl Partition {
             }
         }
         w.push(waker.clone());
+    }
+
+    /// Rebuilds the producer table from the log's tail unless that was done already. Opening a
+    /// partition may call it to take the scan off the first produce; `produce` calls it anyway.
+    pub async fn load_producer_state(&self) -> Result<(), LogError> {
+        let Ok(_turn) = self.append_turn.acquire_permit(1).await else {
+            return Ok(());
+        };
+        self.load_producer_state_in_turn().await
+    }
+
+    /// [`Partition::load_producer_state`] for a caller holding `append_turn`.
+    async fn load_producer_state_in_turn(&self) -> Result<(), LogError> {
+        if self.producers_loaded.get() {
+            return Ok(());
+        }
+        let mut table = ProducerStateTable::new(PRODUCERS_PER_PARTITION_MAX);
+        let scan = self
+            .log
+            .for_each_tail_header(PRODUCER_STATE_REBUILD_BYTES_MAX, |h| {
+                table.replay(&BatchInfo {
+                    producer_id: h.producer_id,
+                    producer_epoch: h.producer_epoch,
+                    first_seq: h.base_sequence,
+                    last_seq: h.base_sequence.wrapping_add(h.last_offset_delta),
+                    base_offset: h.base_offset as u64,
+                    last_offset: h.last_offset() as u64,
+                    is_control: h.is_control(),
+                })
+            })
+            .await?;
+        tracing::debug!(
+            tp = %self.tp,
+            batches = scan.batches,
+            bytes = scan.bytes,
+            whole_log = scan.whole_log,
+            producers = table.len(),
+            "rebuilt the producer table from the log"
+        );
+        *self.producers.borrow_mut() = table;
+        self.producers_loaded.set(true);
+        Ok(())
     }
 
     /// Validates every batch first (so a bad one appends nothing), then appends them in order.
@@ -173,6 +229,12 @@ impl Partition {
                     format!("{}: closing", self.tp),
                 );
             };
+            if let Err(e) = self.load_producer_state_in_turn().await {
+                return ProduceResult::error(
+                    log_error_code(&e),
+                    format!("{}: rebuilding the producer table: {e}", self.tp),
+                );
+            }
             for b in batches {
                 let h = match batch::BatchHeader::parse(&b) {
                     Ok(h) => h,

@@ -18,6 +18,7 @@
 //! are serialized by `append_lock`; truncation, retention, compaction and close also take
 //! `maintenance_lock` (always before `append_lock`). No `RefCell` borrow is held across `.await`.
 
+mod headers;
 mod maintenance;
 mod open;
 mod read;
@@ -39,6 +40,7 @@ use crate::segment::{open_reader, segment_file, sync_dir, write_file_atomically,
 use crate::tail::{CachedBatch, TailCache};
 use crate::writer::SegmentWriter;
 
+pub use headers::TailScan;
 pub use maintenance::{CompactionStats, RetentionStats};
 pub use open::OpenStats;
 pub use read::{ReadChunk, ReadSlice};
