@@ -318,8 +318,11 @@ mod tests {
         (prop_oneof![Just(-1i64), 0i64..4], send)
     }
 
-    /// The batch (epoch, first, last) a model producer sends.
-    fn batch_for(s: Send, epoch: i16, next: i32, sent: &[(i16, i32, i32)]) -> (i16, i32, i32) {
+    /// A batch as the model sends it: (epoch, first sequence, last sequence).
+    type Sent = (i16, i32, i32);
+
+    /// The batch a model producer sends.
+    fn batch_for(s: Send, epoch: i16, next: i32, sent: &[Sent]) -> Sent {
         match s {
             Send::Next(n) => (epoch, next, next + n - 1),
             Send::Retry(k) => sent
@@ -347,7 +350,7 @@ mod tests {
             let mut live = ProducerStateTable::new(producers_max);
             let mut log = Vec::new();
             // Per producer: epoch, next sequence, batches sent in this epoch.
-            let mut model: HashMap<i64, (i16, i32, Vec<(i16, i32, i32)>)> = HashMap::new();
+            let mut model: HashMap<i64, (i16, i32, Vec<Sent>)> = HashMap::new();
             let mut offset = 0u64;
             for (pid, s) in sends {
                 let (epoch, next, sent) = model.entry(pid).or_insert((0, 0, Vec::new()));

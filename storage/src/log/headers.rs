@@ -126,7 +126,7 @@ mod tests {
     async fn headers(log: &PartitionLog, bytes_max: u64) -> (Vec<BatchHeader>, TailScan) {
         let mut out = Vec::new();
         let scan = log
-            .for_each_tail_header(bytes_max, |h| out.push(h.clone()))
+            .for_each_tail_header(bytes_max, |h| out.push(*h))
             .await
             .unwrap();
         (out, scan)
