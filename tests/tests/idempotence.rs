@@ -160,6 +160,13 @@ fn retried_batches_survive_a_restart(kill9: bool) {
         "the next sequence"
     );
     seqs.push(next);
+    // The rebuilt table holds exactly the last five batches: the first batch is now older than
+    // all of them (Kafka answers DUPLICATE_SEQUENCE_NUMBER and appends nothing).
+    assert_eq!(
+        produce(&mut conn, pid, epoch, 0).0,
+        ErrorCode::DUPLICATE_SEQUENCE_NUMBER,
+        "a batch older than the cached five"
+    );
     // An older epoch is fenced: the table knows the producer's epoch after the restart.
     if epoch > i16::MIN {
         assert_eq!(
