@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, exactly as CI runs it (.ci/run calls this; the README names it).
-# Installs what the tests need on a fresh machine, then: generated-code freshness, formatting,
-# lints (warnings are errors), and every crate's tests.
+# Installs what the tests need on a fresh machine, then: generated-code freshness, the decision
+# core's dependency boundary, import cycles, formatting, lints (warnings are errors), and every
+# crate's tests.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -35,6 +36,21 @@ fi
 
 echo "== generated flatbuffers code matches schemas/ (installs flatc 25.12.19 if missing)"
 schemas/check-generated.sh
+
+echo "== spool-core builds without the runtime (cargo tree -p spool-core: no glommio)"
+scripts/check-core-deps.sh
+
+echo "== no import cycles between files (../shared/tools/cycles.py, when present)"
+if [ -f ../shared/tools/cycles.py ]; then
+  cycles="$(python3 ../shared/tools/cycles.py broker/src broker/core/src raft/src protocol/src protocol/error-code/src storage/src loadgen/src tests/src)"
+  echo "$cycles" | tail -1
+  if echo "$cycles" | grep -q '^CYCLE'; then
+    echo "$cycles" >&2
+    exit 1
+  fi
+else
+  echo "test.sh: ../shared/tools/cycles.py not found; skipping the import-cycle check" >&2
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

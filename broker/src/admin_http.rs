@@ -7,7 +7,7 @@ use std::rc::Rc;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 
-use crate::mesh::{Reply, Request};
+use crate::requests::MetricsText;
 use crate::shard::Shard;
 
 const REQUEST_HEAD_BYTES_MAX: usize = 8192;
@@ -22,7 +22,7 @@ pub fn spawn(shard: &Rc<Shard>) -> Result<(), String> {
     })?;
     let shard = Rc::clone(shard);
     glommio::spawn_local(async move {
-        shard.accept_until_stopped(&listener, "admin", serve).await;
+        crate::accept::accept_until_stopped(&shard, &listener, "admin", serve).await;
     })
     .detach();
     Ok(())
@@ -53,10 +53,8 @@ async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
     let result = match (method, path) {
         ("GET", "/metrics") => {
             let mut body = String::from(crate::metrics::header());
-            for reply in shard.broadcast(|| Request::Metrics).await {
-                if let Reply::Metrics(text) = reply {
-                    body.push_str(&text);
-                }
+            for text in shard.broadcast(|| MetricsText).await.into_iter().flatten() {
+                body.push_str(&text);
             }
             respond(&mut stream, "200 OK", "text/plain; version=0.0.4", &body).await
         }

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use spool_core::topic_config::{self, TopicDefaults};
 use spool_storage::Durability;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -38,7 +39,7 @@ pub struct ServeArgs {
     #[arg(long, env = "SPOOL_FETCH_COPY", default_value_t = false)]
     pub fetch_copy: bool,
     /// Largest record batch accepted (Kafka's `message.max.bytes`).
-    #[arg(long, env = "SPOOL_MAX_MESSAGE_BYTES", default_value_t = 1_048_588)]
+    #[arg(long, env = "SPOOL_MAX_MESSAGE_BYTES", default_value_t = topic_config::MAX_MESSAGE_BYTES_DEFAULT)]
     pub max_message_bytes: usize,
     /// Largest frame read from a client, checked before allocating.
     #[arg(long, env = "SPOOL_MAX_FRAME_BYTES", default_value_t = 100 * 1024 * 1024)]
@@ -50,10 +51,10 @@ pub struct ServeArgs {
     #[arg(long, env = "SPOOL_FLUSH_INTERVAL_MS", default_value_t = 50)]
     pub flush_interval_ms: u64,
     /// Default `segment.bytes` for new topics.
-    #[arg(long, env = "SPOOL_SEGMENT_BYTES", default_value_t = 1 << 30)]
+    #[arg(long, env = "SPOOL_SEGMENT_BYTES", default_value_t = topic_config::SEGMENT_BYTES_DEFAULT)]
     pub segment_bytes: u64,
     /// Default `retention.ms` for new topics (-1: forever).
-    #[arg(long, env = "SPOOL_RETENTION_MS", default_value_t = 7 * 24 * 3_600_000)]
+    #[arg(long, env = "SPOOL_RETENTION_MS", default_value_t = topic_config::RETENTION_MS_DEFAULT, allow_negative_numbers = true)]
     pub retention_ms: i64,
     /// Kafka wire protocol port (on `--host`).
     #[arg(long, env = "SPOOL_KAFKA_PORT", default_value_t = 9092)]
@@ -125,6 +126,8 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: u64,
     pub group_max_session_timeout_ms: u64,
     pub offsets_topic_partitions: i32,
+    /// What a topic that sets nothing gets (from the flags above, Kafka's defaults elsewhere).
+    pub topic_defaults: TopicDefaults,
 }
 
 impl BrokerConfig {
@@ -203,6 +206,12 @@ impl BrokerConfig {
             group_min_session_timeout_ms: a.group_min_session_timeout_ms,
             group_max_session_timeout_ms: a.group_max_session_timeout_ms,
             offsets_topic_partitions: a.offsets_topic_partitions,
+            topic_defaults: TopicDefaults {
+                segment_bytes: a.segment_bytes,
+                retention_ms: (a.retention_ms >= 0).then_some(a.retention_ms),
+                max_message_bytes: a.max_message_bytes,
+                ..TopicDefaults::default()
+            },
         })
     }
 }

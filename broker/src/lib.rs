@@ -1,30 +1,37 @@
 //! spool-broker: the broker behind `spool serve` (DESIGN §4, §6, §10).
 //!
-//! The data path, top to bottom: [`connection`] (frames in, responses out) → [`handlers`]
-//! (decode, split by partition) → [`shard`] (route to the owning core over the [`mesh`]) →
-//! [`partition`] (log, high watermark) → `spool_storage` → ack. Core 0 also runs the
-//! [`controller`] (raft metadata) and the [`admin_http`] endpoint. Decision logic that needs no
-//! I/O is pure and tested without a runtime: [`replica`] (ISR and high watermark), [`shard_map`].
+//! The data path, top to bottom, one file per hop: a front ([`connection`] + [`handlers`] for the
+//! native protocol, [`kafka`] for Kafka's) reads and decodes a frame → [`ops`] (split by
+//! partition, the rules both fronts share) → [`router`] (a typed call to the owning core, from
+//! the catalogue in [`calls`]) → [`partition`] (asks `spool-core` what to do, then does it) →
+//! `spool_storage` → a typed reply back up. [`shard`] is the composition root that answers calls
+//! by handing them to their owner; [`local`] is one core's data. Core 0 also runs the
+//! [`controller`] driver (raft metadata) and the [`admin_http`] endpoint.
+//!
+//! Every decision is in `spool-core` (no runtime, no clock, no entropy), driven from here.
 
+pub mod accept;
 pub mod admin_http;
 pub mod alloc;
+pub mod calls;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod controller;
 pub mod group;
 pub mod handlers;
 pub mod kafka;
-pub mod mesh;
+pub mod local;
+pub mod maintenance;
+pub mod metadata_apply;
 pub mod metrics;
 pub mod net_io;
 pub mod ops;
 pub mod partition;
-pub mod producer_state;
-pub mod replica;
 pub mod requests;
+pub mod router;
 pub mod runtime;
 pub mod shard;
-pub mod shard_map;
 pub mod stop_signal;
 pub mod topic_config;

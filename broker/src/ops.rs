@@ -2,32 +2,25 @@
 //! each takes the broker's internal requests (`crate::requests`), routes them to the owning cores
 //! through the [`Shard`], and returns internal results the front encodes its own way. A rule that
 //! decides what a request means (unknown partition, min.insync.replicas, long-poll, max_bytes)
-//! lives here once, so the two fronts cannot drift apart.
+//! lives here or in `spool-core` once, so the two fronts cannot drift apart.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
+use spool_core::fetch_wait::{self, FetchWait, Next};
 use spool_protocol::ErrorCode;
 
-use crate::mesh::{ControllerOp, Reply, Request, TopicOutcome};
 use crate::requests::{
-    FetchPartition, FetchResult, ListOffsetsPartition, ListOffsetsResult, ProducePartition,
-    ProduceResult, TopicPartition,
+    ControllerOp, FetchPartition, FetchResult, ListOffsetsPartition, ListOffsetsResult,
+    ProducePartition, ProduceResult, TopicOutcome, TopicPartition, WatchPartitions,
 };
 use crate::shard::Shard;
 
-/// The longest a fetch may wait, whatever the client asks.
-pub const FETCH_MAX_WAIT_MS: u64 = 30_000;
-
 /// Partitions of `topic` in this core's metadata image.
 pub fn partition_count(shard: &Shard, topic: &str) -> Option<i32> {
-    shard
-        .image
-        .borrow()
-        .topic(topic)
-        .map(|t| t.partitions.len() as i32)
+    shard.partition_count(topic)
 }
 
 /// Appends one partition's batches on its owner core.
@@ -38,7 +31,7 @@ pub async fn produce_partition(
     acks: i16,
     timeout_ms: i32,
 ) -> ProduceResult {
-    let Some(count) = partition_count(shard, &tp.topic) else {
+    let Some(count) = shard.partition_count(&tp.topic) else {
         return ProduceResult::error(
             ErrorCode::UnknownTopicOrPartition,
             format!("unknown topic {}", tp.topic),
@@ -54,18 +47,8 @@ pub async fn produce_partition(
         );
     }
     if acks == -1 {
-        // min.insync.replicas, capped by the replication factor: a topic of one replica accepts
-        // acks=all from its leader alone (the single-node case).
-        let image = shard.image.borrow();
-        if let Some(t) = image.topic(&tp.topic) {
-            let p = &t.partitions[tp.partition as usize];
-            let min_isr = t.config_i64("min.insync.replicas").unwrap_or(2).max(1) as usize;
-            if p.isr.len() < min_isr.min(p.replicas.len().max(1)) {
-                return ProduceResult::error(
-                    ErrorCode::NotEnoughReplicas,
-                    format!("{tp}: ISR {:?} below min.insync.replicas", p.isr),
-                );
-            }
+        if let Some(refused) = below_min_isr(shard, &tp) {
+            return refused;
         }
     }
     let Some(owner) = shard.owner(&tp) else {
@@ -74,23 +57,43 @@ pub async fn produce_partition(
             format!("{tp} is not open yet"),
         );
     };
-    let request = Request::Produce(ProducePartition {
+    let request = ProducePartition {
         tp,
         records,
         acks,
         timeout_ms,
-    });
-    match shard.call(owner, request).await {
-        Reply::Produce(r) => r,
-        other => ProduceResult::error(ErrorCode::RequestTimedOut, format!("{other:?}")),
-    }
+    };
+    shard
+        .call(owner, request)
+        .await
+        .unwrap_or_else(|e| ProduceResult::error(ErrorCode::RequestTimedOut, e.to_string()))
+}
+
+/// acks=all needs `min.insync.replicas` (capped by the replication factor) in the ISR.
+fn below_min_isr(shard: &Shard, tp: &TopicPartition) -> Option<ProduceResult> {
+    let image = shard.image.borrow();
+    let t = image.topic(&tp.topic)?;
+    let p = t.partitions.get(usize::try_from(tp.partition).ok()?)?;
+    let required = t
+        .config
+        .resolve(&shard.config.topic_defaults)
+        .required_isr(p.replicas.len());
+    (p.isr.len() < required).then(|| {
+        ProduceResult::error(
+            ErrorCode::NotEnoughReplicas,
+            format!(
+                "{tp}: ISR {:?} below min.insync.replicas ({required})",
+                p.isr
+            ),
+        )
+    })
 }
 
 /// A fetch with long polling: reads every partition from its owner; if fewer than `min_bytes`
 /// came back and `max_wait_ms` has not passed, waits for one of the partitions' high watermark to
-/// move past its fetch offset and reads again. The results (in `wanted` order) stay within
-/// `max_bytes`, whole partitions at a time, except that the first non-empty partition always
-/// keeps at least its first batch (so a consumer always progresses).
+/// move past its fetch offset and reads again (`spool_core::fetch_wait` decides). The results (in
+/// `wanted` order) stay within `max_bytes`, whole partitions at a time, except that the first
+/// non-empty partition always keeps its data (so a consumer always progresses).
 pub async fn fetch(
     shard: &Rc<Shard>,
     wanted: &[FetchPartition],
@@ -98,32 +101,27 @@ pub async fn fetch(
     min_bytes: i32,
     max_bytes: i32,
 ) -> Vec<FetchResult> {
-    let started = Instant::now();
-    let max_wait_ms = (max_wait_ms.max(0) as u64).min(FETCH_MAX_WAIT_MS);
-    let deadline = started + Duration::from_millis(max_wait_ms);
-    let min_bytes = min_bytes.max(0) as u64;
+    let wait = FetchWait::new(crate::clock::monotonic_ms(), max_wait_ms, min_bytes);
     let mut results = loop {
         let results = fetch_all(shard, wanted).await;
         let bytes: u64 = results.iter().map(FetchResult::bytes).sum();
         let errors = results.iter().any(|r| r.error != ErrorCode::None);
-        let now = Instant::now();
-        if bytes >= min_bytes.max(1) || errors || now >= deadline || shard.stopping.get() {
-            break results;
+        let now_ms = crate::clock::monotonic_ms();
+        match wait.next(bytes, errors, shard.stopping.get(), now_ms) {
+            Next::Answer => break results,
+            Next::Wait { wait_ms } => {
+                drop(results);
+                wait_for_data(shard, wanted, wait_ms).await;
+            }
         }
-        drop(results);
-        wait_for_data(shard, wanted, deadline - now).await;
     };
-    let max_bytes = max_bytes.max(0) as u64;
-    let mut total = 0u64;
-    for r in results.iter_mut() {
-        let b = r.bytes();
-        if b == 0 {
-            continue;
-        }
-        if total > 0 && total + b > max_bytes {
+    let sizes: Vec<u64> = results.iter().map(FetchResult::bytes).collect();
+    for (r, keep) in results
+        .iter_mut()
+        .zip(fetch_wait::keep_within(max_bytes, &sizes))
+    {
+        if !keep {
             r.chunks.clear();
-        } else {
-            total += b;
         }
     }
     results
@@ -136,7 +134,8 @@ async fn fetch_all(shard: &Rc<Shard>, wanted: &[FetchPartition]) -> Vec<FetchRes
         .map(|w| {
             let me = Rc::clone(shard);
             glommio::spawn_local(async move {
-                if partition_count(&me, &w.tp.topic)
+                if me
+                    .partition_count(&w.tp.topic)
                     .is_none_or(|n| w.tp.partition < 0 || w.tp.partition >= n)
                 {
                     return FetchResult::error(ErrorCode::UnknownTopicOrPartition);
@@ -144,10 +143,9 @@ async fn fetch_all(shard: &Rc<Shard>, wanted: &[FetchPartition]) -> Vec<FetchRes
                 let Some(owner) = me.owner(&w.tp) else {
                     return FetchResult::error(ErrorCode::LeaderNotAvailable);
                 };
-                match me.call(owner, Request::Fetch(w)).await {
-                    Reply::Fetch(r) => r,
-                    _ => FetchResult::error(ErrorCode::RequestTimedOut),
-                }
+                me.call(owner, w)
+                    .await
+                    .unwrap_or_else(|_| FetchResult::error(ErrorCode::RequestTimedOut))
             })
         })
         .collect();
@@ -158,8 +156,8 @@ async fn fetch_all(shard: &Rc<Shard>, wanted: &[FetchPartition]) -> Vec<FetchRes
     out
 }
 
-/// Returns when an owner reports new data for one of the partitions, or after `wait`.
-async fn wait_for_data(shard: &Rc<Shard>, wanted: &[FetchPartition], wait: Duration) {
+/// Returns when an owner reports new data for one of the partitions, or after `wait_ms`.
+async fn wait_for_data(shard: &Rc<Shard>, wanted: &[FetchPartition], wait_ms: u64) {
     let mut by_owner: BTreeMap<usize, Vec<(TopicPartition, i64)>> = BTreeMap::new();
     for w in wanted {
         if let Some(owner) = shard.owner(&w.tp) {
@@ -169,27 +167,22 @@ async fn wait_for_data(shard: &Rc<Shard>, wanted: &[FetchPartition], wait: Durat
                 .push((w.tp.clone(), w.fetch_offset));
         }
     }
-    let timeout_ms = wait.as_millis() as u64;
     let (tx, rx) = glommio::channels::local_channel::new_bounded::<()>(by_owner.len().max(1));
     let tx = Rc::new(tx);
     for (owner, partitions) in by_owner {
         let me = Rc::clone(shard);
         let tx = Rc::clone(&tx);
         glommio::spawn_local(async move {
-            let _ = me
-                .call(
-                    owner,
-                    Request::Watch {
-                        partitions,
-                        timeout_ms,
-                    },
-                )
-                .await;
+            let watch = WatchPartitions {
+                partitions,
+                timeout_ms: wait_ms,
+            };
+            let _ = me.call(owner, watch).await;
             let _ = tx.try_send(());
         })
         .detach();
     }
-    let timer = glommio::timer::sleep(wait);
+    let timer = glommio::timer::sleep(Duration::from_millis(wait_ms));
     let data_or_timeout = futures_lite::future::or(
         async {
             let _ = rx.recv().await;
@@ -218,16 +211,10 @@ pub async fn list_offsets_partition(
     let Some(owner) = shard.owner(&tp) else {
         return failed(ErrorCode::UnknownTopicOrPartition);
     };
-    match shard
-        .call(
-            owner,
-            Request::ListOffsets(ListOffsetsPartition { tp, timestamp }),
-        )
+    shard
+        .call(owner, ListOffsetsPartition { tp, timestamp })
         .await
-    {
-        Reply::ListOffsets(r) => r,
-        _ => failed(ErrorCode::RequestTimedOut),
-    }
+        .unwrap_or_else(|_| failed(ErrorCode::RequestTimedOut))
 }
 
 /// Runs a metadata change on the controller (core 0); one outcome per name, in order.
@@ -236,18 +223,21 @@ pub async fn controller(
     op: ControllerOp,
     names: &[String],
 ) -> Vec<TopicOutcome> {
-    match shard.call(0, Request::Controller(op)).await {
-        Reply::Controller(outcomes) if outcomes.len() == names.len() => outcomes,
-        other => {
-            let message = format!("controller unavailable: {other:?}");
-            names
-                .iter()
-                .map(|n| TopicOutcome {
-                    name: n.clone(),
-                    error: ErrorCode::NotController,
-                    message: Some(message.clone()),
-                })
-                .collect()
-        }
-    }
+    let message = match shard.call(0, op).await {
+        Ok(outcomes) if outcomes.len() == names.len() => return outcomes,
+        Ok(outcomes) => format!(
+            "controller unavailable: {} outcomes for {} topics",
+            outcomes.len(),
+            names.len()
+        ),
+        Err(e) => format!("controller unavailable: {e}"),
+    };
+    names
+        .iter()
+        .map(|n| TopicOutcome {
+            name: n.clone(),
+            error: ErrorCode::NotController,
+            message: Some(message.clone()),
+        })
+        .collect()
 }

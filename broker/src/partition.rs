@@ -26,15 +26,15 @@ use spool_storage::{Durability, LogError, PartitionLog, ReadChunk};
 
 use glommio::sync::Semaphore;
 
-use crate::producer_state::{BatchInfo, Check, ProducerStateTable};
-use crate::replica::ReplicaState;
+use spool_core::producer_state::{BatchInfo, Check, ProducerStateTable};
+use spool_core::replica::ReplicaState;
+
 use crate::requests::{FetchChunk, FetchResult, ListOffsetsResult, ProduceResult, TopicPartition};
 use crate::requests::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 
 pub struct Partition {
     pub tp: TopicPartition,
     pub log: Rc<PartitionLog>,
-    pub leader_epoch: Cell<i32>,
     durability: Durability,
     replica: RefCell<ReplicaState>,
     /// Fetches waiting for this partition to grow (woken on every high-watermark move).
@@ -77,13 +77,6 @@ pub fn log_error_code(e: &LogError) -> ErrorCode {
     }
 }
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl Partition {
     pub fn new(
         tp: TopicPartition,
@@ -100,9 +93,10 @@ impl Partition {
         Rc::new(Self {
             tp,
             log,
-            leader_epoch: Cell::new(leader_epoch),
             durability,
-            replica: RefCell::new(ReplicaState::new(broker_id, &[broker_id], start)),
+            // One replica leading itself until replication (the cluster milestone) hands the
+            // partition a replica set from the metadata image.
+            replica: RefCell::new(ReplicaState::sole_leader(broker_id, leader_epoch, start)),
             watchers: RefCell::new(Vec::new()),
             copy_reads,
             producers: RefCell::new(ProducerStateTable::new(PRODUCERS_PER_PARTITION_MAX)),
@@ -113,6 +107,10 @@ impl Partition {
 
     pub fn high_watermark(&self) -> u64 {
         self.replica.borrow().high_watermark()
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.replica.borrow().leader_epoch()
     }
 
     fn advance_high_watermark(&self, leader_end: u64) {
@@ -183,12 +181,14 @@ impl Partition {
         Ok(())
     }
 
-    /// Validates every batch first (so a bad one appends nothing), then appends them in order.
+    /// Validates every batch first (so a bad one appends nothing), then appends them in order,
+    /// stamped with the leader epoch and `now_ms` (the log-append time the caller read).
     pub async fn produce(
         &self,
         records: Bytes,
         acks: i16,
         max_message_bytes: usize,
+        now_ms: i64,
     ) -> ProduceResult {
         let mut batches = Vec::new();
         let mut at = 0usize;
@@ -266,12 +266,29 @@ impl Partition {
                         )
                     }
                 }
+                let end_before = self.log.log_end_offset();
                 match self
                     .log
-                    .append(BytesMut::from(&b[..]), self.leader_epoch.get(), now_ms())
+                    .append(BytesMut::from(&b[..]), self.leader_epoch(), now_ms)
                     .await
                 {
                     Ok(info) => {
+                        // Pair assertions: the batch got the offsets right after the log end
+                        // (appends are serialized by `append_turn`), and the log end moved past
+                        // exactly its records.
+                        assert_eq!(info.base_offset, end_before, "{}: append offset", self.tp);
+                        assert_eq!(
+                            info.last_offset + 1,
+                            info.base_offset + h.offset_count(),
+                            "{}: appended offsets",
+                            self.tp
+                        );
+                        assert_eq!(
+                            info.log_end_offset,
+                            info.last_offset + 1,
+                            "{}: log end",
+                            self.tp
+                        );
                         self.producers.borrow_mut().on_append(
                             h.producer_id,
                             h.producer_epoch,
@@ -293,7 +310,8 @@ impl Partition {
             }
         }
         match self.durability {
-            Durability::Replicated => self.advance_high_watermark(end),
+            // The whole log is exposable (`end` may be a duplicate's, below the log end).
+            Durability::Replicated => self.advance_high_watermark(self.log.log_end_offset()),
             Durability::Fsync if acks == 0 => {
                 // Nobody waits for this one; the next sync covers it and moves the watermark.
             }
@@ -386,7 +404,7 @@ impl Partition {
     }
 
     pub async fn list_offsets(&self, timestamp: i64) -> ListOffsetsResult {
-        let epoch = self.leader_epoch.get();
+        let epoch = self.leader_epoch();
         let ok = |offset: u64, ts: i64| ListOffsetsResult {
             error: ErrorCode::None,
             timestamp: ts,

@@ -1,5 +1,6 @@
-//! The broker's internal requests and results: what both fronts (native flatbuffers, and later the
-//! Kafka wire protocol) translate into, and what crosses the core mesh.
+//! The broker's internal requests and results: what both fronts (native flatbuffers and the Kafka
+//! wire protocol) translate into, and what crosses the core mesh ([`crate::calls`] pairs each
+//! request with its reply).
 //!
 //! Everything here is `Send` (it travels between executors) and owns its data: record bytes as
 //! `Bytes`, file ranges as a duplicated descriptor, so a core never lends another its `Rc`s.
@@ -9,27 +10,7 @@ use std::os::fd::OwnedFd;
 use bytes::Bytes;
 use spool_protocol::ErrorCode;
 
-/// A topic and partition.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        Self {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-impl std::fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
+pub use spool_core::TopicPartition;
 
 /// One partition's share of a produce request.
 #[derive(Debug, Clone)]
@@ -133,3 +114,56 @@ pub struct ListOffsetsResult {
 
 pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const LATEST_TIMESTAMP: i64 = -1;
+
+/// Reply once any of these partitions' high watermark passes the given offset (or it is gone), or
+/// after `timeout_ms`: the long-poll half of a fetch, asked of each owning core.
+#[derive(Debug, Clone)]
+pub struct WatchPartitions {
+    pub partitions: Vec<(TopicPartition, i64)>,
+    pub timeout_ms: u64,
+}
+
+/// A topic to create, as the controller sees it.
+#[derive(Debug, Clone)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: Vec<(String, String)>,
+}
+
+/// Metadata changes, proposed to the controller on core 0.
+#[derive(Debug, Clone)]
+pub enum ControllerOp {
+    CreateTopics {
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    },
+    DeleteTopics {
+        names: Vec<String>,
+    },
+}
+
+/// Per-topic outcome of a controller op, in request order.
+#[derive(Debug, Clone)]
+pub struct TopicOutcome {
+    pub name: String,
+    pub error: ErrorCode,
+    pub message: Option<String>,
+}
+
+/// Committed metadata records (encoded `MetadataRecord`s) in commit order, from core 0, for
+/// every core to apply to its image.
+#[derive(Debug, Clone)]
+pub struct ApplyMetadata(pub Vec<Vec<u8>>);
+
+/// A block of producer ids for the asking core (core 0 only).
+#[derive(Debug, Clone, Copy)]
+pub struct AllocateProducerIds;
+
+/// (first producer id, block size).
+pub type ProducerIdRange = Result<(i64, i32), ErrorCode>;
+
+/// This core's metrics, as Prometheus text lines.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricsText;

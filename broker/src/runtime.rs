@@ -13,9 +13,11 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 
+use crate::accept::accept_until_stopped;
 use crate::config::BrokerConfig;
 use crate::controller::Controller;
-use crate::mesh::{Message, Request, MESH_CHANNEL_CAPACITY};
+use crate::requests::ApplyMetadata;
+use crate::router::{Envelope, MESH_CHANNEL_CAPACITY};
 use crate::shard::Shard;
 
 /// How often cores look at the stop flag ([`crate::stop_signal`]).
@@ -88,7 +90,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     crate::stop_signal::install();
     let config = std::sync::Arc::new(config);
     let phases = std::sync::Arc::new(ShutdownPhases::default());
-    let mesh = MeshBuilder::<Message, _>::full(config.cores, MESH_CHANNEL_CAPACITY);
+    let mesh = MeshBuilder::<Envelope, _>::full(config.cores, MESH_CHANNEL_CAPACITY);
     // Every handle is cloned before any executor starts (DESIGN §12: joining while handles are
     // still being cloned can hang the join).
     let meshes: Vec<_> = (0..config.cores).map(|_| mesh.clone()).collect();
@@ -147,7 +149,7 @@ async fn barrier(counter: &std::sync::atomic::AtomicUsize, cores: usize) {
 async fn run_core(
     core: usize,
     config: BrokerConfig,
-    mesh: MeshBuilder<Message, glommio::channels::channel_mesh::Full>,
+    mesh: MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>,
     phases: std::sync::Arc<ShutdownPhases>,
 ) -> Result<(), String> {
     let (senders, receivers) = mesh
@@ -160,11 +162,19 @@ async fn run_core(
     let cpu = core;
     let core = senders.peer_id();
     tracing::debug!(cpu, core, "joined the core mesh");
-    let shard = Shard::new(core, Rc::new(config), senders);
+    let shard = Shard::new(Rc::new(config), senders);
+    debug_assert_eq!(shard.core, core);
     shard.spawn_receivers(receivers);
     spawn_stop_watcher(&shard);
     if core == 0 {
-        let (controller, image) = match Controller::open(&shard) {
+        // A fresh incarnation id per process start (KIP-631): how the controller tells a restart
+        // from a broker that never went away. Entropy is drawn here, at the edge.
+        let incarnation = spool_raft::Uuid128 {
+            high: crate::clock::entropy_seed(),
+            low: crate::clock::entropy_seed() | 1,
+        };
+        let opened = Controller::open(&shard.local, Rc::clone(&shard.router), incarnation).await;
+        let (controller, image) = match opened {
             Ok(c) => c,
             Err(e) => {
                 crate::stop_signal::request();
@@ -179,10 +189,18 @@ async fn run_core(
             .iter()
             .filter_map(|r| spool_protocol::metadata_log::encode(r).ok())
             .collect();
-        shard
-            .broadcast(|| Request::ApplyMetadata(records.clone()))
-            .await;
-        controller.spawn_ticker(&shard);
+        for (core, applied) in shard
+            .broadcast(|| ApplyMetadata(records.clone()))
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            if let Err(e) = applied {
+                crate::stop_signal::request();
+                return Err(format!("core {core} did not apply the start-up image: {e}"));
+            }
+        }
+        controller.spawn_ticker(Rc::clone(&shard.local), Rc::clone(&shard));
         crate::admin_http::spawn(&shard)?;
     }
     futures_lite::future::or(shard.until_ready(), async {
@@ -190,7 +208,7 @@ async fn run_core(
     })
     .await;
     spawn_maintenance(&shard);
-    shard.groups.spawn_ticker(&shard);
+    shard.groups.spawn_ticker();
     let listener = TcpListener::bind((shard.config.host.as_str(), shard.config.native_port))
         .map_err(|e| {
             format!(
@@ -221,8 +239,8 @@ async fn run_core(
         )
     })?;
     futures_lite::future::zip(
-        shard.accept_until_stopped(&listener, "native", crate::connection::serve),
-        shard.accept_until_stopped(&kafka_listener, "Kafka", crate::kafka::serve),
+        accept_until_stopped(&shard, &listener, "native", crate::connection::serve),
+        accept_until_stopped(&shard, &kafka_listener, "Kafka", crate::kafka::serve),
     )
     .await;
     drop(listener);
@@ -234,7 +252,7 @@ async fn run_core(
         waited += 20;
     }
     barrier(&phases.drained, shard.cores()).await;
-    shard.close_partitions().await;
+    crate::maintenance::close_partitions(&shard.local).await;
     barrier(&phases.closed, shard.cores()).await;
     Ok(())
 }
@@ -258,11 +276,11 @@ fn spawn_maintenance(shard: &Rc<Shard>) {
         let mut since_retention = 0u64;
         while !me.stopping.get() {
             glommio::timer::sleep(Duration::from_millis(interval)).await;
-            me.flush_partitions().await;
+            crate::maintenance::flush_partitions(&me.local).await;
             since_retention += interval;
             if since_retention >= RETENTION_CHECK_INTERVAL_MS {
                 since_retention = 0;
-                me.enforce_retention().await;
+                crate::maintenance::enforce_retention(&me.local, crate::clock::now_ms()).await;
             }
         }
     })

@@ -1,55 +1,41 @@
-//! A topic's log settings: its explicit configs (Kafka names) over the broker's defaults.
-//! `cleanup.policy=compact` without `delete` turns time and size retention off, as in Kafka.
+//! A topic's log settings: its typed config (`spool_core::topic_config`, parsed once when the
+//! metadata image applied the topic) resolved over the broker's defaults, mapped to what the
+//! storage layer takes. The rules (negative retention = no limit, `compact` alone turns time and
+//! size retention off, as in Kafka) live in `spool-core`; this file only translates.
 
+use spool_core::topic_config::ResolvedTopicConfig;
 use spool_raft::image::TopicImage;
 use spool_storage::{CleanupPolicy, LogConfig};
 
 use crate::config::BrokerConfig;
 
+/// `topic`'s effective settings on this broker.
+pub fn resolved(broker: &BrokerConfig, topic: &TopicImage) -> ResolvedTopicConfig {
+    topic.config.resolve(&broker.topic_defaults)
+}
+
 pub fn log_config_for(broker: &BrokerConfig, topic: &TopicImage) -> LogConfig {
-    let mut c = LogConfig {
-        segment_bytes: broker.segment_bytes,
-        max_batch_bytes: broker.max_message_bytes,
-        retention_ms: broker.retention_ms,
-        ..LogConfig::default()
-    };
-    if let Some(v) = topic.config_i64("segment.bytes") {
-        c.segment_bytes = (v.max(4096) as u64).min(u64::from(u32::MAX));
-    }
-    if let Some(v) = topic.config_i64("segment.ms") {
-        c.segment_ms = (v > 0).then_some(v);
-    }
-    if let Some(v) = topic.config_i64("retention.ms") {
-        c.retention_ms = (v >= 0).then_some(v);
-    }
-    if let Some(v) = topic.config_i64("retention.bytes") {
-        c.retention_bytes = (v >= 0).then_some(v as u64);
-    }
-    if let Some(v) = topic.config_i64("max.message.bytes") {
-        c.max_batch_bytes = v.max(61) as usize;
-    }
-    if let Some(v) = topic.config_i64("delete.retention.ms") {
-        c.delete_retention_ms = v.max(0);
-    }
-    if let Some(p) = topic.config("cleanup.policy") {
-        c.cleanup_policy = if p.contains("compact") {
+    let r = resolved(broker, topic);
+    LogConfig {
+        segment_bytes: r.segment_bytes,
+        segment_ms: r.segment_ms,
+        max_batch_bytes: r.max_message_bytes,
+        retention_ms: r.retention_ms,
+        retention_bytes: r.retention_bytes,
+        delete_retention_ms: r.delete_retention_ms,
+        cleanup_policy: if r.cleanup_policy.compact {
             CleanupPolicy::Compact
         } else {
             CleanupPolicy::Delete
-        };
-        // Kafka: `compact` alone deletes nothing by age or size (only `compact,delete` does), so
-        // a compacted topic such as `__consumer_offsets` keeps its newest record per key forever.
-        if !p.contains("delete") {
-            c.retention_ms = None;
-            c.retention_bytes = None;
-        }
+        },
+        ..LogConfig::default()
     }
-    c
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spool_core::topic_config::TopicConfig;
     use spool_raft::Uuid128;
 
     fn topic(configs: &[(&str, &str)]) -> TopicImage {
@@ -60,6 +46,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            config: TopicConfig::from_pairs(configs.iter().copied()),
             partitions: Vec::new(),
         }
     }
@@ -95,6 +82,24 @@ mod tests {
         assert_eq!(c.retention_ms, Some(1000));
         let c = log_config_for(&b, &topic(&[]));
         assert_eq!(c.cleanup_policy, CleanupPolicy::Delete);
-        assert_eq!(c.retention_ms, b.retention_ms);
+        assert_eq!(c.retention_ms, b.topic_defaults.retention_ms);
+        assert_eq!(c.max_batch_bytes, b.max_message_bytes);
+    }
+
+    #[test]
+    fn broker_flags_are_the_topic_defaults() {
+        let w = <Wrapper as clap::Parser>::try_parse_from([
+            "spool",
+            "--segment-bytes",
+            "8192",
+            "--retention-ms",
+            "-1",
+        ])
+        .unwrap();
+        let b = BrokerConfig::from_args(&w.serve).unwrap();
+        let c = log_config_for(&b, &topic(&[]));
+        assert_eq!((c.segment_bytes, c.retention_ms), (8192, None));
+        let c = log_config_for(&b, &topic(&[("segment.bytes", "16384")]));
+        assert_eq!(c.segment_bytes, 16384);
     }
 }

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use spool_core::topic_config::TopicConfig;
 use spool_protocol::metadata_records::{
     BrokerHeartbeatT, CreateTopicT, DeleteTopicT, FenceBrokerT, MetadataRecordBodyT,
     MetadataRecordT, PartitionChangeT, ProducerIdBlockT, RegisterBrokerT, UnfenceBrokerT, UuidT,
@@ -93,27 +94,23 @@ pub struct PartitionState {
     pub partition_epoch: i32,
 }
 
-/// One topic. `configs` holds only what was set explicitly, under Kafka's names; the broker
-/// resolves defaults.
+/// One topic. `configs` holds only what was set explicitly, under Kafka's names (as the log
+/// carries them, for DescribeConfigs and snapshots); `config` is the same, typed, parsed once when
+/// the record was applied. The broker resolves defaults ([`TopicConfig::resolve`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicImage {
     pub name: String,
     pub topic_id: TopicId,
     pub configs: BTreeMap<String, String>,
+    pub config: TopicConfig,
     /// Indexed by partition index: always dense, `0..partitions.len()`.
     pub partitions: Vec<PartitionState>,
 }
 
 impl TopicImage {
-    /// An explicitly set config value.
-    pub fn config(&self, key: &str) -> Option<&str> {
+    /// An explicitly set config value, as it was written (for DescribeConfigs).
+    pub fn config_value(&self, key: &str) -> Option<&str> {
         self.configs.get(key).map(String::as_str)
-    }
-
-    /// An explicitly set numeric config. Values were validated before they entered the log, so
-    /// `None` means "not set" (or, only for a hand-made image, "not a number").
-    pub fn config_i64(&self, key: &str) -> Option<i64> {
-        self.config(key).and_then(|v| v.parse().ok())
     }
 }
 
@@ -339,6 +336,9 @@ impl MetadataImage {
             TopicImage {
                 name: r.name.clone(),
                 topic_id,
+                config: TopicConfig::from_pairs(
+                    configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                ),
                 configs,
                 partitions,
             },

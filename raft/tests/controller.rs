@@ -87,8 +87,12 @@ fn create_restart_delete() {
     assert_eq!(create(&mut c, &req), Ok(()));
     let topic = c.image().topic("orders").expect("created").clone();
     assert_eq!(topic.partitions.len(), 3);
-    assert_eq!(topic.config_i64("retention.ms"), Some(60000));
-    assert_eq!(topic.config("cleanup.policy"), Some("compact"));
+    assert_eq!(topic.config.retention_ms, Some(60000));
+    assert_eq!(topic.config_value("cleanup.policy"), Some("compact"));
+    assert_eq!(
+        topic.config.cleanup_policy,
+        Some(spool_core::topic_config::CleanupPolicy::COMPACT)
+    );
     for p in &topic.partitions {
         assert_eq!(
             (p.replicas.as_slice(), p.isr.as_slice(), p.leader),

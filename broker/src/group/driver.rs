@@ -29,9 +29,10 @@ use super::types::{
     Response, SyncResult,
 };
 use super::OFFSETS_TOPIC;
-use crate::partition::{now_ms, Partition};
+use crate::clock::{now_ms, now_ms_u64};
+use crate::local::Local;
+use crate::partition::Partition;
 use crate::requests::TopicPartition;
-use crate::shard::Shard;
 
 /// How often the coordinator's clock advances (session expiry, join deadlines, initial delay).
 pub const TICK_INTERVAL_MS: u64 = 100;
@@ -54,10 +55,12 @@ pub struct GroupDriver {
     /// One append round at a time (see the module doc).
     append_turn: Semaphore,
     stopped: Cell<bool>,
+    /// This core's state: the offsets partitions it owns, its image, config and lifecycle.
+    local: Rc<Local>,
 }
 
 fn clock_ms() -> u64 {
-    now_ms().max(0) as u64
+    now_ms_u64()
 }
 
 /// Kafka's mapping of an offsets-log append error to what a group client is told.
@@ -90,8 +93,9 @@ fn refused(call: &GroupCall, code: ErrorCode) -> GroupAnswer {
 }
 
 impl GroupDriver {
-    pub fn new(config: CoordinatorConfig, core: usize) -> Rc<Self> {
-        let seed = clock_ms() ^ ((core as u64) << 48) ^ u64::from(std::process::id());
+    /// `seed` is the entropy of member ids (drawn by the caller, at the edge).
+    pub fn new(config: CoordinatorConfig, local: Rc<Local>, seed: u64) -> Rc<Self> {
+        let seed = seed ^ ((local.core as u64) << 48);
         Rc::new(Self {
             machine: RefCell::new(Coordinator::new(config, seed)),
             waiting: RefCell::new(HashMap::new()),
@@ -99,6 +103,7 @@ impl GroupDriver {
             appends: RefCell::new(VecDeque::new()),
             append_turn: Semaphore::new(1),
             stopped: Cell::new(false),
+            local,
         })
     }
 
@@ -113,11 +118,7 @@ impl GroupDriver {
     }
 
     /// Feeds one request in and waits for its answer; `None` when the coordinator stopped first.
-    pub async fn call(
-        &self,
-        shard: &Rc<Shard>,
-        make: impl FnOnce(RequestId) -> Input,
-    ) -> Option<Response> {
+    pub async fn call(&self, make: impl FnOnce(RequestId) -> Input) -> Option<Response> {
         if self.stopped.get() {
             return None;
         }
@@ -126,13 +127,13 @@ impl GroupDriver {
         let (tx, rx) = local_channel::new_bounded(1);
         self.waiting.borrow_mut().insert(id, tx);
         let actions = self.machine.borrow_mut().handle(make(id), clock_ms());
-        self.run(shard, actions).await;
+        self.run(actions).await;
         rx.recv().await
     }
 
     /// Serves one routed group request.
-    pub async fn serve(&self, shard: &Rc<Shard>, call: GroupCall) -> GroupAnswer {
-        if crate::ops::partition_count(shard, OFFSETS_TOPIC).is_none() {
+    pub async fn serve(&self, call: GroupCall) -> GroupAnswer {
+        if self.local.partition_count(OFFSETS_TOPIC).is_none() {
             // The topic was just created and this core has not applied it yet (the asking core
             // has): its partitions open here in a moment.
             return refused(&call, ErrorCode::CoordinatorLoadInProgress);
@@ -151,7 +152,7 @@ impl GroupDriver {
             }
             GroupCall::List => return GroupAnswer::Listed(self.query(|c| c.list())),
         };
-        match self.call(shard, input).await {
+        match self.call(input).await {
             Some(r) => GroupAnswer::Response(r),
             None => GroupAnswer::Unavailable,
         }
@@ -164,7 +165,7 @@ impl GroupDriver {
 
     /// Executes actions: answers go out at once, appends join the queue, and then this task
     /// takes one turn at the queue (see [`GroupDriver::append_round`]).
-    async fn run(&self, shard: &Rc<Shard>, actions: Vec<Action>) {
+    async fn run(&self, actions: Vec<Action>) {
         self.dispatch(actions);
         if self.appends.borrow().is_empty() {
             return;
@@ -172,7 +173,7 @@ impl GroupDriver {
         let Ok(_turn) = self.append_turn.acquire_permit(1).await else {
             return;
         };
-        self.append_round(shard).await;
+        self.append_round().await;
     }
 
     /// Answers go to their waiting requests; appends are queued.
@@ -201,7 +202,7 @@ impl GroupDriver {
     /// then each append's outcome is reported in queue order. Runs under `append_turn`, so a
     /// caller whose appends another task took finds them done once it gets the turn. Appends
     /// that outcomes ask for meanwhile wait for the next turn (at the latest the next tick).
-    async fn append_round(&self, shard: &Rc<Shard>) {
+    async fn append_round(&self) {
         let queued: Vec<QueuedAppend> = self.appends.borrow_mut().drain(..).collect();
         let mut by_partition: BTreeMap<i32, Vec<(PersistToken, Records)>> = BTreeMap::new();
         for (token, partition, records) in queued {
@@ -212,11 +213,11 @@ impl GroupDriver {
         }
         for (partition, items) in by_partition {
             let all: Records = items.iter().flat_map(|(_, r)| r.iter().cloned()).collect();
-            let result = self.append(shard, partition, all).await;
+            let result = self.append(partition, all).await;
             if result == Err(ErrorCode::InvalidCommitOffsetSize) && items.len() > 1 {
                 // One record too large for a batch must not fail its neighbours: one by one.
                 for (token, records) in items {
-                    let result = self.append(shard, partition, records).await;
+                    let result = self.append(partition, records).await;
                     self.report(token, result);
                 }
             } else {
@@ -237,17 +238,17 @@ impl GroupDriver {
 
     async fn append(
         &self,
-        shard: &Rc<Shard>,
         partition: i32,
         records: Vec<(Bytes, Option<Bytes>)>,
     ) -> Result<(), ErrorCode> {
         let tp = TopicPartition::new(OFFSETS_TOPIC, partition);
-        let Some(part) = shard.partition(&tp) else {
+        let Some(part) = self.local.partition(&tp) else {
             return Err(ErrorCode::NotCoordinator);
         };
         // Batches up to the batch size limit, appended by one produce (one fdatasync).
         let now = now_ms();
-        let budget = shard
+        let budget = self
+            .local
             .config
             .max_message_bytes
             .saturating_sub(BATCH_SLACK_BYTES);
@@ -268,7 +269,12 @@ impl GroupDriver {
             return Ok(());
         }
         let r = part
-            .produce(batches.freeze(), -1, shard.config.max_message_bytes)
+            .produce(
+                batches.freeze(),
+                -1,
+                self.local.config.max_message_bytes,
+                now,
+            )
             .await;
         if r.error == ErrorCode::None {
             Ok(())
@@ -278,19 +284,18 @@ impl GroupDriver {
         }
     }
 
-    /// Ticks the coordinator until the shard stops, then answers everything still waiting.
-    pub fn spawn_ticker(self: &Rc<Self>, shard: &Rc<Shard>) {
+    /// Ticks the coordinator until the core stops, then answers everything still waiting.
+    pub fn spawn_ticker(self: &Rc<Self>) {
         let me = Rc::clone(self);
-        let shard = Rc::clone(shard);
         glommio::spawn_local(async move {
-            while !shard.stopping.get() {
+            while !me.local.stopping.get() {
                 let stopped = futures_lite::future::or(
                     async {
                         glommio::timer::sleep(Duration::from_millis(TICK_INTERVAL_MS)).await;
                         false
                     },
                     async {
-                        let _: Option<()> = shard.stopped_signal().await;
+                        let _: Option<()> = me.local.stopped_signal().await;
                         true
                     },
                 )
@@ -299,7 +304,7 @@ impl GroupDriver {
                     break;
                 }
                 let actions = me.machine.borrow_mut().tick(clock_ms());
-                me.run(&shard, actions).await;
+                me.run(actions).await;
             }
             me.stop();
         })
@@ -329,25 +334,28 @@ impl GroupDriver {
     }
 
     /// This core opened offsets partition `partition`: replays it, then serves its groups.
-    pub fn begin_load(self: &Rc<Self>, shard: &Rc<Shard>, part: Rc<Partition>, partition: i32) {
+    pub fn begin_load(self: &Rc<Self>, part: Rc<Partition>, partition: i32) {
         if !self.machine.borrow().is_loading(partition) {
             self.machine.borrow_mut().begin_load(partition);
         }
         let me = Rc::clone(self);
-        let shard = Rc::clone(shard);
         glommio::spawn_local(async move {
-            let (records, skipped) = me.replay(&shard, &part, partition).await;
+            let (records, skipped) = me.replay(&part, partition).await;
             me.machine.borrow_mut().finish_load(partition, clock_ms());
             if records + skipped > 0 {
                 tracing::info!(
-                    core = shard.core,
+                    core = me.local.core,
                     partition,
                     records,
                     skipped,
                     "loaded consumer groups"
                 );
             } else {
-                tracing::debug!(core = shard.core, partition, "no consumer groups to load");
+                tracing::debug!(
+                    core = me.local.core,
+                    partition,
+                    "no consumer groups to load"
+                );
             }
         })
         .detach();
@@ -355,11 +363,12 @@ impl GroupDriver {
 
     /// Reads the partition from its start to its high watermark; returns (records applied,
     /// records skipped as undecodable).
-    async fn replay(&self, shard: &Shard, part: &Partition, partition: i32) -> (u64, u64) {
+    async fn replay(&self, part: &Partition, partition: i32) -> (u64, u64) {
         let (mut applied, mut skipped) = (0u64, 0u64);
         let mut offset = part.log.log_start_offset();
         let end = part.high_watermark();
-        let max_batch = shard
+        let max_batch = self
+            .local
             .config
             .max_message_bytes
             .max(part.log.config().max_batch_bytes);
@@ -420,14 +429,14 @@ impl GroupDriver {
     }
 
     /// The partition left this core (topic deleted).
-    pub async fn unload(&self, shard: &Rc<Shard>, partition: i32) {
+    pub async fn unload(&self, partition: i32) {
         let actions = self.machine.borrow_mut().unload(partition);
-        self.run(shard, actions).await;
+        self.run(actions).await;
     }
 
     /// A topic was deleted: its committed offsets go (tombstones written).
-    pub async fn topic_deleted(&self, shard: &Rc<Shard>, topic: &str) {
+    pub async fn topic_deleted(&self, topic: &str) {
         let actions = self.machine.borrow_mut().topic_deleted(topic);
-        self.run(shard, actions).await;
+        self.run(actions).await;
     }
 }

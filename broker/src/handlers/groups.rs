@@ -22,13 +22,12 @@ use spool_protocol::wire::{
 };
 use spool_protocol::ErrorCode;
 
+use crate::clock::now_ms;
 use crate::group::{
     coordinator_partition, CommitArgs, GroupAnswer, GroupCall, HeartbeatArgs, JoinArgs, JoinResult,
     LeaveArgs, OffsetValue, Response, SyncArgs, SyncResult, OFFSETS_TOPIC,
 };
-use crate::mesh::{ControllerOp, NewTopic, Reply, Request};
-use crate::partition::now_ms;
-use crate::requests::TopicPartition;
+use crate::requests::{ControllerOp, NewTopic, TopicPartition};
 use crate::shard::Shard;
 
 /// Who sent a JoinGroup (kept per member for DescribeGroups).
@@ -93,10 +92,9 @@ async fn call(
     call: GroupCall,
 ) -> Result<GroupAnswer, ErrorCode> {
     let core = coordinator_core(shard, group_id).await?;
-    match shard.call(core, Request::Group(call)).await {
-        Reply::Group(GroupAnswer::Unavailable) => Err(ErrorCode::CoordinatorNotAvailable),
-        Reply::Group(a) => Ok(a),
-        _ => Err(ErrorCode::CoordinatorNotAvailable),
+    match shard.call(core, call).await {
+        Ok(GroupAnswer::Unavailable) | Err(_) => Err(ErrorCode::CoordinatorNotAvailable),
+        Ok(a) => Ok(a),
     }
 }
 
@@ -459,8 +457,8 @@ pub async fn list_groups(shard: &Rc<Shard>, req: ListGroupsRequestT) -> ListGrou
         .map(|s| s.to_ascii_lowercase())
         .collect();
     let mut groups = Vec::new();
-    for reply in shard.broadcast(|| Request::Group(GroupCall::List)).await {
-        let Reply::Group(GroupAnswer::Listed(listed)) = reply else {
+    for reply in shard.broadcast(|| GroupCall::List).await {
+        let Ok(GroupAnswer::Listed(listed)) = reply else {
             return build!(ListGroupsResponseT {
                 error_code: code(ErrorCode::CoordinatorNotAvailable),
                 groups: Some(Vec::new()),

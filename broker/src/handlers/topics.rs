@@ -9,7 +9,7 @@ use spool_protocol::wire::{
 };
 use spool_protocol::ErrorCode;
 
-use crate::mesh::{ControllerOp, NewTopic, TopicOutcome};
+use crate::requests::{ControllerOp, NewTopic, TopicOutcome};
 use crate::shard::Shard;
 
 async fn run(shard: &Rc<Shard>, op: ControllerOp, names: &[String]) -> Vec<TopicOutcome> {

@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
 use spool_protocol::ErrorCode;
 
 use super::kstr;
-use crate::mesh::{ControllerOp, NewTopic, TopicOutcome};
+use crate::requests::{ControllerOp, NewTopic, TopicOutcome};
 use crate::shard::Shard;
 use crate::topic_config::log_config_for;
 
@@ -291,7 +291,12 @@ fn topic_configs(shard: &Shard, topic: &str) -> Option<Vec<ConfigEntry>> {
                 spool_storage::CleanupPolicy::Delete => "delete".to_owned(),
             },
         ),
-        ("min.insync.replicas", "2".to_owned()),
+        (
+            "min.insync.replicas",
+            crate::topic_config::resolved(&shard.config, t)
+                .min_insync_replicas
+                .to_string(),
+        ),
     ];
     let mut out: Vec<ConfigEntry> = t
         .configs

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
-use spool_protocol::ErrorCode;
+use spool_error_code::ErrorCode;
 
 use super::records::{self, RecordKey};
 use super::state::{Group, GroupEffect};

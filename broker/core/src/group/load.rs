@@ -12,7 +12,7 @@ use super::records::{self, RecordKey, RecordValue};
 use super::state::{Group, GroupEffect};
 use super::types::{Action, GroupState};
 use super::GROUP_ID_BYTES_MAX;
-use spool_protocol::ErrorCode;
+use spool_error_code::ErrorCode;
 
 impl Coordinator {
     /// A core opened offsets partition `partition`: replay follows; requests wait.

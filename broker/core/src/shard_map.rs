@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::requests::TopicPartition;
+use crate::TopicPartition;
 
 #[derive(Debug, Clone)]
 pub struct ShardMap {

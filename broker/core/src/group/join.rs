@@ -2,7 +2,7 @@
 //! known and static members, starting a rebalance (with the initial delay for a new group),
 //! ending it as soon as every known member has rejoined, and choosing the protocol and leader.
 
-use spool_protocol::ErrorCode;
+use spool_error_code::ErrorCode;
 
 use super::state::{Group, GroupEffect, InitialDelay, Member, Out, MEMBERS_PER_GROUP_MAX};
 use super::types::{GroupState, JoinArgs, JoinResult, RequestId, Response, SyncResult};

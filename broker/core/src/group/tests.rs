@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use spool_protocol::ErrorCode;
+use spool_error_code::ErrorCode;
 
 use super::records::{self, OffsetValue};
 use super::*;

@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use spool_protocol::ErrorCode;
+use spool_error_code::ErrorCode;
 
 use super::records::{GroupValue, MemberValue, OffsetValue};
 use super::types::{GroupState, JoinResult, RequestId, Response, SyncArgs, SyncResult};

@@ -19,7 +19,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use spool_protocol::ErrorCode;
+use spool_error_code::ErrorCode;
 
 /// Batches remembered per producer (Kafka's max.in.flight for idempotence).
 pub const BATCHES_PER_PRODUCER: usize = 5;

@@ -2,7 +2,7 @@
 //! data, no I/O handles, so the glommio driver and the tests feed it the same way.
 
 use bytes::Bytes;
-use spool_protocol::ErrorCode;
+use spool_error_code::ErrorCode;
 
 pub use super::records::OffsetValue;
 

@@ -1,0 +1,27 @@
+//! spool-core: every decision the broker makes, as plain structs (DESIGN §2, §3).
+//!
+//! Each piece takes inputs — requests, reports, the current time as `now_ms`, entropy as a seed —
+//! and returns outputs or actions; none of them awaits, sleeps, reads a clock or touches a socket
+//! or a disk. `spool-broker`'s glommio layer drives them; the deterministic simulator
+//! (`tests/sim`) drives the very same structs. Cargo enforces the boundary: this crate depends on
+//! nothing with a runtime in it (`scripts/test.sh` checks `cargo tree -p spool-core`).
+//!
+//! - [`replica`]: one partition's replica state on its leader — leader epoch, ISR, follower
+//!   progress, high watermark (never decreasing, never past the ISR's minimum);
+//! - [`producer_state`]: the idempotent producers' recent batches per partition (DESIGN §9);
+//! - [`group`]: the consumer-group state machine and one core's coordinator (DESIGN §8);
+//! - [`shard_map`]: which core owns which partition (DESIGN §4);
+//! - [`topic_config`]: the typed topic configuration, the known keys and their legal values, and
+//!   the defaults in one place;
+//! - [`fetch_wait`]: when a long-polling fetch answers.
+
+pub mod fetch_wait;
+pub mod group;
+pub mod producer_state;
+pub mod replica;
+pub mod shard_map;
+pub mod topic_config;
+mod topic_partition;
+
+pub use spool_error_code::ErrorCode;
+pub use topic_partition::TopicPartition;

@@ -1,0 +1,404 @@
+//! Replica state of one partition on its leader: leader epoch, replica set, in-sync replicas
+//! (ISR), each follower's progress, and the high watermark (DESIGN §1, §7).
+//!
+//! Pure (DESIGN §3): inputs are log-end reports — the leader's own, in the form its durability
+//! makes safe to expose (the fdatasynced offset under `durability = fsync`), and each follower's
+//! from its fetches, with the time they arrived as `now_ms` — and the outputs are the high
+//! watermark and which followers have fallen out of sync. Consumers read only below the high
+//! watermark, so nothing they see can vanish in a failover.
+//!
+//! Promises, asserted (TigerBeetle's pair assertions, on both sides of every change):
+//! - the ISR always contains the leader, and is a subset of the replicas;
+//! - the high watermark never decreases;
+//! - the high watermark never passes the smallest log end in the ISR;
+//! - the high watermark does not advance while the ISR is smaller than `min.insync.replicas`
+//!   (capped by the replication factor, so one replica alone moves it): Kafka's KIP-966 rule, so
+//!   that what a consumer sees was on enough replicas.
+//!
+//! Never does: change the ISR by itself. Every ISR change goes through the controller (a
+//! partition-change record); this state reports candidates ([`ReplicaState::out_of_sync`]) and
+//! takes the committed result ([`ReplicaState::on_partition_change`]).
+
+use std::collections::BTreeMap;
+
+/// What the leader knows of one follower (every replica but the leader has one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerState {
+    /// The follower has everything below this offset (its last fetch offset).
+    pub log_end_offset: u64,
+    /// The last time the follower's log end reached the leader's (Kafka's
+    /// `lastCaughtUpTimeMs`): a follower whose value is older than `replica.lag.time.max.ms`
+    /// leaves the ISR.
+    pub last_caught_up_ms: u64,
+    /// When its last fetch arrived.
+    pub last_fetch_ms: u64,
+}
+
+/// A partition's leadership and replica set as the controller committed them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leadership {
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+impl Leadership {
+    /// One replica, leading itself: the single-node case.
+    pub fn sole(broker_id: i32, leader_epoch: i32) -> Self {
+        Leadership {
+            leader_id: broker_id,
+            leader_epoch,
+            partition_epoch: 0,
+            replicas: vec![broker_id],
+            isr: vec![broker_id],
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ReplicaState {
+    leadership: Leadership,
+    /// `min.insync.replicas` capped by the replication factor (at least 1).
+    required_isr: usize,
+    /// The leader's exposable log end.
+    leader_log_end: u64,
+    followers: BTreeMap<i32, FollowerState>,
+    high_watermark: u64,
+}
+
+impl ReplicaState {
+    /// The state of a leader whose exposable log end is `start_offset` at `now_ms`.
+    ///
+    /// Panics if `leadership` breaks the invariants (ISR ∌ leader, ISR ⊄ replicas): the
+    /// controller never commits such a record, so one here is a bug upstream.
+    pub fn new(
+        leadership: Leadership,
+        min_insync_replicas: usize,
+        start_offset: u64,
+        now_ms: u64,
+    ) -> Self {
+        let followers = leadership
+            .replicas
+            .iter()
+            .filter(|&&b| b != leadership.leader_id)
+            .map(|&b| {
+                (
+                    b,
+                    FollowerState {
+                        // Unknown until it fetches; only ISR members count for the watermark,
+                        // and an ISR follower that has not fetched yet holds it where it is.
+                        log_end_offset: 0,
+                        last_caught_up_ms: now_ms,
+                        last_fetch_ms: now_ms,
+                    },
+                )
+            })
+            .collect();
+        let required_isr = min_insync_replicas.clamp(1, leadership.replicas.len().max(1));
+        let state = Self {
+            leadership,
+            required_isr,
+            leader_log_end: start_offset,
+            followers,
+            // A new leader starts from what it may expose; followers then hold it there until
+            // they report (the watermark is never lowered to their unknown ends).
+            high_watermark: start_offset,
+        };
+        state.assert_invariants();
+        state
+    }
+
+    /// The single-node case: one replica, in sync with itself.
+    pub fn sole_leader(broker_id: i32, leader_epoch: i32, start_offset: u64) -> Self {
+        Self::new(
+            Leadership::sole(broker_id, leader_epoch),
+            1,
+            start_offset,
+            0,
+        )
+    }
+
+    pub fn high_watermark(&self) -> u64 {
+        self.high_watermark
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.leadership.leader_epoch
+    }
+
+    pub fn leadership(&self) -> &Leadership {
+        &self.leadership
+    }
+
+    pub fn isr(&self) -> &[i32] {
+        &self.leadership.isr
+    }
+
+    /// Whether acks=all may be accepted now: the ISR has at least `min.insync.replicas` members.
+    pub fn has_min_isr(&self) -> bool {
+        self.leadership.isr.len() >= self.required_isr
+    }
+
+    pub fn follower(&self, broker_id: i32) -> Option<&FollowerState> {
+        self.followers.get(&broker_id)
+    }
+
+    /// The leader's exposable log end moved to `offset` (never backwards: the durable offset
+    /// only grows). Returns the high watermark.
+    pub fn on_leader_log_end(&mut self, offset: u64) -> u64 {
+        assert!(
+            offset >= self.leader_log_end,
+            "leader log end moved back: {} -> {offset}",
+            self.leader_log_end
+        );
+        self.leader_log_end = offset;
+        self.recompute_high_watermark()
+    }
+
+    /// A follower fetched from `fetch_offset` (so it has everything below it) at `now_ms`.
+    /// Returns the high watermark. A fetch from a broker that is not a replica changes nothing.
+    pub fn on_follower_fetch(&mut self, broker_id: i32, fetch_offset: u64, now_ms: u64) -> u64 {
+        let leader_end = self.leader_log_end;
+        if let Some(f) = self.followers.get_mut(&broker_id) {
+            // A follower may fetch from below what it reported earlier only after truncating,
+            // which a new leader epoch starts afresh; within one epoch its end only grows.
+            f.log_end_offset = f.log_end_offset.max(fetch_offset);
+            f.last_fetch_ms = f.last_fetch_ms.max(now_ms);
+            if f.log_end_offset >= leader_end {
+                f.last_caught_up_ms = f.last_caught_up_ms.max(now_ms);
+            }
+        }
+        self.recompute_high_watermark()
+    }
+
+    /// ISR followers that have not caught up within `lag_time_max_ms` of `now_ms`: candidates for
+    /// an ISR shrink, which the controller decides.
+    pub fn out_of_sync(&self, now_ms: u64, lag_time_max_ms: u64) -> Vec<i32> {
+        self.leadership
+            .isr
+            .iter()
+            .filter_map(|b| self.followers.get(b).map(|f| (*b, f)))
+            .filter(|(_, f)| now_ms.saturating_sub(f.last_caught_up_ms) > lag_time_max_ms)
+            .map(|(b, _)| b)
+            .collect()
+    }
+
+    /// The controller committed a new ISR (or replica set) for this leader's epoch. A record for
+    /// another leader or an older partition epoch is ignored (`false`): the caller gives up
+    /// leadership or waits for the newer one.
+    pub fn on_partition_change(&mut self, leadership: Leadership, now_ms: u64) -> bool {
+        if leadership.leader_id != self.leadership.leader_id
+            || leadership.leader_epoch != self.leadership.leader_epoch
+            || leadership.partition_epoch < self.leadership.partition_epoch
+        {
+            return false;
+        }
+        for &b in &leadership.replicas {
+            if b != leadership.leader_id {
+                self.followers.entry(b).or_insert(FollowerState {
+                    log_end_offset: 0,
+                    last_caught_up_ms: now_ms,
+                    last_fetch_ms: now_ms,
+                });
+            }
+        }
+        self.followers
+            .retain(|b, _| leadership.replicas.contains(b));
+        self.required_isr = self.required_isr.min(leadership.replicas.len().max(1));
+        self.leadership = leadership;
+        self.assert_invariants();
+        self.recompute_high_watermark();
+        true
+    }
+
+    /// `min(log end over the ISR)`, kept monotonic, and held while the ISR is below min ISR.
+    fn recompute_high_watermark(&mut self) -> u64 {
+        let before = self.high_watermark;
+        let isr_min = self.isr_min_log_end();
+        if self.has_min_isr() && isr_min > self.high_watermark {
+            self.high_watermark = isr_min;
+        }
+        assert!(self.high_watermark >= before, "high watermark moved back");
+        assert!(
+            self.high_watermark <= isr_min.max(before),
+            "high watermark {} passed the ISR's minimum log end {isr_min}",
+            self.high_watermark
+        );
+        self.high_watermark
+    }
+
+    fn isr_min_log_end(&self) -> u64 {
+        self.leadership
+            .isr
+            .iter()
+            .map(|b| {
+                if *b == self.leadership.leader_id {
+                    self.leader_log_end
+                } else {
+                    self.followers.get(b).map_or(0, |f| f.log_end_offset)
+                }
+            })
+            .min()
+            .unwrap_or(self.leader_log_end)
+    }
+
+    fn assert_invariants(&self) {
+        let l = &self.leadership;
+        assert!(
+            l.isr.contains(&l.leader_id),
+            "ISR {:?} does not contain its leader {}",
+            l.isr,
+            l.leader_id
+        );
+        assert!(
+            l.isr.iter().all(|b| l.replicas.contains(b)),
+            "ISR {:?} is not a subset of the replicas {:?}",
+            l.isr,
+            l.replicas
+        );
+        assert!(self.required_isr >= 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn three(min_isr: usize) -> ReplicaState {
+        ReplicaState::new(
+            Leadership {
+                leader_id: 0,
+                leader_epoch: 1,
+                partition_epoch: 0,
+                replicas: vec![0, 1, 2],
+                isr: vec![0, 1, 2],
+            },
+            min_isr,
+            0,
+            0,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn high_watermark_is_the_isr_minimum_and_never_decreases(
+            reports in proptest::collection::vec((0i32..3, 0u64..1000), 0..60),
+        ) {
+            let mut r = three(2);
+            let mut ends = [0u64; 3];
+            let mut last = 0;
+            for (b, o) in reports {
+                let hw = if b == 0 {
+                    let o = o.max(ends[0]);
+                    ends[0] = o;
+                    r.on_leader_log_end(o)
+                } else {
+                    ends[b as usize] = ends[b as usize].max(o);
+                    r.on_follower_fetch(b, o, 0)
+                };
+                prop_assert!(hw >= last);
+                prop_assert_eq!(hw, *ends.iter().min().unwrap());
+                last = hw;
+            }
+        }
+    }
+
+    #[test]
+    fn a_single_replica_follows_the_leader() {
+        let mut r = ReplicaState::sole_leader(7, 0, 0);
+        assert_eq!(r.on_leader_log_end(10), 10);
+        assert_eq!(r.isr(), &[7]);
+        assert!(
+            r.has_min_isr(),
+            "one replica satisfies min.insync.replicas=2 capped at 1"
+        );
+        assert_eq!(
+            r.on_follower_fetch(8, 50, 0),
+            10,
+            "a non-member's report changes nothing"
+        );
+    }
+
+    #[test]
+    fn a_follower_out_of_the_isr_does_not_hold_the_watermark_but_min_isr_does() {
+        let mut r = three(2);
+        r.on_leader_log_end(100);
+        r.on_follower_fetch(1, 100, 39_000);
+        assert_eq!(
+            r.high_watermark(),
+            0,
+            "follower 2 is in the ISR and has reported nothing"
+        );
+        assert_eq!(r.out_of_sync(40_000, 30_000), vec![2]);
+        let shrunk = Leadership {
+            leader_id: 0,
+            leader_epoch: 1,
+            partition_epoch: 1,
+            replicas: vec![0, 1, 2],
+            isr: vec![0, 1],
+        };
+        assert!(r.on_partition_change(shrunk, 40_000));
+        assert_eq!(r.high_watermark(), 100);
+        let alone = Leadership {
+            leader_id: 0,
+            leader_epoch: 1,
+            partition_epoch: 2,
+            replicas: vec![0, 1, 2],
+            isr: vec![0],
+        };
+        assert!(r.on_partition_change(alone, 41_000));
+        assert!(!r.has_min_isr());
+        r.on_leader_log_end(200);
+        assert_eq!(r.high_watermark(), 100, "below min ISR the watermark holds");
+    }
+
+    #[test]
+    fn a_stale_partition_change_is_ignored() {
+        let mut r = three(2);
+        let newer = Leadership {
+            partition_epoch: 5,
+            ..r.leadership().clone()
+        };
+        assert!(r.on_partition_change(newer, 0));
+        let older = Leadership {
+            partition_epoch: 4,
+            isr: vec![0],
+            ..r.leadership().clone()
+        };
+        assert!(!r.on_partition_change(older, 0));
+        assert_eq!(r.isr(), &[0, 1, 2]);
+        let other_epoch = Leadership {
+            leader_epoch: 2,
+            partition_epoch: 6,
+            ..r.leadership().clone()
+        };
+        assert!(!r.on_partition_change(other_epoch, 0));
+    }
+
+    #[test]
+    #[should_panic(expected = "does not contain its leader")]
+    fn an_isr_without_its_leader_is_a_bug() {
+        let _ = ReplicaState::new(
+            Leadership {
+                leader_id: 0,
+                leader_epoch: 1,
+                partition_epoch: 0,
+                replicas: vec![0, 1],
+                isr: vec![1],
+            },
+            1,
+            0,
+            0,
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "leader log end moved back")]
+    fn the_leader_log_end_never_moves_back() {
+        let mut r = ReplicaState::sole_leader(0, 0, 10);
+        r.on_leader_log_end(5);
+    }
+}

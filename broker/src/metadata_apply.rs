@@ -1,0 +1,150 @@
+//! Applying committed metadata on one core (DESIGN §4): each record goes into this core's image in
+//! commit order, then the partitions the shard map gives this core are opened (and those of a
+//! deleted topic closed and removed), and the group driver is told which `__consumer_offsets`
+//! partitions it now serves.
+//!
+//! Records were validated before they were committed; one this build cannot decode or apply is
+//! logged and skipped (the controller's image is the authority). Nothing here blocks the core: a
+//! deleted partition's directory is removed on the blocking pool.
+
+use std::rc::Rc;
+
+use spool_protocol::metadata_records::{MetadataRecordBody, MetadataRecordT};
+use spool_storage::PartitionLog;
+
+use crate::group::driver::GroupDriver;
+use crate::group::OFFSETS_TOPIC;
+use crate::local::Local;
+use crate::partition::{log_error_code, Partition};
+use crate::requests::TopicPartition;
+use crate::router::Router;
+use crate::topic_config::log_config_for;
+
+/// Applies `records` (encoded `MetadataRecord`s, in commit order) on this core.
+pub async fn apply(
+    local: &Rc<Local>,
+    router: &Router,
+    groups: &Rc<GroupDriver>,
+    records: &[Vec<u8>],
+) {
+    for bytes in records {
+        let record = match spool_protocol::metadata_log::decode(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(
+                    core = local.core,
+                    "undecodable committed metadata record: {e}"
+                );
+                continue;
+            }
+        };
+        let dropped = topic_being_deleted(local, &record);
+        if let Err(code) = local.image.borrow_mut().apply(&record) {
+            tracing::error!(
+                core = local.core,
+                ?code,
+                "could not apply a committed metadata record"
+            );
+            continue;
+        }
+        if let Some((name, partitions)) = dropped {
+            for p in 0..partitions {
+                drop_partition(local, router, groups, &TopicPartition::new(name.clone(), p)).await;
+            }
+            // Committed offsets of a deleted topic go too (tombstones), off this path.
+            let groups = Rc::clone(groups);
+            glommio::spawn_local(async move { groups.topic_deleted(&name).await }).detach();
+        }
+        open_assigned_partitions(local, router, groups).await;
+    }
+}
+
+/// For a DeleteTopic record: the topic's name and partition count before it goes.
+fn topic_being_deleted(local: &Local, record: &MetadataRecordT) -> Option<(String, i32)> {
+    if record.body.metadata_record_body_type() != MetadataRecordBody::DeleteTopic {
+        return None;
+    }
+    let del = record.body.as_delete_topic()?;
+    let image = local.image.borrow();
+    let topic = image.topic(&del.name)?;
+    Some((topic.name.clone(), topic.partitions.len() as i32))
+}
+
+/// Opens every partition of the image that this core owns and has not opened yet.
+async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &Rc<GroupDriver>) {
+    if let Some(n) = local.partition_count(OFFSETS_TOPIC) {
+        groups.set_partition_count(n);
+    }
+    let wanted: Vec<(TopicPartition, i32, spool_storage::LogConfig)> = {
+        let image = local.image.borrow();
+        let opened = local.partitions.borrow();
+        let mut out = Vec::new();
+        for topic in image.topics() {
+            for (p, state) in topic.partitions.iter().enumerate() {
+                let tp = TopicPartition::new(topic.name.clone(), p as i32);
+                if router.assign(&tp) == local.core && !opened.contains_key(&tp) {
+                    out.push((tp, state.leader_epoch, log_config_for(&local.config, topic)));
+                }
+            }
+        }
+        out
+    };
+    // Groups of offsets partitions about to open wait (COORDINATOR_LOAD_IN_PROGRESS) rather than
+    // being told this core is not their coordinator while the opens below run.
+    for (tp, _, _) in &wanted {
+        if tp.topic == OFFSETS_TOPIC {
+            groups.expect_load(tp.partition);
+        }
+    }
+    for (tp, epoch, log_config) in wanted {
+        let dir = local.config.data_dir.join(tp.to_string());
+        match PartitionLog::open(&dir, log_config).await {
+            Ok((log, stats)) => {
+                tracing::debug!(core = local.core, %tp, ?stats, "opened partition");
+                let part = Partition::new(
+                    tp.clone(),
+                    log,
+                    local.config.node_id,
+                    epoch.max(0),
+                    local.config.durability,
+                    local.config.fetch_copy,
+                );
+                local
+                    .partitions
+                    .borrow_mut()
+                    .insert(tp.clone(), Rc::clone(&part));
+                if tp.topic == OFFSETS_TOPIC {
+                    groups.begin_load(part, tp.partition);
+                }
+            }
+            Err(e) => {
+                tracing::error!(core = local.core, %tp, code = ?log_error_code(&e), "cannot open partition: {e}");
+                if tp.topic == OFFSETS_TOPIC {
+                    groups.unload(tp.partition).await;
+                }
+            }
+        }
+    }
+}
+
+async fn drop_partition(local: &Local, router: &Router, groups: &GroupDriver, tp: &TopicPartition) {
+    router.unassign(tp);
+    let part = local.partitions.borrow_mut().remove(tp);
+    if tp.topic == OFFSETS_TOPIC {
+        groups.unload(tp.partition).await;
+    }
+    if let Some(part) = part {
+        if let Err(e) = part.log.close().await {
+            tracing::warn!(%tp, "closing a deleted partition: {e}");
+        }
+        let dir = part.log.dir().to_path_buf();
+        let shown = dir.display().to_string();
+        // remove_dir_all walks and unlinks a whole directory: the blocking pool, not the core.
+        let removed = glommio::executor()
+            .spawn_blocking(move || std::fs::remove_dir_all(&dir))
+            .await;
+        if let Err(e) = removed {
+            tracing::warn!(%tp, "removing {shown}: {e}");
+        }
+    }
+}
