@@ -14,6 +14,7 @@
 //!   tails are cut on open. Blocking `std::fs` I/O (rare, small writes on core 0).
 //! - [`controller`]: [`Controller`], the façade the broker drives on core 0 (see its docs for
 //!   the exact loop).
+//! - [`uuid128`]: [`Uuid128`], the id type under both the image and the records.
 //!
 //! Metadata records are `spool_protocol::metadata_records` (schemas/metadata.fbs), one per raft
 //! entry, encoded by `spool_protocol::metadata_log`. raft-rs logs through [`slog_tracing`].
@@ -29,13 +30,15 @@ pub mod proposal;
 pub mod records;
 pub mod slog_tracing;
 pub mod topic_config;
+pub mod uuid128;
 pub mod validate;
 
 pub use controller::{Controller, ControllerConfig, ControllerError, ControllerStatus, Polled};
-pub use image::{MetadataImage, TopicId, TopicImage, Uuid128};
+pub use image::{MetadataImage, TopicId, TopicImage};
 pub use node::{Advanced, Committed, MetadataRaft, RaftConfig, RaftReady, RecoveredState};
 pub use proposal::ProposalId;
 pub use raft::eraftpb::Message as RaftMessage;
+pub use uuid128::Uuid128;
 pub use validate::{
     CreateTopicPolicy, CreateTopicRequest, HeartbeatRequest, Refusal, RegisterBrokerRequest,
 };
