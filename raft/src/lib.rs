@@ -15,12 +15,18 @@
 //! - [`controller`]: [`Controller`], the façade the broker drives on core 0 (see its docs for
 //!   the exact loop).
 //! - [`uuid128`]: [`Uuid128`], the id type under both the image and the records.
+//! - [`id_source`]: [`IdSource`], the seeded stream behind topic ids and election timeouts.
+//!
+//! Nothing here reads a clock or OS entropy: time comes in as `now_ms` / `tick()` calls and
+//! randomness as a caller's `seed` ([`RaftConfig::seed`]), so a seed and an input schedule fix a
+//! run (DESIGN §3, §11).
 //!
 //! Metadata records are `spool_protocol::metadata_records` (schemas/metadata.fbs), one per raft
 //! entry, encoded by `spool_protocol::metadata_log`. raft-rs logs through [`slog_tracing`].
 
 pub mod controller;
 pub mod disk;
+pub mod id_source;
 pub mod image;
 pub mod image_snapshot;
 pub mod log_cache;
@@ -34,6 +40,7 @@ pub mod uuid128;
 pub mod validate;
 
 pub use controller::{Controller, ControllerConfig, ControllerError, ControllerStatus, Polled};
+pub use id_source::IdSource;
 pub use image::{MetadataImage, TopicId, TopicImage};
 pub use node::{Advanced, Committed, MetadataRaft, RaftConfig, RaftReady, RecoveredState};
 pub use proposal::ProposalId;

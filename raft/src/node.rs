@@ -61,11 +61,14 @@ pub struct RaftConfig {
     pub heartbeat_ticks: usize,
     /// Take a snapshot and compact the log after this many applied entries.
     pub snapshot_every_entries: u64,
+    /// Seeds every "random" choice of this node; [`crate::Controller`] makes its topic ids from
+    /// it. The broker draws it from OS entropy at start-up; a simulator fixes it to replay a run.
+    pub seed: u64,
 }
 
 impl RaftConfig {
-    /// A single-voter group made of `node_id` alone.
-    pub fn single_voter(node_id: u64) -> Self {
+    /// A single-voter group made of `node_id` alone, seeded with `seed`.
+    pub fn single_voter(node_id: u64, seed: u64) -> Self {
         RaftConfig {
             node_id,
             initial_voters: vec![node_id],
@@ -73,6 +76,7 @@ impl RaftConfig {
             election_ticks: 10,
             heartbeat_ticks: 3,
             snapshot_every_entries: 1024,
+            seed,
         }
     }
 }

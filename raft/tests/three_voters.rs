@@ -29,7 +29,7 @@ impl Cluster {
                     initial_voters: vec![1, 2, 3],
                     // Different timeouts per node make the first election deterministic-ish.
                     election_ticks: 10 + 3 * id as usize,
-                    ..RaftConfig::single_voter(id)
+                    ..RaftConfig::single_voter(id, id)
                 };
                 MetadataRaft::new(
                     &config,
