@@ -19,7 +19,8 @@
 //!
 //! Nothing here reads a clock or OS entropy: time comes in as `now_ms` / `tick()` calls and
 //! randomness as a caller's `seed` ([`RaftConfig::seed`]), so a seed and an input schedule fix a
-//! run (DESIGN §3, §11).
+//! run (DESIGN §3, §11). raft-rs itself draws its election timeout from `thread_rng()`;
+//! [`node`] replaces every such draw with one from the seed before raft-rs can use it.
 //!
 //! Metadata records are `spool_protocol::metadata_records` (schemas/metadata.fbs), one per raft
 //! entry, encoded by `spool_protocol::metadata_log`. raft-rs logs through [`slog_tracing`].
