@@ -13,7 +13,8 @@
 //! Never does: networking (peer messages are handed to the caller in [`Polled::messages`] and
 //! fed back with [`Controller::step`]), sleeping, reading a clock (time arrives as `now_ms`) or
 //! OS entropy (randomness arrives as the seed). Disk I/O is blocking `std::fs`
-//! (see [`crate::disk`]).
+//! (see [`crate::disk`]); the controller is `Send`, so the broker may move it onto a blocking
+//! thread for each poll or tick.
 //!
 //! # How the broker drives it (core 0)
 //!
@@ -146,6 +147,15 @@ pub struct ControllerStatus {
     pub log_bytes: u64,
     pub incarnation: u64,
 }
+
+// The broker moves the controller onto glommio's blocking pool for each poll/tick (the raft
+// log's fsync) and gets the result back from there; this fails to compile if a field of any
+// of them ever stops being `Send`.
+const _: fn() = || {
+    fn assert_send<T: Send>() {}
+    assert_send::<Controller>();
+    assert_send::<Result<Polled, ControllerError>>();
+};
 
 /// The controller on core 0.
 pub struct Controller {
