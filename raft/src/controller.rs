@@ -3,15 +3,18 @@
 //!
 //! Owns: the order of I/O around the sans-IO core (persist what a ready names, then advance, then
 //! persist what advancing produced), turning wall-clock milliseconds into raft ticks, and making
-//! new topic ids.
+//! new topic ids — from an [`IdSource`] seeded by the caller ([`RaftConfig::seed`]), so the same
+//! seed and the same inputs make the same ids.
 //! Promises: a request that fails validation returns a [`Refusal`] and writes nothing; a
 //! request that passes is answered exactly once — by a [`Committed`] carrying its [`ProposalId`]
 //! (whose `outcome` is the final answer) or by its id in [`Polled::abandoned`] (leadership moved;
 //! answer `NOT_CONTROLLER`). With a single voter every accepted proposal commits in the next
 //! [`Controller::poll`].
 //! Never does: networking (peer messages are handed to the caller in [`Polled::messages`] and
-//! fed back with [`Controller::step`]), or sleeping. Disk I/O is blocking `std::fs`
-//! (see [`crate::disk`]).
+//! fed back with [`Controller::step`]), sleeping, reading a clock (time arrives as `now_ms`) or
+//! OS entropy (randomness arrives as the seed). Disk I/O is blocking `std::fs`
+//! (see [`crate::disk`]); the controller is `Send`, so the broker may move it onto a blocking
+//! thread for each poll or tick.
 //!
 //! # How the broker drives it (core 0)
 //!
@@ -19,8 +22,11 @@
 //! use spool_raft::{Controller, CreateTopicRequest};
 //! # let dir = tempfile::tempdir().unwrap();
 //! # let data_dir = dir.path();
-//! // Start-up: replay snapshot + log. `image` is what every core starts from.
-//! let (mut controller, image) = Controller::open(data_dir, 1).unwrap();
+//! // Start-up: replay snapshot + log. `image` is what every core starts from. The seed fixes
+//! // every "random" choice (topic ids, election timeouts): the broker draws it from OS entropy
+//! // once at start-up, a simulator passes a fixed one.
+//! let seed = 0x5eed;
+//! let (mut controller, image) = Controller::open(data_dir, 1, seed).unwrap();
 //! # let _ = image;
 //! // This broker registers itself and, once caught up, is unfenced (replicas go only to
 //! // unfenced brokers). With one voter each proposal commits on the next `poll`.
@@ -61,8 +67,6 @@
 //! assert_eq!(controller.image().topic("orders").unwrap().partitions.len(), 3);
 //! ```
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::path::Path;
 
 use raft::eraftpb::Message;
@@ -71,6 +75,7 @@ use spool_protocol::ErrorCode;
 use thiserror::Error;
 
 use crate::disk::{DiskError, RaftDisk};
+use crate::id_source::{IdSource, STREAM_TOPIC_IDS};
 use crate::image::{MetadataImage, TopicId};
 use crate::node::{Committed, MetadataRaft, NodeError, RaftConfig};
 use crate::proposal::ProposalId;
@@ -83,6 +88,7 @@ use crate::validate::{
 /// Everything the controller needs to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControllerConfig {
+    /// Raft settings; `raft.seed` is the run's one seed — it also seeds the topic ids.
     pub raft: RaftConfig,
     /// Wall-clock length of one raft tick.
     pub tick_interval_ms: u64,
@@ -90,10 +96,10 @@ pub struct ControllerConfig {
 }
 
 impl ControllerConfig {
-    /// One node that is the group's only voter (the single-broker case).
-    pub fn single_node(node_id: u64) -> Self {
+    /// One node that is the group's only voter (the single-broker case), seeded with `seed`.
+    pub fn single_node(node_id: u64, seed: u64) -> Self {
         ControllerConfig {
-            raft: RaftConfig::single_voter(node_id),
+            raft: RaftConfig::single_voter(node_id, seed),
             tick_interval_ms: 100,
             create_topic_policy: CreateTopicPolicy::default(),
         }
@@ -142,6 +148,15 @@ pub struct ControllerStatus {
     pub incarnation: u64,
 }
 
+// The broker moves the controller onto glommio's blocking pool for each poll/tick (the raft
+// log's fsync) and gets the result back from there; this fails to compile if a field of any
+// of them ever stops being `Send`.
+const _: fn() = || {
+    fn assert_send<T: Send>() {}
+    assert_send::<Controller>();
+    assert_send::<Result<Polled, ControllerError>>();
+};
+
 /// The controller on core 0.
 pub struct Controller {
     raft: MetadataRaft,
@@ -150,18 +165,21 @@ pub struct Controller {
     last_tick_ms: Option<u64>,
     /// Messages produced while opening, handed out by the next poll.
     outbox: Vec<Message>,
-    id_seed: RandomState,
-    ids_made: u64,
+    /// Seeded from `raft.seed`, this node and its incarnation (so a restart does not replay the
+    /// ids an earlier incarnation made, which may belong to since-deleted topics).
+    topic_ids: IdSource,
 }
 
 impl Controller {
     /// Opens `<data_dir>/__raft/` as a single-voter group with node id `node_id`, replays the
-    /// snapshot and the log, and returns the controller and the committed image.
+    /// snapshot and the log, and returns the controller and the committed image. `seed` fixes
+    /// the topic ids it makes and raft's election timeouts (see [`ControllerConfig::single_node`]).
     pub fn open(
         data_dir: &Path,
         node_id: u64,
+        seed: u64,
     ) -> Result<(Controller, MetadataImage), ControllerError> {
-        Self::open_with(data_dir, ControllerConfig::single_node(node_id))
+        Self::open_with(data_dir, ControllerConfig::single_node(node_id, seed))
     }
 
     /// [`Controller::open`] with explicit settings.
@@ -175,7 +193,12 @@ impl Controller {
             ));
         }
         let (mut disk, recovered) = RaftDisk::open(data_dir)?;
+        let incarnation = recovered.incarnation;
         let raft = MetadataRaft::new(&config.raft, recovered)?;
+        let topic_ids = IdSource::new(
+            config.raft.seed,
+            &[STREAM_TOPIC_IDS, config.raft.node_id, incarnation],
+        );
         disk.persist_conf_state(raft.log().conf_state())?;
         let mut controller = Controller {
             raft,
@@ -183,8 +206,7 @@ impl Controller {
             config,
             last_tick_ms: None,
             outbox: Vec::new(),
-            id_seed: RandomState::new(),
-            ids_made: 0,
+            topic_ids,
         };
         // A sole voter has just campaigned: persist its vote and term, become leader, and commit
         // whatever earlier incarnations left uncommitted, so the image returned is complete.
@@ -259,19 +281,12 @@ impl Controller {
         }
     }
 
-    /// A fresh, random, non-zero topic id not used by any topic.
+    /// The next non-zero topic id of the seeded stream that no topic uses.
     fn new_topic_id(&mut self) -> TopicId {
+        // Terminates: the image holds far fewer than 2^128 topics, and the stream does not
+        // repeat within any reachable number of draws.
         loop {
-            self.ids_made += 1;
-            let mut h = self.id_seed.build_hasher();
-            h.write_u64(self.ids_made);
-            h.write_u64(self.disk.incarnation());
-            let high = h.finish();
-            h.write_u64(high);
-            let id = TopicId {
-                high,
-                low: h.finish(),
-            };
+            let id: TopicId = self.topic_ids.next_uuid();
             if !id.is_zero() && self.raft.latest_image().topic_by_id(id).is_none() {
                 return id;
             }

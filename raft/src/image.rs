@@ -14,45 +14,20 @@ use std::collections::BTreeMap;
 use spool_core::topic_config::TopicConfig;
 use spool_protocol::metadata_records::{
     BrokerHeartbeatT, CreateTopicT, DeleteTopicT, FenceBrokerT, MetadataRecordBodyT,
-    MetadataRecordT, PartitionChangeT, ProducerIdBlockT, RegisterBrokerT, UnfenceBrokerT, UuidT,
+    MetadataRecordT, PartitionChangeT, ProducerIdBlockT, RegisterBrokerT, UnfenceBrokerT,
 };
 use spool_protocol::ErrorCode;
+
+// Re-exported so `image::Uuid128` keeps naming the type that now lives below image and records.
+pub use crate::uuid128::Uuid128;
 
 /// `PartitionChange.leader` meaning "leave the leader as it is" (schemas/metadata.fbs).
 pub const LEADER_UNCHANGED: i32 = -2;
 /// A partition leader meaning "no leader".
 pub const NO_LEADER: i32 = -1;
 
-/// A 128-bit id: a topic's id (Kafka's topic UUID) or a broker's incarnation id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Uuid128 {
-    pub high: u64,
-    pub low: u64,
-}
-
 /// A topic's id. Zero is never a valid topic id.
 pub type TopicId = Uuid128;
-
-impl Uuid128 {
-    pub const ZERO: Uuid128 = Uuid128 { high: 0, low: 0 };
-
-    pub fn is_zero(self) -> bool {
-        self == Self::ZERO
-    }
-
-    pub fn to_uuid(self) -> UuidT {
-        crate::records::uuid(self)
-    }
-}
-
-impl From<&UuidT> for Uuid128 {
-    fn from(u: &UuidT) -> Self {
-        Uuid128 {
-            high: u.high,
-            low: u.low,
-        }
-    }
-}
 
 /// One listener a broker advertises.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,12 +14,20 @@
 //!   tails are cut on open. Blocking `std::fs` I/O (rare, small writes on core 0).
 //! - [`controller`]: [`Controller`], the façade the broker drives on core 0 (see its docs for
 //!   the exact loop).
+//! - [`uuid128`]: [`Uuid128`], the id type under both the image and the records.
+//! - [`id_source`]: [`IdSource`], the seeded stream behind topic ids and election timeouts.
+//!
+//! Nothing here reads a clock or OS entropy: time comes in as `now_ms` / `tick()` calls and
+//! randomness as a caller's `seed` ([`RaftConfig::seed`]), so a seed and an input schedule fix a
+//! run (DESIGN §3, §11). raft-rs itself draws its election timeout from `thread_rng()`;
+//! [`node`] replaces every such draw with one from the seed before raft-rs can use it.
 //!
 //! Metadata records are `spool_protocol::metadata_records` (schemas/metadata.fbs), one per raft
 //! entry, encoded by `spool_protocol::metadata_log`. raft-rs logs through [`slog_tracing`].
 
 pub mod controller;
 pub mod disk;
+pub mod id_source;
 pub mod image;
 pub mod image_snapshot;
 pub mod log_cache;
@@ -29,13 +37,16 @@ pub mod proposal;
 pub mod records;
 pub mod slog_tracing;
 pub mod topic_config;
+pub mod uuid128;
 pub mod validate;
 
 pub use controller::{Controller, ControllerConfig, ControllerError, ControllerStatus, Polled};
-pub use image::{MetadataImage, TopicId, TopicImage, Uuid128};
+pub use id_source::IdSource;
+pub use image::{MetadataImage, TopicId, TopicImage};
 pub use node::{Advanced, Committed, MetadataRaft, RaftConfig, RaftReady, RecoveredState};
 pub use proposal::ProposalId;
 pub use raft::eraftpb::Message as RaftMessage;
+pub use uuid128::Uuid128;
 pub use validate::{
     CreateTopicPolicy, CreateTopicRequest, HeartbeatRequest, Refusal, RegisterBrokerRequest,
 };

@@ -12,9 +12,14 @@
 //! log compacted. Applying is deterministic, so a committed record whose effect turned out
 //! impossible (e.g. a duplicate that raced in from another node) is skipped identically on every
 //! replica and reported with its error code.
-//! Never does: I/O, clocks, sockets. The driver ([`crate::Controller`], or a simulator) persists
-//! what [`RaftReady`] says between [`MetadataRaft::ready`] and [`MetadataRaft::advance`], sends
-//! the messages, and turns wall-clock time into `tick()` calls.
+//! Also owns raft's randomized election timeout: raft-rs 0.7 draws it from `rand::thread_rng()`
+//! whenever it resets its election timer; every method here through which raft-rs can reset it
+//! (construction, `tick`, `step`, `propose`, `advance`) ends by replacing that draw with one
+//! from a stream seeded by [`RaftConfig::seed`], so the `thread_rng` value is never the one a
+//! later tick compares against, and the same seed and the same calls give the same elections.
+//! Never does: I/O, clocks, OS entropy, sockets. The driver ([`crate::Controller`], or a
+//! simulator) persists what [`RaftReady`] says between [`MetadataRaft::ready`] and
+//! [`MetadataRaft::advance`], sends the messages, and turns wall-clock time into `tick()` calls.
 
 use std::collections::VecDeque;
 
@@ -27,6 +32,7 @@ use spool_protocol::metadata_records::MetadataRecordT;
 use spool_protocol::ErrorCode;
 use thiserror::Error;
 
+use crate::id_source::{IdSource, STREAM_ELECTION_TIMEOUTS};
 use crate::image::MetadataImage;
 use crate::image_snapshot::{restore_image, snapshot_image, ImageSnapshotError};
 use crate::log_cache::{LogCache, LogCacheError};
@@ -61,11 +67,15 @@ pub struct RaftConfig {
     pub heartbeat_ticks: usize,
     /// Take a snapshot and compact the log after this many applied entries.
     pub snapshot_every_entries: u64,
+    /// Seeds every "random" choice of this node: its election timeouts (drawn in
+    /// `[election_ticks, 2 * election_ticks)`) and, in [`crate::Controller`], its topic ids. The
+    /// broker draws it from OS entropy at start-up; a simulator fixes it to replay a run.
+    pub seed: u64,
 }
 
 impl RaftConfig {
-    /// A single-voter group made of `node_id` alone.
-    pub fn single_voter(node_id: u64) -> Self {
+    /// A single-voter group made of `node_id` alone, seeded with `seed`.
+    pub fn single_voter(node_id: u64, seed: u64) -> Self {
         RaftConfig {
             node_id,
             initial_voters: vec![node_id],
@@ -73,6 +83,7 @@ impl RaftConfig {
             election_ticks: 10,
             heartbeat_ticks: 3,
             snapshot_every_entries: 1024,
+            seed,
         }
     }
 }
@@ -176,6 +187,11 @@ pub struct MetadataRaft {
     snapshot_every_entries: u64,
     last_role: StateRole,
     last_term: u64,
+    /// The seeded stream that replaces raft-rs's `thread_rng` election timeouts.
+    election_timeouts: IdSource,
+    /// raft-rs's range for the randomized election timeout, `min..max` ticks.
+    election_timeout_ticks_min: usize,
+    election_timeout_ticks_max: usize,
 }
 
 impl MetadataRaft {
@@ -244,13 +260,10 @@ impl MetadataRaft {
         raft_config.validate()?;
         let sole_voter =
             cache.conf_state().voters == [config.node_id] && cache.conf_state().learners.is_empty();
-        let mut raw = RawNode::new(&raft_config, cache, &raft_logger())?;
-        if sole_voter {
-            raw.campaign()?;
-        }
+        let raw = RawNode::new(&raft_config, cache, &raft_logger())?;
         let last_role = raw.raft.state;
         let last_term = raw.raft.term;
-        Ok(MetadataRaft {
+        let mut node = MetadataRaft {
             raw,
             node_id: config.node_id,
             incarnation: recovered.incarnation,
@@ -262,7 +275,24 @@ impl MetadataRaft {
             snapshot_every_entries: config.snapshot_every_entries,
             last_role,
             last_term,
-        })
+            election_timeouts: IdSource::new(
+                config.seed,
+                &[
+                    STREAM_ELECTION_TIMEOUTS,
+                    config.node_id,
+                    recovered.incarnation,
+                ],
+            ),
+            election_timeout_ticks_min: raft_config.min_election_tick(),
+            election_timeout_ticks_max: raft_config.max_election_tick(),
+        };
+        // RawNode::new became a follower, which reset the timer from thread_rng.
+        node.reseed_election_timeout();
+        if sole_voter {
+            node.raw.campaign()?;
+            node.reseed_election_timeout();
+        }
+        Ok(node)
     }
 
     /// The committed image.
@@ -301,6 +331,12 @@ impl MetadataRaft {
     /// The incarnation proposal ids carry.
     pub fn incarnation(&self) -> u64 {
         self.incarnation
+    }
+
+    /// The election timeout, in ticks, that raft-rs compares against at the next tick: always a
+    /// draw of this node's seeded stream, in `[election_ticks, 2 * election_ticks)`.
+    pub fn election_timeout_ticks(&self) -> usize {
+        self.raw.raft.randomized_election_timeout()
     }
 
     /// The raft-rs storage mirror (read-only; for tests and status pages).
@@ -354,7 +390,9 @@ impl MetadataRaft {
             incarnation: self.incarnation,
             seq: self.next_seq,
         };
-        if let Err(e) = self.raw.propose(id.to_context(), data) {
+        let proposed = self.raw.propose(id.to_context(), data);
+        self.reseed_election_timeout();
+        if let Err(e) = proposed {
             self.speculative = None;
             self.rebuild_speculative();
             return Err(Refusal::new(
@@ -371,11 +409,42 @@ impl MetadataRaft {
     /// Advances raft's logical clock by one tick.
     pub fn tick(&mut self) {
         self.raw.tick();
+        self.reseed_election_timeout();
     }
 
     /// Feeds one message from a peer.
     pub fn step(&mut self, message: Message) -> Result<(), NodeError> {
-        Ok(self.raw.step(message)?)
+        let stepped = self.raw.step(message);
+        self.reseed_election_timeout();
+        Ok(stepped?)
+    }
+
+    /// Replaces raft-rs's election timeout with the next seeded draw whenever its election
+    /// timer has just been reset. Call after every call into `self.raw` that can change role or
+    /// term.
+    ///
+    /// raft-rs redraws the timeout only in `Raft::reset` (become follower / candidate / leader),
+    /// which also zeroes `election_elapsed`, and nothing raises `election_elapsed` again until
+    /// the next tick. So "elapsed is 0 after the call" catches every reset — a decision that
+    /// depends only on raft state, never on the `thread_rng` value, so it is itself
+    /// deterministic. It also fires when the timer restarts without a reset (a follower hearing
+    /// from its leader, a leader's periodic check): a fresh uniform draw at the moment the
+    /// timer restarts keeps the timeout uniform in the same range, so elections behave as
+    /// raft-rs intends.
+    fn reseed_election_timeout(&mut self) {
+        if self.raw.raft.election_elapsed != 0 {
+            return;
+        }
+        let (min, max) = (
+            self.election_timeout_ticks_min as u64,
+            self.election_timeout_ticks_max as u64,
+        );
+        let drawn = self.election_timeouts.in_range(min, max);
+        // `in_range` returns a value in `min..max`, the range `set_randomized_election_timeout`
+        // asserts (it is raft-rs's own `Config::{min,max}_election_tick`), so it cannot panic.
+        // (The setter is `#[doc(hidden)]` in raft 0.7: recheck it on a raft-rs upgrade.)
+        let ticks = usize::try_from(drawn).unwrap_or(self.election_timeout_ticks_min);
+        self.raw.raft.set_randomized_election_timeout(ticks);
     }
 
     pub fn has_ready(&self) -> bool {
@@ -431,6 +500,8 @@ impl MetadataRaft {
         if hs_changed {
             out.hard_state = Some(self.raw.store().hard_state().clone());
         }
+        // Applying a conf change can change this node's role.
+        self.reseed_election_timeout();
         self.note_role_change(&mut out);
         self.maybe_snapshot(&mut out)?;
         Ok(out)
@@ -583,4 +654,100 @@ fn decode_entry(e: &Entry) -> Result<Option<MetadataRecordT>, NodeError> {
             index: e.index,
             reason: err.to_string(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn follower_of_three(node_id: u64, seed: u64, incarnation: u64) -> MetadataRaft {
+        let config = RaftConfig {
+            initial_voters: vec![1, 2, 3],
+            ..RaftConfig::single_voter(node_id, seed)
+        };
+        let recovered = RecoveredState {
+            incarnation,
+            ..Default::default()
+        };
+        MetadataRaft::new(&config, recovered).expect("node")
+    }
+
+    /// The draws a node seeded like `follower_of_three` makes, in order.
+    fn expected_draws(node_id: u64, seed: u64, incarnation: u64) -> IdSource {
+        IdSource::new(seed, &[STREAM_ELECTION_TIMEOUTS, node_id, incarnation])
+    }
+
+    #[test]
+    fn a_follower_campaigns_exactly_when_its_seeded_timeout_expires() {
+        // With raft-rs's own thread_rng draw in force, the campaign tick would match the seeded
+        // draw only one time in ten; over 32 seeds, this fails at once.
+        for seed in 0..32 {
+            let mut node = follower_of_three(2, seed, 1);
+            let mut draws = expected_draws(2, seed, 1);
+            let first = draws.in_range(10, 20) as usize;
+            assert_eq!(node.election_timeout_ticks(), first, "seed {seed}");
+            for tick in 1..first {
+                node.tick();
+                assert_eq!(
+                    node.raw.raft.state,
+                    StateRole::Follower,
+                    "seed {seed} tick {tick}"
+                );
+                assert_eq!(node.election_timeout_ticks(), first);
+            }
+            node.tick();
+            assert_eq!(node.raw.raft.state, StateRole::PreCandidate, "seed {seed}");
+            // The timer restarted for the pre-vote round: the next seeded draw replaced raft-rs's.
+            let second = draws.in_range(10, 20) as usize;
+            assert_eq!(node.election_timeout_ticks(), second, "seed {seed}");
+            // Pre-vote requests wait for the node's own state to be persisted (raft-rs 0.7).
+            let mut ready = node.ready().expect("pre-vote requests to send");
+            let mut sent = std::mem::take(&mut ready.messages);
+            sent.extend(node.advance(ready).expect("advance").messages);
+            let to: Vec<(u64, raft::eraftpb::MessageType)> =
+                sent.iter().map(|m| (m.to, m.get_msg_type())).collect();
+            use raft::eraftpb::MessageType::MsgRequestPreVote as PreVote;
+            assert_eq!(to, [(1, PreVote), (3, PreVote)], "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn election_timeouts_stay_in_range_and_differ_by_node_seed_and_incarnation() {
+        let timeouts = |node_id, seed, incarnation| {
+            let mut node = follower_of_three(node_id, seed, incarnation);
+            let mut seen = Vec::new();
+            // Drained readies are dropped: nobody answers, so the node keeps timing out.
+            for _ in 0..400 {
+                node.tick();
+                while let Some(ready) = node.ready() {
+                    node.advance(ready).expect("advance");
+                }
+                let t = node.election_timeout_ticks();
+                assert!((10..20).contains(&t), "timeout {t} outside 10..20");
+                seen.push(t);
+            }
+            seen
+        };
+        let base = timeouts(1, 5, 1);
+        assert_eq!(base, timeouts(1, 5, 1));
+        assert_ne!(base, timeouts(2, 5, 1), "node id is part of the stream");
+        assert_ne!(base, timeouts(1, 6, 1), "the seed is part of the stream");
+        assert_ne!(
+            base,
+            timeouts(1, 5, 2),
+            "the incarnation is part of the stream"
+        );
+        let mut distinct = base.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert!(distinct.len() > 5, "timeouts barely vary: {distinct:?}");
+    }
+
+    #[test]
+    fn a_sole_voter_still_leads_at_once() {
+        let node = MetadataRaft::new(&RaftConfig::single_voter(1, 3), RecoveredState::default())
+            .expect("node");
+        assert!(node.is_leader());
+        assert!((10..20).contains(&node.election_timeout_ticks()));
+    }
 }

@@ -14,7 +14,7 @@ use spool_protocol::metadata_records::{
     TopicConfigT, UnfenceBrokerT, UuidT,
 };
 
-use crate::image::Uuid128;
+use crate::uuid128::Uuid128;
 
 pub fn record(body: MetadataRecordBodyT) -> MetadataRecordT {
     let mut r = MetadataRecordT::default();
@@ -23,10 +23,7 @@ pub fn record(body: MetadataRecordBodyT) -> MetadataRecordT {
 }
 
 pub fn uuid(id: Uuid128) -> UuidT {
-    let mut u = UuidT::default();
-    u.high = id.high;
-    u.low = id.low;
-    u
+    id.to_uuid()
 }
 
 pub fn listener(name: &str, host: &str, port: u16) -> ListenerT {

@@ -66,7 +66,7 @@ fn create(controller: &mut Controller, req: &CreateTopicRequest) -> Result<(), E
 }
 
 fn open(dir: &Path) -> (Controller, MetadataImage) {
-    Controller::open(dir, 1).expect("open")
+    Controller::open(dir, 1, 1).expect("open")
 }
 
 #[test]
@@ -269,7 +269,7 @@ fn a_second_create_of_a_pending_topic_is_refused_before_the_first_commits() {
 #[test]
 fn snapshots_compact_the_log_and_restore_on_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut config = ControllerConfig::single_node(1);
+    let mut config = ControllerConfig::single_node(1, 1);
     config.raft.snapshot_every_entries = 5;
     let (mut c, _) = Controller::open_with(dir.path(), config.clone()).expect("open");
     start_broker(&mut c);
@@ -344,7 +344,7 @@ fn entries_durable_but_uncommitted_at_a_crash_commit_on_restart() {
     // Drive the sans-IO core by hand and "crash" after the entry is durable but before the
     // commit index that covers it is.
     let (mut disk, recovered) = RaftDisk::open(dir.path()).expect("disk");
-    let mut raft = MetadataRaft::new(&RaftConfig::single_voter(1), recovered).expect("raft");
+    let mut raft = MetadataRaft::new(&RaftConfig::single_voter(1, 1), recovered).expect("raft");
     while let Some(ready) = raft.ready() {
         disk.persist_ready(ready.snapshot(), ready.entries(), ready.hard_state())
             .expect("persist");
@@ -406,4 +406,63 @@ fn proposals_in_flight_are_bounded_until_the_driver_polls() {
     );
     c.allocate_producer_ids(1, epoch, 10)
         .expect("room again after the poll");
+}
+
+/// Opens a fresh directory with `seed`, creates topics `a`, `b`, `c`, restarts, creates `d`,
+/// and returns the four topic ids in creation order.
+fn topic_ids_of_a_run(seed: u64) -> Vec<Uuid128> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut ids = Vec::new();
+    {
+        let (mut c, _) = Controller::open(dir.path(), 1, seed).expect("open");
+        start_broker(&mut c);
+        for name in ["a", "b", "c"] {
+            assert_eq!(create(&mut c, &CreateTopicRequest::new(name, 1)), Ok(()));
+            ids.push(c.image().topic(name).expect("created").topic_id);
+        }
+    }
+    let (mut c, _) = Controller::open(dir.path(), 1, seed).expect("reopen");
+    assert_eq!(create(&mut c, &CreateTopicRequest::new("d", 1)), Ok(()));
+    ids.push(c.image().topic("d").expect("created").topic_id);
+    ids
+}
+
+#[test]
+fn the_same_seed_makes_the_same_topic_ids() {
+    let first = topic_ids_of_a_run(0x5eed);
+    assert_eq!(first, topic_ids_of_a_run(0x5eed));
+    assert!(first.iter().all(|id| !id.is_zero()), "{first:?}");
+    let mut distinct = first.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), first.len(), "ids repeat: {first:?}");
+}
+
+#[test]
+fn different_seeds_make_different_topic_ids() {
+    let a = topic_ids_of_a_run(1);
+    let b = topic_ids_of_a_run(2);
+    for id in &a {
+        assert!(!b.contains(id), "{id:?} made under both seeds");
+    }
+}
+
+#[test]
+fn a_restart_with_the_same_seed_does_not_replay_earlier_ids() {
+    // Incarnation 2 must not hand out incarnation 1's ids: they may belong to deleted topics
+    // whose data a broker still holds. topic_ids_of_a_run restarts before creating "d".
+    let ids = topic_ids_of_a_run(7);
+    let (before_restart, after_restart) = ids.split_at(3);
+    assert!(!before_restart.contains(&after_restart[0]), "{ids:?}");
+    // And deleting a topic frees its name but not its id: a new topic of the same name gets a
+    // fresh one.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut c, _) = Controller::open(dir.path(), 1, 7).expect("open");
+    start_broker(&mut c);
+    assert_eq!(create(&mut c, &CreateTopicRequest::new("x", 1)), Ok(()));
+    let old = c.image().topic("x").expect("x").topic_id;
+    let del = c.delete_topic("x").expect("delete");
+    assert_eq!(commit(&mut c, del).outcome, Ok(()));
+    assert_eq!(create(&mut c, &CreateTopicRequest::new("x", 1)), Ok(()));
+    assert_ne!(c.image().topic("x").expect("x again").topic_id, old);
 }

@@ -82,7 +82,7 @@ proptest! {
         snapshot_every_entries in 2..6u64,
     ) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = ControllerConfig::single_node(1);
+        let mut config = ControllerConfig::single_node(1, 1);
         config.raft.snapshot_every_entries = snapshot_every_entries;
         faults::disarm();
         let (mut c, _) = Controller::open_with(dir.path(), config.clone()).expect("open");

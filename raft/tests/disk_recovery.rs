@@ -125,7 +125,7 @@ proptest! {
 }
 
 fn controller_with_topics(dir: &std::path::Path, topics: usize) -> spool_raft::MetadataImage {
-    let (mut c, _) = Controller::open(dir, 1).expect("open");
+    let (mut c, _) = Controller::open(dir, 1, 1).expect("open");
     let id = c
         .register_broker(&spool_raft::RegisterBrokerRequest {
             broker_id: 1,
@@ -168,7 +168,7 @@ fn a_torn_tail_on_the_controller_log_is_cut_and_the_image_survives() {
     f.write_all(&[200, 0, 0, 0, 1, 2, 3, 4, 9, 9])
         .expect("tear");
     drop(f);
-    let (c, reopened) = Controller::open(dir.path(), 1).expect("reopen");
+    let (c, reopened) = Controller::open(dir.path(), 1, 1).expect("reopen");
     assert_eq!(reopened, image);
     assert!(c.is_leader());
 }
@@ -185,7 +185,7 @@ fn losing_committed_entries_is_an_error_naming_the_file() {
         .expect("open");
     f.set_len(len / 2).expect("cut");
     drop(f);
-    match Controller::open(dir.path(), 1) {
+    match Controller::open(dir.path(), 1, 1) {
         Err(ControllerError::Disk(DiskError::Corrupt { file, .. })) => {
             assert!(file.ends_with("__raft/state"), "{}", file.display());
         }
@@ -204,7 +204,7 @@ fn a_damaged_state_file_is_an_error_not_a_reset() {
     bytes[last] ^= 1;
     std::fs::write(&state, bytes).expect("write");
     assert!(matches!(
-        Controller::open(dir.path(), 1),
+        Controller::open(dir.path(), 1, 1),
         Err(ControllerError::Disk(DiskError::Corrupt { .. }))
     ));
 }

@@ -31,7 +31,7 @@ fn raft_rs_logs_reach_tracing() {
         .finish();
     tracing::subscriber::with_default(subscriber, || {
         let raft = MetadataRaft::new(
-            &RaftConfig::single_voter(7),
+            &RaftConfig::single_voter(7, 7),
             RecoveredState {
                 incarnation: 1,
                 ..Default::default()

@@ -2,7 +2,9 @@
 //! delivered in order, "persistence" instant), driven by explicit ticks — no disk, no clock.
 //! A leader is elected, proposals on it commit on all three with equal images, a follower
 //! refuses proposals with NOT_CONTROLLER, and after the leader is cut off the other two elect a
-//! new one and keep committing.
+//! new one and keep committing. Two groups built with the same seeds and fed the same schedule
+//! behave identically, message for message (raft-rs's `thread_rng` election timeouts are
+//! replaced by seeded draws); other seeds give another run.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -19,17 +21,28 @@ struct Cluster {
     /// Nodes whose messages (both ways) are dropped.
     cut_off: BTreeSet<u64>,
     committed: Vec<Vec<Committed>>,
+    election_ticks: Vec<usize>,
+    /// Everything observable, in order: each message put on the wire (encoded) and, after each
+    /// tick round, every node's (leader?, term, election timeout).
+    trace: Vec<Vec<u8>>,
 }
 
 impl Cluster {
     fn new() -> Self {
+        // Different timeouts per node make the first election quick.
+        Self::with(|id| (10 + 3 * id as usize, 100 + id))
+    }
+
+    /// Three fresh voters; `config(id)` gives node `id`'s (election ticks, seed).
+    fn with(config: impl Fn(u64) -> (usize, u64)) -> Self {
+        let election_ticks = (1..=3).map(|id| config(id).0).collect();
         let nodes = (1..=3)
             .map(|id| {
+                let (election_ticks, seed) = config(id);
                 let config = RaftConfig {
                     initial_voters: vec![1, 2, 3],
-                    // Different timeouts per node make the first election deterministic-ish.
-                    election_ticks: 10 + 3 * id as usize,
-                    ..RaftConfig::single_voter(id)
+                    election_ticks,
+                    ..RaftConfig::single_voter(id, seed)
                 };
                 MetadataRaft::new(
                     &config,
@@ -46,7 +59,29 @@ impl Cluster {
             wire: VecDeque::new(),
             cut_off: BTreeSet::new(),
             committed: vec![Vec::new(); 3],
+            election_ticks,
+            trace: Vec::new(),
         }
+    }
+
+    /// One tick on every node, then settle; records each node's leadership, term and election
+    /// timeout, and checks the timeout lies in `[election_ticks, 2 * election_ticks)`.
+    fn tick_all(&mut self) {
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            n.tick();
+            let timeout = n.election_timeout_ticks();
+            let range = self.election_ticks[i]..2 * self.election_ticks[i];
+            assert!(
+                range.contains(&timeout),
+                "node {} timeout {timeout} outside {range:?}",
+                i + 1
+            );
+            let mut seen = vec![u8::from(n.is_leader())];
+            seen.extend(n.term().to_le_bytes());
+            seen.extend((timeout as u64).to_le_bytes());
+            self.trace.push(seen);
+        }
+        self.settle();
     }
 
     fn node(&mut self, id: u64) -> &mut MetadataRaft {
@@ -69,6 +104,8 @@ impl Cluster {
             }
             while let Some(m) = self.wire.pop_front() {
                 progressed = true;
+                self.trace
+                    .push(protobuf::Message::write_to_bytes(&m).expect("encode"));
                 if self.cut_off.contains(&m.from) || self.cut_off.contains(&m.to) {
                     continue;
                 }
@@ -84,10 +121,7 @@ impl Cluster {
 
     fn tick_until_leader(&mut self, among: &[u64]) -> u64 {
         for _ in 0..500 {
-            for n in &mut self.nodes {
-                n.tick();
-            }
-            self.settle();
+            self.tick_all();
             let leaders: Vec<u64> = among
                 .iter()
                 .copied()
@@ -196,10 +230,7 @@ fn three_voters_replicate_metadata_and_survive_a_leader_loss() {
     // Heal: the old leader catches up.
     cluster.cut_off.clear();
     for _ in 0..50 {
-        for n in &mut cluster.nodes {
-            n.tick();
-        }
-        cluster.settle();
+        cluster.tick_all();
     }
     assert!(cluster
         .node(leader)
@@ -209,4 +240,72 @@ fn three_voters_replicate_metadata_and_survive_a_leader_loss() {
     let images: Vec<_> = cluster.nodes.iter().map(|n| n.image().clone()).collect();
     assert_eq!(images[0], images[1]);
     assert_eq!(images[1], images[2]);
+}
+
+/// What a run shows from outside: the leaders elected, in order, the final term, and the trace.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    leaders: Vec<u64>,
+    term: u64,
+    trace: Vec<Vec<u8>>,
+}
+
+/// Equal election ticks on all three nodes, so who campaigns first — and everything after —
+/// is decided by the election timeouts alone: elect, commit a registration, cut the leader off,
+/// elect again, heal.
+fn run(seeds: [u64; 3]) -> Outcome {
+    let mut cluster = Cluster::with(|id| (10, seeds[id as usize - 1]));
+    let first = cluster.tick_until_leader(&[1, 3, 2]);
+    let image = cluster.node(first).latest_image().clone();
+    let record = validate_register_broker(
+        &image,
+        &RegisterBrokerRequest {
+            broker_id: 1,
+            incarnation_id: Uuid128 { high: 0, low: 1 },
+            listeners: vec![],
+            rack: None,
+        },
+    )
+    .expect("register");
+    cluster.node(first).propose(record).expect("propose");
+    cluster.settle();
+    cluster.cut_off.insert(first);
+    let others: Vec<u64> = (1..=3).filter(|id| *id != first).collect();
+    let second = cluster.tick_until_leader(&others);
+    cluster.cut_off.clear();
+    for _ in 0..30 {
+        cluster.tick_all();
+    }
+    let images: Vec<_> = cluster.nodes.iter().map(|n| n.image().clone()).collect();
+    assert!(images
+        .iter()
+        .all(|i| *i == images[0] && i.broker(1).is_some()));
+    Outcome {
+        leaders: vec![first, second],
+        term: cluster.nodes.iter().map(|n| n.term()).max().unwrap_or(0),
+        trace: cluster.trace,
+    }
+}
+
+#[test]
+fn the_same_seeds_and_schedule_give_the_same_run() {
+    for seeds in [[1, 2, 3], [0x5eed, 0x5eed, 0x5eed], [40, 41, 42]] {
+        let a = run(seeds);
+        let b = run(seeds);
+        assert_eq!(a.leaders, b.leaders, "seeds {seeds:?}");
+        assert_eq!(a.term, b.term, "seeds {seeds:?}");
+        assert_eq!(a.trace.len(), b.trace.len(), "seeds {seeds:?}");
+        let first_difference = a.trace.iter().zip(&b.trace).position(|(x, y)| x != y);
+        assert_eq!(first_difference, None, "seeds {seeds:?}: traces diverge");
+    }
+}
+
+#[test]
+fn other_seeds_give_another_run() {
+    let base = run([1, 2, 3]);
+    let others: Vec<Outcome> = [[4, 5, 6], [7, 8, 9], [10, 11, 12]].map(run).into();
+    assert!(
+        others.iter().all(|o| o.trace != base.trace),
+        "a different seed replayed the same trace"
+    );
 }

@@ -1,0 +1,62 @@
+//! [`Uuid128`]: the 128-bit id the metadata uses for topics (Kafka's topic UUID) and broker
+//! incarnations, and its conversions to and from the flatbuffers `Uuid` struct.
+//!
+//! Owns: the value type only. It sits below both [`crate::image`] (which stores ids) and
+//! [`crate::records`] (which writes them into records), so neither has to import the other.
+//! Never does: make ids — the controller makes new topic ids ([`crate::controller`]).
+
+// Default-then-assign is the only way to build flatc's `#[non_exhaustive]` `UuidT` from another
+// crate.
+#![allow(clippy::field_reassign_with_default)]
+
+use spool_protocol::metadata_records::UuidT;
+
+/// A 128-bit id: a topic's id (Kafka's topic UUID) or a broker's incarnation id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Uuid128 {
+    pub high: u64,
+    pub low: u64,
+}
+
+impl Uuid128 {
+    pub const ZERO: Uuid128 = Uuid128 { high: 0, low: 0 };
+
+    pub fn is_zero(self) -> bool {
+        self == Self::ZERO
+    }
+
+    /// The flatbuffers form written into metadata records.
+    pub fn to_uuid(self) -> UuidT {
+        let mut u = UuidT::default();
+        u.high = self.high;
+        u.low = self.low;
+        u
+    }
+}
+
+impl From<&UuidT> for Uuid128 {
+    fn from(u: &UuidT) -> Self {
+        Uuid128 {
+            high: u.high,
+            low: u.low,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_the_record_form() {
+        let id = Uuid128 {
+            high: 0x0123_4567_89ab_cdef,
+            low: 0xfedc_ba98_7654_3210,
+        };
+        let u = id.to_uuid();
+        assert_eq!((u.high, u.low), (id.high, id.low));
+        assert_eq!(Uuid128::from(&u), id);
+        assert!(!id.is_zero());
+        assert!(Uuid128::default().is_zero());
+    }
+}
