@@ -62,11 +62,11 @@ pub enum StartError {
 
 /// Opens the raft directory and registers and unfences this broker (blocking: runs on the pool).
 fn open_blocking(
-    local_config: &crate::config::BrokerConfig,
+    cfg: &crate::config::BrokerConfig,
     incarnation_id: Uuid128,
+    seed: u64,
 ) -> Result<(Raft, MetadataImage), StartError> {
-    let cfg = local_config;
-    let (raft, _) = spool_raft::Controller::open(&cfg.data_dir, cfg.node_id as u64 + 1)?;
+    let (raft, _) = spool_raft::Controller::open(&cfg.data_dir, cfg.node_id as u64 + 1, seed)?;
     let mut raft = Box::new(raft);
     let listener = spool_raft::image::BrokerListener {
         name: "native".into(),
@@ -103,16 +103,18 @@ fn open_blocking(
 
 impl Controller {
     /// Opens the raft directory, registers and unfences this broker under `incarnation_id` (a
-    /// fresh id per process start, drawn by the caller), and returns the controller with the
-    /// committed image every core starts from.
+    /// fresh id per process start), and returns the controller with the committed image every
+    /// core starts from. `seed` fixes raft's election timeouts and the topic ids it makes; both
+    /// are drawn by the caller (entropy at the edge, a fixed seed in a simulation).
     pub async fn open(
         local: &Local,
         router: Rc<Router>,
         incarnation_id: Uuid128,
+        seed: u64,
     ) -> Result<(Rc<Self>, MetadataImage), StartError> {
         let config = (*local.config).clone();
         let (raft, image) = glommio::executor()
-            .spawn_blocking(move || open_blocking(&config, incarnation_id))
+            .spawn_blocking(move || open_blocking(&config, incarnation_id, seed))
             .await?;
         let c = Rc::new(Self {
             raft: RefCell::new(Some(raft)),

@@ -173,7 +173,9 @@ async fn run_core(
             high: crate::clock::entropy_seed(),
             low: crate::clock::entropy_seed() | 1,
         };
-        let opened = Controller::open(&shard.local, Rc::clone(&shard.router), incarnation).await;
+        let seed = crate::clock::entropy_seed();
+        let opened =
+            Controller::open(&shard.local, Rc::clone(&shard.router), incarnation, seed).await;
         let (controller, image) = match opened {
             Ok(c) => c,
             Err(e) => {
