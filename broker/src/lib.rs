@@ -8,6 +8,7 @@
 
 pub mod admin_http;
 pub mod alloc;
+pub mod apis;
 pub mod cli;
 pub mod config;
 pub mod connection;

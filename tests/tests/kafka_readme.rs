@@ -1,11 +1,12 @@
 //! The README's Kafka compatibility table stays true: one row per Kafka API key (every key the
 //! `kafka-protocol` crate knows, from Kafka's own message definitions), with Kafka's versions and
-//! the versions spool's Kafka port implements — taken from `spool_protocol::kafka::versions`, the
+//! the versions spool's Kafka port implements — taken from `spool_broker::kafka::KAFKA_APIS`, the
 //! same table the ApiVersions response is built from — or "not implemented".
 //!
 //! On a mismatch the test prints the whole expected table, ready to paste into README.md.
 
 use kafka_protocol::messages::ApiKey;
+use spool_broker::kafka::KAFKA_APIS;
 use spool_protocol::kafka::versions;
 
 /// Where the table starts and ends in README.md.
@@ -18,8 +19,8 @@ fn expected_table() -> String {
     let mut out = String::from("| API | key | Kafka's versions | spool |\n|---|---|---|---|\n");
     for key in ApiKey::iter() {
         let kafka = key.valid_versions();
-        let spool = match versions::range(key) {
-            Some((lo, hi)) => format!("**{lo}–{hi}**"),
+        let spool = match versions::range(KAFKA_APIS, key) {
+            Some(r) => format!("**{}–{}**", r.min_version, r.max_version),
             None => String::from("not implemented"),
         };
         out.push_str(&format!(
@@ -50,7 +51,8 @@ fn readme_lists_every_kafka_api_with_the_versions_spool_implements() {
 #[test]
 fn every_implemented_api_is_a_row_of_the_table() {
     let table = expected_table();
-    for (key, lo, hi) in versions::SUPPORTED {
+    for a in KAFKA_APIS {
+        let (key, lo, hi) = (a.api_key, a.min_version, a.max_version);
         let row = format!("| {key:?} | {} |", key as i16);
         assert!(table.contains(&row), "{key:?} missing from\n{table}");
         assert!(

@@ -6,8 +6,8 @@
 //! - [`serve`]: one connection: frames read with the size checked from the prefix before any
 //!   allocation, up to `max_in_flight_per_connection` requests handled concurrently, responses
 //!   written in request order (Kafka clients match responses by order as well as correlation id).
-//! - `dispatch`: API key → handler; versions outside `spool_protocol::kafka::versions` get
-//!   UNSUPPORTED_VERSION in the API's shape.
+//! - `dispatch`: the API table ([`KAFKA_APIS`]: each API, its versions, its handler); APIs and
+//!   versions it does not list get UNSUPPORTED_VERSION in the API's shape.
 //! - `data`: Produce, Fetch (records spliced straight from the log), ListOffsets.
 //! - `admin`: ApiVersions, Metadata (with auto-create), CreateTopics, DeleteTopics,
 //!   DescribeConfigs, InitProducerId.
@@ -33,6 +33,8 @@ mod dispatch;
 mod groups;
 #[cfg(test)]
 mod tests;
+
+pub use dispatch::KAFKA_APIS;
 
 use std::future::Future;
 use std::rc::Rc;
@@ -73,7 +75,7 @@ impl Front for Kafka {
         let Some(frame) = read_frame(reader, shard.config.max_frame_bytes).await? else {
             return Ok(None);
         };
-        match codec::decode_request(frame) {
+        match codec::decode_request(frame, KAFKA_APIS) {
             Ok(r) => Ok(Some(r)),
             Err(e) => {
                 crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, 1);
