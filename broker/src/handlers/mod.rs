@@ -88,7 +88,8 @@ impl Call<'_> {
 api_table! {
     /// The native port's APIs: each with its versions (the native rule: 0, see
     /// `spool_protocol::versions`) and its handler. ApiVersions answers this list; every other
-    /// API or version gets UNSUPPORTED_VERSION.
+    /// API or version gets UNSUPPORTED_VERSION. README.md's native table is rendered from it
+    /// (`crate::apis`).
     pub const NATIVE_APIS: [ApiKey];
     /// Calls the handler of the row matching `api_key` and `body`.
     async fn route(cx: &Call<'_>, body: RequestBodyT) -> Outgoing;

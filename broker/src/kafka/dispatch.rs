@@ -41,7 +41,7 @@ impl Call<'_> {
 api_table! {
     /// The Kafka port's APIs, in api-key order: each with its versions and its handler. The codec
     /// decodes only what this lists, ApiVersions answers it, README.md's compatibility table is
-    /// checked against it (`tests/tests/kafka_readme.rs`).
+    /// rendered from it (`crate::apis`).
     ///
     /// Every range lies inside what the codec carries (`spool_protocol::kafka::versions::
     /// codec_range`, checked by a test), and the ranges are chosen so that librdkafka 2.x,
