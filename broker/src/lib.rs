@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod controller;
+pub mod front_rules;
 pub mod group;
 pub mod handlers;
 pub mod kafka;

@@ -14,6 +14,7 @@ use spool_protocol::wire::{
 };
 use spool_protocol::ErrorCode;
 
+use crate::front_rules::build;
 use crate::requests::{FetchChunk, FetchPartition, TopicPartition};
 use crate::shard::Shard;
 

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use spool_protocol::wire::{self, InitProducerIdRequestT, InitProducerIdResponseT};
 use spool_protocol::ErrorCode;
 
+use crate::front_rules::build;
 use crate::shard::Shard;
 
 pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequestT) -> InitProducerIdResponseT {

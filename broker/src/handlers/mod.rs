@@ -4,15 +4,6 @@
 //! builds the response. The Kafka front (`crate::kafka`) translates into the same internal
 //! requests.
 
-/// Builds a generated (non-exhaustive) flatbuffers object-API struct from its default.
-macro_rules! build {
-    ($t:ty { $($f:ident : $v:expr),* $(,)? }) => {{
-        let mut value = <$t>::default();
-        $(value.$f = $v;)*
-        value
-    }};
-}
-
 mod fetch;
 pub(crate) mod groups;
 mod init_producer_id;

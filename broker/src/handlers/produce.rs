@@ -10,6 +10,7 @@ use spool_protocol::wire::{
 };
 use spool_protocol::ErrorCode;
 
+use crate::front_rules::build;
 use crate::requests::{ProduceResult, TopicPartition};
 use crate::shard::Shard;
 

@@ -18,15 +18,6 @@
 //! answer in), or a body that does not decode is logged and closes only its connection — as
 //! Kafka does. Everything that decodes gets an answer, with an error code where needed.
 
-/// Builds a generated (non-exhaustive) flatbuffers object-API struct from its default.
-macro_rules! native {
-    ($t:ty { $($f:ident : $v:expr),* $(,)? }) => {{
-        let mut value = <$t>::default();
-        $(value.$f = $v;)*
-        value
-    }};
-}
-
 mod admin;
 mod data;
 mod dispatch;
