@@ -146,7 +146,7 @@ pub async fn handle(shard: &Rc<Shard>, request: Request, peer_host: &str) -> Out
     let h = request.header;
     let (cid, version, api_key) = (h.correlation_id, h.api_version, h.api_key);
     if !versions::is_supported(NATIVE_APIS, api_key, version) {
-        crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, 1);
+        crate::front_rules::record_refused(shard);
         return error_frame(cid, version, api_key, ErrorCode::UnsupportedVersion);
     }
     let cx = Call {

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use kafka_protocol::messages::{
     list_offsets_response, produce_response, FetchRequest, ListOffsetsRequest, ListOffsetsResponse,
-    ProduceRequest, ProduceResponse,
+    ProduceRequest, ProduceResponse, TopicName,
 };
 use spool_protocol::kafka::fetch::{
     encode_fetch_response, FetchPartitionFrame, FetchResponseFrame, FetchTopicFrame,
@@ -24,6 +24,7 @@ use spool_protocol::kafka::fetch::{
 use spool_protocol::ErrorCode;
 
 use super::kstr;
+use crate::front_rules::{self, ProduceShare};
 use crate::handlers::Outgoing;
 use crate::requests::{
     FetchChunk, FetchPartition, ListOffsetsResult, ProduceResult, TopicPartition,
@@ -39,71 +40,45 @@ pub async fn produce(
     req: ProduceRequest,
     version: i16,
 ) -> Option<ProduceResponse> {
-    let started = Instant::now();
-    let acks = req.acks;
-    let valid_acks = (-1..=1).contains(&acks);
-    let timeout_ms = req.timeout_ms;
     let mut bytes = 0u64;
-    let mut topics = Vec::with_capacity(req.topic_data.len());
-    for t in req.topic_data {
-        let name = t.name.0.as_str().to_owned();
-        let calls: Vec<_> = t
-            .partition_data
-            .into_iter()
-            .map(|p| {
-                let tp = TopicPartition::new(name.clone(), p.index);
-                bytes += p.records.as_ref().map_or(0, |r| r.len() as u64);
-                let me = Rc::clone(shard);
-                glommio::spawn_local(async move {
-                    let result = match p.records {
-                        _ if !valid_acks => ProduceResult::error(
-                            ErrorCode::InvalidRequiredAcks,
-                            format!("acks must be 0, 1 or -1, got {acks}"),
-                        ),
-                        None => ProduceResult::error(
+    let topics = req
+        .topic_data
+        .into_iter()
+        .map(|t| {
+            let name = t.name.0.as_str().to_owned();
+            let shares: Vec<ProduceShare> = t
+                .partition_data
+                .into_iter()
+                .map(|p| {
+                    bytes += p.records.as_ref().map_or(0, |r| r.len() as u64);
+                    let records = p.records.ok_or_else(|| {
+                        let tp = TopicPartition::new(name.clone(), p.index);
+                        ProduceResult::error(
                             ErrorCode::CorruptMessage,
                             format!("{tp}: null records"),
-                        ),
-                        Some(records) => {
-                            crate::ops::produce_partition(
-                                &me,
-                                tp.clone(),
-                                records,
-                                acks,
-                                timeout_ms,
-                            )
-                            .await
-                        }
-                    };
-                    (tp.partition, result)
+                        )
+                    });
+                    (p.index, records)
                 })
-            })
-            .collect();
-        topics.push((t.name, calls));
-    }
-    let mut responses = Vec::with_capacity(topics.len());
-    let mut errors = 0;
-    for (name, calls) in topics {
-        let mut parts = Vec::with_capacity(calls.len());
-        for call in calls {
-            let (index, r) = call.await;
-            if r.error != ErrorCode::None {
-                errors += 1;
-            }
-            let part = produce_partition_answer(index, r, version);
-            parts.push(part);
-        }
-        responses.push(
+                .collect();
+            (name, shares)
+        })
+        .collect();
+    let results = front_rules::produce(shard, req.acks, req.timeout_ms, bytes, topics).await;
+    let responses = results
+        .into_iter()
+        .map(|(name, partitions)| {
             produce_response::TopicProduceResponse::default()
-                .with_name(name)
-                .with_partition_responses(parts),
-        );
-    }
-    shard
-        .metrics
-        .record_produce(bytes, started.elapsed().as_micros() as u64);
-    crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, errors);
-    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+                .with_name(TopicName(kstr(name)))
+                .with_partition_responses(
+                    partitions
+                        .into_iter()
+                        .map(|(index, r)| produce_partition_answer(index, r, version))
+                        .collect(),
+                )
+        })
+        .collect();
+    front_rules::answers(req.acks).then(|| ProduceResponse::default().with_responses(responses))
 }
 
 /// One partition's Produce answer; the error message exists from v8.

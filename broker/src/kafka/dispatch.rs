@@ -127,7 +127,7 @@ pub async fn handle(shard: &Rc<Shard>, req: KafkaRequest, peer: &Peer) -> Outgoi
 }
 
 fn unsupported_version(shard: &Shard, api_key: ApiKey, version: i16, cid: i32) -> Outgoing {
-    crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, 1);
+    crate::front_rules::record_refused(shard);
     match codec::unsupported_response(api_key, version, cid, KAFKA_APIS) {
         Ok(head) => Outgoing::Frame {
             head,

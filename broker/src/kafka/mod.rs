@@ -73,7 +73,7 @@ impl Front for Kafka {
         match codec::decode_request(frame.slice(codec::LENGTH_PREFIX_BYTES..), KAFKA_APIS) {
             Ok(r) => Ok(Some(r)),
             Err(e) => {
-                crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, 1);
+                crate::front_rules::record_refused(shard);
                 Err(format!(
                     "a request that does not decode ({:?}): {e}",
                     e.error_code()
