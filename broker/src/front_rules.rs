@@ -13,7 +13,7 @@ use bytes::Bytes;
 use spool_protocol::ErrorCode;
 
 use crate::metrics::CoreMetrics;
-use crate::requests::{ProduceResult, TopicPartition};
+use crate::requests::{FetchPartition, FetchResult, ProduceResult, TopicPartition};
 use crate::shard::Shard;
 
 /// Builds a generated (non-exhaustive) flatbuffers object-API struct from its default: the
@@ -122,6 +122,68 @@ pub async fn produce(
     out
 }
 
+/// One partition of a fetch request: where to read and how much this partition may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchAt {
+    pub partition: i32,
+    pub fetch_offset: i64,
+    pub max_bytes: i32,
+}
+
+/// Fetch, after the front has read the request: `crate::ops::fetch` over every partition (its
+/// long poll and `max_bytes` rule), the results grouped back by topic in request order. Records
+/// the request's metrics: one fetch of the record bytes returned, with its latency (the long-poll
+/// wait included).
+pub async fn fetch(
+    shard: &Rc<Shard>,
+    topics: ByTopic<FetchAt>,
+    max_wait_ms: i32,
+    min_bytes: i32,
+    max_bytes: i32,
+) -> ByTopic<(i32, FetchResult)> {
+    let started = Instant::now();
+    let wanted: Vec<FetchPartition> = topics
+        .iter()
+        .flat_map(|(topic, partitions)| {
+            partitions.iter().map(move |p| FetchPartition {
+                tp: TopicPartition::new(topic.clone(), p.partition),
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.max_bytes,
+            })
+        })
+        .collect();
+    let results = crate::ops::fetch(shard, &wanted, max_wait_ms, min_bytes, max_bytes).await;
+    let bytes: u64 = results.iter().map(FetchResult::bytes).sum();
+    shard.metrics.record_fetch(bytes, micros_since(started));
+    regroup(topics, results)
+}
+
+/// Puts `results` (one per partition of `topics`, in the same order) back under their topics.
+fn regroup<R>(topics: ByTopic<FetchAt>, results: Vec<R>) -> ByTopic<(i32, R)> {
+    debug_assert_eq!(
+        results.len(),
+        topics.iter().map(|(_, p)| p.len()).sum::<usize>()
+    );
+    let mut results = results.into_iter();
+    topics
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let answered = partitions
+                .iter()
+                .zip(results.by_ref())
+                .map(|(p, r)| (p.partition, r))
+                .collect();
+            (topic, answered)
+        })
+        .collect()
+}
+
+/// The last stable offset a fetch reports: the high watermark, since no transaction can be open
+/// (transactions are a later milestone), so nothing below it is undecided.
+pub fn last_stable_offset(r: &FetchResult) -> i64 {
+    r.high_watermark
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +202,29 @@ mod tests {
                 Some(format!("acks must be 0, 1 or -1, got {acks}").as_str())
             );
         }
+    }
+
+    #[test]
+    fn fetch_results_go_back_under_their_topics_in_request_order() {
+        let at = |partition| FetchAt {
+            partition,
+            fetch_offset: 0,
+            max_bytes: 1,
+        };
+        let topics = vec![
+            ("a".to_string(), vec![at(2), at(0)]),
+            ("b".to_string(), vec![]),
+            ("a".to_string(), vec![at(1)]),
+        ];
+        let got = regroup(topics, vec!["a2", "a0", "a1"]);
+        assert_eq!(
+            got,
+            vec![
+                ("a".to_string(), vec![(2, "a2"), (0, "a0")]),
+                ("b".to_string(), vec![]),
+                ("a".to_string(), vec![(1, "a1")]),
+            ]
+        );
     }
 
     #[test]
