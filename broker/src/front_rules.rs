@@ -184,6 +184,39 @@ pub fn last_stable_offset(r: &FetchResult) -> i64 {
     r.high_watermark
 }
 
+/// The part of the InitProducerId rule that needs no producer id: the error a request with
+/// `transactional_id` gets before one is taken, if any.
+pub fn producer_id_refusal(transactional_id: Option<&str>) -> Option<ErrorCode> {
+    transactional_id
+        .is_some_and(|t| !t.is_empty())
+        .then_some(ErrorCode::UnsupportedVersion)
+}
+
+/// A producer's identity as InitProducerId hands it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerIdentity {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+/// The InitProducerId rule, on both ports: an idempotent producer (no transactional id, or an
+/// empty one) gets a fresh producer id from this core's block (the controller hands out blocks
+/// through raft, so ids are unique across restarts) at epoch 0. A transactional id needs the
+/// transaction coordinator, a later milestone, and gets UNSUPPORTED_VERSION.
+pub async fn init_producer_id(
+    shard: &Rc<Shard>,
+    transactional_id: Option<&str>,
+) -> Result<ProducerIdentity, ErrorCode> {
+    if let Some(code) = producer_id_refusal(transactional_id) {
+        return Err(code);
+    }
+    let producer_id = shard.next_producer_id().await?;
+    Ok(ProducerIdentity {
+        producer_id,
+        producer_epoch: 0,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +257,17 @@ mod tests {
                 ("b".to_string(), vec![]),
                 ("a".to_string(), vec![(1, "a1")]),
             ]
+        );
+    }
+
+    #[test]
+    fn only_idempotent_producers_get_an_id() {
+        assert_eq!(producer_id_refusal(None), None);
+        // Clients send an empty transactional id for a plain idempotent producer.
+        assert_eq!(producer_id_refusal(Some("")), None);
+        assert_eq!(
+            producer_id_refusal(Some("tx-1")),
+            Some(ErrorCode::UnsupportedVersion)
         );
     }
 
