@@ -6,8 +6,10 @@
 
 use std::rc::Rc;
 
+use bytes::Bytes;
+
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use spool_protocol::kafka::codec::{self, KafkaRequest, RequestBody};
+use spool_protocol::kafka::codec::{self, KafkaCodecError, KafkaRequest, RequestBody};
 use spool_protocol::kafka::unsupported;
 use spool_protocol::ErrorCode;
 
@@ -128,16 +130,8 @@ pub async fn handle(shard: &Rc<Shard>, req: KafkaRequest, peer: &Peer) -> Outgoi
 
 fn unsupported_version(shard: &Shard, api_key: ApiKey, version: i16, cid: i32) -> Outgoing {
     crate::front_rules::record_refused(shard);
-    match codec::unsupported_response(api_key, version, cid, KAFKA_APIS) {
-        Ok(head) => Outgoing::Frame {
-            head,
-            chunks: Vec::new(),
-        },
-        Err(e) => {
-            tracing::error!("answering UNSUPPORTED_VERSION: {e}");
-            Outgoing::Nothing
-        }
-    }
+    let head = codec::unsupported_response(api_key, version, cid, KAFKA_APIS);
+    frame_or_nothing(head, "answering UNSUPPORTED_VERSION")
 }
 
 /// Encodes a response; one the codec refuses (a bug: a field set that the version lacks) is
@@ -148,13 +142,18 @@ fn encode(api_key: ApiKey, version: i16, cid: i32, body: &ResponseKind) -> Outgo
         let empty = unsupported::empty_response(api_key, ErrorCode::UnknownServerError as i16);
         codec::encode_response(api_key, version, cid, &empty)
     });
+    frame_or_nothing(head, "encoding an empty Kafka response")
+}
+
+/// The encoded frame, or nothing (logged as `what`) when even that could not be encoded.
+fn frame_or_nothing(head: Result<Bytes, KafkaCodecError>, what: &str) -> Outgoing {
     match head {
         Ok(head) => Outgoing::Frame {
             head,
             chunks: Vec::new(),
         },
         Err(e) => {
-            tracing::error!("encoding an empty Kafka response: {e}");
+            tracing::error!("{what}: {e}");
             Outgoing::Nothing
         }
     }
