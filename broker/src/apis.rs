@@ -1,6 +1,6 @@
 //! One place per API: the shape of the two fronts' API tables, and what is derived from them.
 //!
-//! Each front states its APIs once, with [`api_table!`]: one row per implemented API with its
+//! Each front states its APIs once, with `api_table!`: one row per implemented API with its
 //! versions and its handler. From that one list the macro emits
 //! - the listing, a `&[ApiRange]` in row order, from which the front answers ApiVersions and
 //!   refuses everything else with UNSUPPORTED_VERSION (the Kafka codec takes it too, to decide

@@ -7,8 +7,8 @@
 //! trusted, so no response can be matched to it. Everything after a verified header is answered,
 //! with an error code where needed. Requests beyond the in-flight bound wait in the socket.
 //!
-//! Shared with the Kafka front (`crate::kafka`): the connection loop ([`serve_front`]) and frame
-//! reading ([`read_frame`], each front passing in its own prefix check).
+//! Shared with the Kafka front (`crate::kafka`): the connection loop (`serve_front`) and frame
+//! reading (`read_frame`, each front passing in its own prefix check).
 
 use std::future::Future;
 use std::rc::Rc;

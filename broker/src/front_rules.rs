@@ -1,10 +1,19 @@
 //! The rules both request fronts (native: `crate::handlers`, Kafka: `crate::kafka`) share,
-//! written once so the two ports cannot drift apart: what a front decides about a request before
-//! and after the front-independent operations of `crate::ops`, and the helpers both use to
-//! build answers. Each front keeps only its own wire shapes.
+//! written once so the two ports cannot drift apart. Each front reads its own request shape into
+//! the plain inputs here and shapes the outputs into its own answer; everything between is one
+//! piece of code:
+//! - produce: the acks rule ([`acks_error`], [`answers`]) and [`produce`] — every partition
+//!   appended concurrently through `crate::ops::produce_partition`, results in request order,
+//!   the request's metrics recorded;
+//! - fetch: [`fetch`] — `crate::ops::fetch` over the flattened request, results regrouped by
+//!   topic in request order, metrics recorded — and [`last_stable_offset`];
+//! - InitProducerId: [`init_producer_id`] (and its pure part, [`producer_id_refusal`]);
+//! - requests refused before any handler ran: [`record_refused`];
+//! - `build!`, the one way both fronts fill the generated native object-API structs (the Kafka
+//!   front fills them to call the group coordinator's contract, `crate::handlers::groups`).
 //!
-//! Nothing here knows a wire format beyond the generated native object-API structs that
-//! [`build!`] fills (the Kafka front fills them too, to call the group coordinator's contract).
+//! It never encodes or decodes a wire format, and calls `crate::ops` and the shard exactly as the
+//! fronts did before the rules moved here.
 
 use std::rc::Rc;
 use std::time::Instant;

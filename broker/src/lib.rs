@@ -5,6 +5,9 @@
 //! [`partition`] (log, high watermark) → `spool_storage` → ack. Core 0 also runs the
 //! [`controller`] (raft metadata) and the [`admin_http`] endpoint. Decision logic that needs no
 //! I/O is pure and tested without a runtime: [`replica`] (ISR and high watermark), [`shard_map`].
+//! The two fronts ([`handlers`] native, [`kafka`]) each declare their APIs once in a table
+//! ([`apis`]) and share their rules ([`front_rules`]: acks, metrics, fetch grouping,
+//! InitProducerId) and their connection loop ([`connection`]).
 
 pub mod admin_http;
 pub mod alloc;
