@@ -132,7 +132,7 @@ mod tests {
                 b.put_i32(1000);
                 b.put_i32(i32::MAX);
             }
-            let r = spool_protocol::kafka::decode_request(b.freeze());
+            let r = spool_protocol::kafka::decode_request(b.freeze(), crate::kafka::KAFKA_APIS);
             assert!(r.is_err(), "v{version}: {r:?}");
         }
     }

@@ -6,17 +6,20 @@
 //! flatbuffers verifier) closes the connection after logging why: its correlation id cannot be
 //! trusted, so no response can be matched to it. Everything after a verified header is answered,
 //! with an error code where needed. Requests beyond the in-flight bound wait in the socket.
+//!
+//! Shared with the Kafka front (`crate::kafka`): the connection loop (`serve_front`) and frame
+//! reading (`read_frame`, each front passing in its own prefix check).
 
 use std::future::Future;
 use std::rc::Rc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures_lite::AsyncReadExt;
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
 use glommio::Task;
 use spool_protocol::codec;
-use spool_protocol::frame::{self, FrameLimits, FRAME_PREFIX_BYTES, LENGTH_PREFIX_BYTES};
+use spool_protocol::frame::{self, FrameLimits, LENGTH_PREFIX_BYTES};
 
 use crate::handlers::{self, Outgoing};
 use crate::net_io::{self, Half};
@@ -101,10 +104,13 @@ impl Front for Native {
         _shard: &Shard,
         reader: &mut Half,
     ) -> Result<Option<codec::Request>, String> {
-        let Some(frame) = read_frame(reader, &self.limits).await? else {
+        let limits = &self.limits;
+        let Some(bytes) = read_frame(reader, |p| frame::frame_bytes_from_prefix(p, limits)).await?
+        else {
             return Ok(None);
         };
-        codec::decode_request(&frame, &self.limits)
+        let frame = frame::split_frame(bytes, limits).map_err(|e| e.to_string())?;
+        codec::decode_request(&frame, limits)
             .map(Some)
             .map_err(|e| format!("an unverifiable frame: {e}"))
     }
@@ -160,27 +166,34 @@ pub(crate) fn spawn_writer(
     })
 }
 
-/// Reads one frame: the 4-byte prefix, the limit check, then exactly the announced bytes.
-/// `Ok(None)` on a clean end of stream between frames.
-async fn read_frame(r: &mut Half, limits: &FrameLimits) -> Result<Option<frame::RawFrame>, String> {
+/// Reads one frame, the same way for both fronts: the 4-byte length prefix, then the front's limit
+/// check `frame_bytes` (the whole frame's size, prefix included, judged from the prefix alone,
+/// or why it is refused) before anything is allocated, then exactly the announced bytes. Returns
+/// the whole frame, prefix included; `Ok(None)` on a clean end of stream between frames.
+pub(crate) async fn read_frame<E: std::fmt::Display>(
+    r: &mut Half,
+    frame_bytes: impl FnOnce([u8; LENGTH_PREFIX_BYTES]) -> Result<usize, E>,
+) -> Result<Option<Bytes>, String> {
     let Some(prefix) = read_prefix(r).await? else {
         return Ok(None);
     };
-    let frame_bytes = frame::frame_bytes_from_prefix(prefix, limits).map_err(|e| e.to_string())?;
-    debug_assert!(frame_bytes >= FRAME_PREFIX_BYTES);
+    let frame_bytes = frame_bytes(prefix).map_err(|e| e.to_string())?;
+    if frame_bytes < LENGTH_PREFIX_BYTES {
+        return Err(format!(
+            "a frame of {frame_bytes} bytes is shorter than its prefix"
+        ));
+    }
     let mut buf = BytesMut::zeroed(frame_bytes);
     buf[..LENGTH_PREFIX_BYTES].copy_from_slice(&prefix);
     r.read_exact(&mut buf[LENGTH_PREFIX_BYTES..])
         .await
         .map_err(|e| format!("read: {e}"))?;
-    frame::split_frame(buf.freeze(), limits)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    Ok(Some(buf.freeze()))
 }
 
 /// Reads a frame's 4-byte length prefix (both protocols start frames with one); `Ok(None)` on a
 /// clean end of stream before its first byte.
-pub(crate) async fn read_prefix(r: &mut Half) -> Result<Option<[u8; LENGTH_PREFIX_BYTES]>, String> {
+async fn read_prefix(r: &mut Half) -> Result<Option<[u8; LENGTH_PREFIX_BYTES]>, String> {
     let mut prefix = [0u8; LENGTH_PREFIX_BYTES];
     let mut got = 0;
     while got < prefix.len() {

@@ -7,18 +7,23 @@
 //! `spool_storage` → a typed reply back up. [`shard`] is the composition root that answers calls
 //! by handing them to their owner; [`local`] is one core's data. Core 0 also runs the
 //! [`controller`] driver (raft metadata) and the [`admin_http`] endpoint.
+//! The two fronts ([`handlers`] native, [`kafka`]) each declare their APIs once in a table
+//! ([`apis`]) and share their rules ([`front_rules`]: acks, metrics, fetch grouping,
+//! InitProducerId) and their connection loop ([`connection`]).
 //!
 //! Every decision is in `spool-core` (no runtime, no clock, no entropy), driven from here.
 
 pub mod accept;
 pub mod admin_http;
 pub mod alloc;
+pub mod apis;
 pub mod calls;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod controller;
+pub mod front_rules;
 pub mod group;
 pub mod handlers;
 pub mod kafka;

@@ -23,6 +23,7 @@ use spool_protocol::wire::{
 use spool_protocol::ErrorCode;
 
 use crate::clock::now_ms;
+use crate::front_rules::build;
 use crate::group::{
     coordinator_partition, CommitArgs, GroupAnswer, GroupCall, HeartbeatArgs, JoinArgs, JoinResult,
     LeaveArgs, OffsetValue, Response, SyncArgs, SyncResult, OFFSETS_TOPIC,

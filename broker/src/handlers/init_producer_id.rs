@@ -1,29 +1,21 @@
-//! InitProducerId for idempotent producers: a producer id from this core's block (the controller
-//! hands out blocks through raft, so ids are unique across restarts), epoch 0. Transactional ids
-//! need the transaction coordinator, which is a later milestone: they get UNSUPPORTED_VERSION.
+//! InitProducerId on the native front: what a producer gets is
+//! [`crate::front_rules::init_producer_id`]'s rule (shared with the Kafka front); an error leaves
+//! the id and epoch at the schema's defaults.
 
 use std::rc::Rc;
 
 use spool_protocol::wire::{self, InitProducerIdRequestT, InitProducerIdResponseT};
 use spool_protocol::ErrorCode;
 
+use crate::front_rules::{self, build};
 use crate::shard::Shard;
 
 pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequestT) -> InitProducerIdResponseT {
-    if req
-        .transactional_id
-        .as_deref()
-        .is_some_and(|t| !t.is_empty())
-    {
-        return build!(InitProducerIdResponseT {
-            error_code: wire::ErrorCode::from(ErrorCode::UnsupportedVersion)
-        });
-    }
-    match shard.next_producer_id().await {
-        Ok(id) => build!(InitProducerIdResponseT {
+    match front_rules::init_producer_id(shard, req.transactional_id.as_deref()).await {
+        Ok(p) => build!(InitProducerIdResponseT {
             error_code: wire::ErrorCode::from(ErrorCode::None),
-            producer_id: id,
-            producer_epoch: 0,
+            producer_id: p.producer_id,
+            producer_epoch: p.producer_epoch,
         }),
         Err(code) => build!(InitProducerIdResponseT {
             error_code: wire::ErrorCode::from(code)

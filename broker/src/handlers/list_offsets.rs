@@ -7,6 +7,7 @@ use spool_protocol::wire::{
     ListOffsetsTopicResponseT,
 };
 
+use crate::front_rules::build;
 use crate::requests::TopicPartition;
 use crate::shard::Shard;
 

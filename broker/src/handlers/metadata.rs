@@ -7,6 +7,7 @@ use spool_protocol::wire::{
 };
 use spool_protocol::ErrorCode;
 
+use crate::front_rules::build;
 use crate::shard::Shard;
 
 pub fn handle(shard: &Rc<Shard>, req: &MetadataRequestT) -> MetadataResponseT {

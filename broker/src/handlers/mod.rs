@@ -1,15 +1,8 @@
-//! Request handlers of the native front: each turns a decoded request into the broker's internal
-//! requests (`crate::requests`), routes them to the owning cores through the shard, and builds the
-//! response. The Kafka front (a later issue) translates into the same internal requests.
-
-/// Builds a generated (non-exhaustive) flatbuffers object-API struct from its default.
-macro_rules! build {
-    ($t:ty { $($f:ident : $v:expr),* $(,)? }) => {{
-        let mut value = <$t>::default();
-        $(value.$f = $v;)*
-        value
-    }};
-}
+//! The native front's API table ([`NATIVE_APIS`]: each API, its versions, its handler) and the
+//! handlers: each turns a decoded request into the broker's internal requests
+//! (`crate::requests`, `crate::ops`), routes them to the owning cores through the shard, and
+//! builds the response. The Kafka front (`crate::kafka`) translates into the same internal
+//! requests.
 
 mod fetch;
 pub(crate) mod groups;
@@ -26,8 +19,11 @@ use spool_protocol::codec::{self, Request};
 use spool_protocol::frame::FrameLimits;
 use spool_protocol::versions;
 use spool_protocol::wire::{self, ApiKey, RequestBodyT, ResponseBodyT};
+// Short, for the table's rows.
+use spool_protocol::wire::ResponseBodyT as R;
 use spool_protocol::ErrorCode;
 
+use crate::apis::api_table;
 use crate::requests::FetchChunk;
 use crate::shard::Shard;
 
@@ -42,125 +38,130 @@ pub enum Outgoing {
     },
 }
 
-/// The APIs this broker answers today; the others get UNSUPPORTED_VERSION.
-pub const IMPLEMENTED: [ApiKey; 17] = [
-    ApiKey::ApiVersions,
-    ApiKey::Metadata,
-    ApiKey::CreateTopics,
-    ApiKey::DeleteTopics,
-    ApiKey::Produce,
-    ApiKey::Fetch,
-    ApiKey::ListOffsets,
-    ApiKey::InitProducerId,
-    ApiKey::FindCoordinator,
-    ApiKey::JoinGroup,
-    ApiKey::SyncGroup,
-    ApiKey::Heartbeat,
-    ApiKey::LeaveGroup,
-    ApiKey::OffsetCommit,
-    ApiKey::OffsetFetch,
-    ApiKey::DescribeGroups,
-    ApiKey::ListGroups,
-];
+/// One native request as the table's handlers see it.
+pub(crate) struct Call<'a> {
+    pub shard: &'a Rc<Shard>,
+    pub correlation_id: i32,
+    pub version: i16,
+    pub client_id: Option<String>,
+    /// The client's address, kept per group member for DescribeGroups.
+    pub peer_host: &'a str,
+    /// The frame's payload, where produce batches travel.
+    pub payload: &'a Bytes,
+}
 
-/// `peer_host` is the client's address, kept per group member for DescribeGroups.
+impl Call<'_> {
+    /// The response frame carrying `body` in the response-body `variant`.
+    fn reply<T>(&self, variant: impl FnOnce(Box<T>) -> ResponseBodyT, body: T) -> Outgoing {
+        self.reply_with(variant, body, Vec::new())
+    }
+
+    /// [`Self::reply`], followed by payload `chunks` that the body locates.
+    fn reply_with<T>(
+        &self,
+        variant: impl FnOnce(Box<T>) -> ResponseBodyT,
+        body: T,
+        chunks: Vec<FetchChunk>,
+    ) -> Outgoing {
+        let header = codec::response(self.correlation_id, self.version, variant(Box::new(body)));
+        frame(header, chunks)
+    }
+
+    /// Who sent a JoinGroup, kept per member.
+    fn client(&self) -> groups::ClientInfo {
+        groups::ClientInfo {
+            client_id: self.client_id.clone().unwrap_or_default(),
+            client_host: self.peer_host.to_string(),
+        }
+    }
+}
+
+api_table! {
+    /// The native port's APIs: each with its versions (the native rule: 0, see
+    /// `spool_protocol::versions`) and its handler. ApiVersions answers this list; every other
+    /// API or version gets UNSUPPORTED_VERSION. README.md's native table is rendered from it
+    /// (`crate::apis`).
+    pub const NATIVE_APIS: [ApiKey];
+    /// Calls the handler of the row matching `api_key` and `body`.
+    async fn route(cx: &Call<'_>, body: RequestBodyT) -> Outgoing;
+    ApiVersions 0..=0 ApiVersionsRequest(_) => cx.reply(
+        R::ApiVersionsResponse,
+        versions::api_versions_response(NATIVE_APIS),
+    ),
+    Metadata 0..=0 MetadataRequest(r) => {
+        cx.reply(R::MetadataResponse, metadata::handle(cx.shard, &r))
+    },
+    CreateTopics 0..=0 CreateTopicsRequest(r) => {
+        cx.reply(R::CreateTopicsResponse, topics::create(cx.shard, *r).await)
+    },
+    DeleteTopics 0..=0 DeleteTopicsRequest(r) => {
+        cx.reply(R::DeleteTopicsResponse, topics::delete(cx.shard, *r).await)
+    },
+    Produce 0..=0 ProduceRequest(r) => match produce::handle(cx.shard, *r, cx.payload).await {
+        Some(p) => cx.reply(R::ProduceResponse, p),
+        None => Outgoing::Nothing,
+    },
+    Fetch 0..=0 FetchRequest(r) => {
+        let (f, chunks) = fetch::handle(cx.shard, *r).await;
+        cx.reply_with(R::FetchResponse, f, chunks)
+    },
+    ListOffsets 0..=0 ListOffsetsRequest(r) => {
+        cx.reply(R::ListOffsetsResponse, list_offsets::handle(cx.shard, *r).await)
+    },
+    InitProducerId 0..=0 InitProducerIdRequest(r) => {
+        cx.reply(R::InitProducerIdResponse, init_producer_id::handle(cx.shard, *r).await)
+    },
+    FindCoordinator 0..=0 FindCoordinatorRequest(r) => {
+        cx.reply(R::FindCoordinatorResponse, groups::find_coordinator(cx.shard, *r).await)
+    },
+    JoinGroup 0..=0 JoinGroupRequest(r) => {
+        cx.reply(R::JoinGroupResponse, groups::join_group(cx.shard, *r, cx.client()).await)
+    },
+    SyncGroup 0..=0 SyncGroupRequest(r) => {
+        cx.reply(R::SyncGroupResponse, groups::sync_group(cx.shard, *r).await)
+    },
+    Heartbeat 0..=0 HeartbeatRequest(r) => {
+        cx.reply(R::HeartbeatResponse, groups::heartbeat(cx.shard, *r).await)
+    },
+    LeaveGroup 0..=0 LeaveGroupRequest(r) => {
+        cx.reply(R::LeaveGroupResponse, groups::leave_group(cx.shard, *r).await)
+    },
+    OffsetCommit 0..=0 OffsetCommitRequest(r) => {
+        cx.reply(R::OffsetCommitResponse, groups::offset_commit(cx.shard, *r).await)
+    },
+    OffsetFetch 0..=0 OffsetFetchRequest(r) => {
+        cx.reply(R::OffsetFetchResponse, groups::offset_fetch(cx.shard, *r).await)
+    },
+    DescribeGroups 0..=0 DescribeGroupsRequest(r) => {
+        cx.reply(R::DescribeGroupsResponse, groups::describe_groups(cx.shard, *r).await)
+    },
+    ListGroups 0..=0 ListGroupsRequest(r) => {
+        cx.reply(R::ListGroupsResponse, groups::list_groups(cx.shard, *r).await)
+    },
+}
+
+/// Answers one request: UNSUPPORTED_VERSION unless [`NATIVE_APIS`] lists its API and version,
+/// otherwise the row's handler. `peer_host` is the client's address.
 pub async fn handle(shard: &Rc<Shard>, request: Request, peer_host: &str) -> Outgoing {
     let h = request.header;
-    let (cid, version) = (h.correlation_id, h.api_version);
-    if !IMPLEMENTED.contains(&h.api_key) || !versions::is_supported(h.api_key, version) {
-        crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, 1);
-        return error_frame(cid, version, h.api_key, ErrorCode::UnsupportedVersion);
+    let (cid, version, api_key) = (h.correlation_id, h.api_version, h.api_key);
+    if !versions::is_supported(NATIVE_APIS, api_key, version) {
+        crate::front_rules::record_refused(shard);
+        return error_frame(cid, version, api_key, ErrorCode::UnsupportedVersion);
     }
-    let (body, chunks) = match h.body {
-        RequestBodyT::ApiVersionsRequest(_) => {
-            let mut r = versions::api_versions_response();
-            if let Some(keys) = r.api_keys.as_mut() {
-                keys.retain(|k| IMPLEMENTED.contains(&k.api_key));
-            }
-            (ResponseBodyT::ApiVersionsResponse(Box::new(r)), Vec::new())
-        }
-        RequestBodyT::MetadataRequest(m) => (
-            ResponseBodyT::MetadataResponse(Box::new(metadata::handle(shard, &m))),
-            Vec::new(),
-        ),
-        RequestBodyT::CreateTopicsRequest(c) => (
-            ResponseBodyT::CreateTopicsResponse(Box::new(topics::create(shard, *c).await)),
-            Vec::new(),
-        ),
-        RequestBodyT::DeleteTopicsRequest(d) => (
-            ResponseBodyT::DeleteTopicsResponse(Box::new(topics::delete(shard, *d).await)),
-            Vec::new(),
-        ),
-        RequestBodyT::ProduceRequest(p) => match produce::handle(shard, *p, &request.payload).await
-        {
-            Some(r) => (ResponseBodyT::ProduceResponse(Box::new(r)), Vec::new()),
-            None => return Outgoing::Nothing,
-        },
-        RequestBodyT::FetchRequest(f) => {
-            let (r, chunks) = fetch::handle(shard, *f).await;
-            (ResponseBodyT::FetchResponse(Box::new(r)), chunks)
-        }
-        RequestBodyT::ListOffsetsRequest(l) => (
-            ResponseBodyT::ListOffsetsResponse(Box::new(list_offsets::handle(shard, *l).await)),
-            Vec::new(),
-        ),
-        RequestBodyT::InitProducerIdRequest(r) => (
-            ResponseBodyT::InitProducerIdResponse(Box::new(
-                init_producer_id::handle(shard, *r).await,
-            )),
-            Vec::new(),
-        ),
-        RequestBodyT::FindCoordinatorRequest(r) => (
-            ResponseBodyT::FindCoordinatorResponse(Box::new(
-                groups::find_coordinator(shard, *r).await,
-            )),
-            Vec::new(),
-        ),
-        RequestBodyT::JoinGroupRequest(r) => {
-            let client = groups::ClientInfo {
-                client_id: h.client_id.clone().unwrap_or_default(),
-                client_host: peer_host.to_string(),
-            };
-            (
-                ResponseBodyT::JoinGroupResponse(Box::new(
-                    groups::join_group(shard, *r, client).await,
-                )),
-                Vec::new(),
-            )
-        }
-        RequestBodyT::SyncGroupRequest(r) => (
-            ResponseBodyT::SyncGroupResponse(Box::new(groups::sync_group(shard, *r).await)),
-            Vec::new(),
-        ),
-        RequestBodyT::HeartbeatRequest(r) => (
-            ResponseBodyT::HeartbeatResponse(Box::new(groups::heartbeat(shard, *r).await)),
-            Vec::new(),
-        ),
-        RequestBodyT::LeaveGroupRequest(r) => (
-            ResponseBodyT::LeaveGroupResponse(Box::new(groups::leave_group(shard, *r).await)),
-            Vec::new(),
-        ),
-        RequestBodyT::OffsetCommitRequest(r) => (
-            ResponseBodyT::OffsetCommitResponse(Box::new(groups::offset_commit(shard, *r).await)),
-            Vec::new(),
-        ),
-        RequestBodyT::OffsetFetchRequest(r) => (
-            ResponseBodyT::OffsetFetchResponse(Box::new(groups::offset_fetch(shard, *r).await)),
-            Vec::new(),
-        ),
-        RequestBodyT::DescribeGroupsRequest(r) => (
-            ResponseBodyT::DescribeGroupsResponse(Box::new(
-                groups::describe_groups(shard, *r).await,
-            )),
-            Vec::new(),
-        ),
-        RequestBodyT::ListGroupsRequest(r) => (
-            ResponseBodyT::ListGroupsResponse(Box::new(groups::list_groups(shard, *r).await)),
-            Vec::new(),
-        ),
-        _ => return error_frame(cid, version, h.api_key, ErrorCode::UnsupportedVersion),
+    let cx = Call {
+        shard,
+        correlation_id: cid,
+        version,
+        client_id: h.client_id,
+        peer_host,
+        payload: &request.payload,
     };
-    frame(codec::response(cid, version, body), chunks)
+    match route(&cx, api_key, h.body).await {
+        Some(out) => out,
+        // The codec pairs every key with its own body, so only a row's mistake ends here.
+        None => error_frame(cid, version, api_key, ErrorCode::UnsupportedVersion),
+    }
 }
 
 fn error_frame(correlation_id: i32, version: i16, api_key: ApiKey, code: ErrorCode) -> Outgoing {
@@ -191,5 +192,35 @@ fn frame(header: wire::ResponseHeaderT, chunks: Vec<FetchChunk>) -> Outgoing {
     Outgoing::Frame {
         head: head.freeze(),
         chunks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_native_api_is_listed_once_at_the_native_version() {
+        for a in NATIVE_APIS {
+            let rows = NATIVE_APIS
+                .iter()
+                .filter(|b| b.api_key == a.api_key)
+                .count();
+            assert_eq!(rows, 1, "{a:?}");
+            assert_eq!((a.min_version, a.max_version), (0, 0), "{a:?}");
+        }
+        // Today the native port implements every API its schema defines.
+        assert_eq!(NATIVE_APIS.len(), ApiKey::ENUM_VALUES.len());
+        assert!(!versions::is_supported(NATIVE_APIS, ApiKey::Produce, 1));
+    }
+
+    #[test]
+    fn api_versions_answers_the_table() {
+        let keys = versions::api_versions_response(NATIVE_APIS)
+            .api_keys
+            .unwrap_or_default();
+        let listed: Vec<ApiKey> = keys.iter().map(|k| k.api_key).collect();
+        let table: Vec<ApiKey> = NATIVE_APIS.iter().map(|a| a.api_key).collect();
+        assert_eq!(listed, table);
     }
 }

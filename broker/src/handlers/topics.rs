@@ -9,6 +9,7 @@ use spool_protocol::wire::{
 };
 use spool_protocol::ErrorCode;
 
+use crate::front_rules::build;
 use crate::requests::{ControllerOp, NewTopic, TopicOutcome};
 use crate::shard::Shard;
 

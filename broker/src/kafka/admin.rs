@@ -361,8 +361,8 @@ fn broker_configs(shard: &Shard, name: &str) -> Result<Vec<ConfigEntry>, (ErrorC
     ])
 }
 
-/// Idempotent producers get a fresh id at epoch 0; transactional ids need the transaction
-/// coordinator (a later milestone) and get UNSUPPORTED_VERSION, as on the native front.
+/// InitProducerId: [`crate::front_rules::init_producer_id`]'s rule (shared with the native
+/// front); an error answers producer id -1, epoch -1.
 pub async fn init_producer_id(
     shard: &Rc<Shard>,
     req: InitProducerIdRequest,
@@ -370,15 +370,11 @@ pub async fn init_producer_id(
     let resp = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    if req
-        .transactional_id
-        .as_ref()
-        .is_some_and(|t| !t.0.as_str().is_empty())
-    {
-        return resp.with_error_code(ErrorCode::UnsupportedVersion as i16);
-    }
-    match shard.next_producer_id().await {
-        Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+    let transactional_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
+    match crate::front_rules::init_producer_id(shard, transactional_id).await {
+        Ok(p) => resp
+            .with_producer_id(ProducerId(p.producer_id))
+            .with_producer_epoch(p.producer_epoch),
         Err(code) => resp.with_error_code(code as i16),
     }
 }

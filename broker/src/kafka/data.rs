@@ -1,5 +1,6 @@
 //! Produce, Fetch and ListOffsets on the Kafka front: translated into the internal requests of
-//! [`crate::ops`] (the native front's path), answered in Kafka's shapes.
+//! [`crate::ops`] through the rules both fronts share ([`crate::front_rules`]: acks, concurrent
+//! appends, the fetch grouping, metrics), answered in Kafka's shapes.
 //!
 //! - Produce (v3+): each partition's `records` are raw RecordBatch v2 bytes and go to the log
 //!   untouched; idempotent producers' id/epoch/sequence are checked by the partition's producer
@@ -12,11 +13,10 @@
 //! - ListOffsets (v1+): -2 earliest, -1 latest (the high watermark), otherwise by timestamp.
 
 use std::rc::Rc;
-use std::time::Instant;
 
 use kafka_protocol::messages::{
     list_offsets_response, produce_response, FetchRequest, ListOffsetsRequest, ListOffsetsResponse,
-    ProduceRequest, ProduceResponse,
+    ProduceRequest, ProduceResponse, TopicName,
 };
 use spool_protocol::kafka::fetch::{
     encode_fetch_response, FetchPartitionFrame, FetchResponseFrame, FetchTopicFrame,
@@ -24,10 +24,9 @@ use spool_protocol::kafka::fetch::{
 use spool_protocol::ErrorCode;
 
 use super::kstr;
+use crate::front_rules::{self, FetchAt, ProduceShare};
 use crate::handlers::Outgoing;
-use crate::requests::{
-    FetchChunk, FetchPartition, ListOffsetsResult, ProduceResult, TopicPartition,
-};
+use crate::requests::{FetchChunk, ListOffsetsResult, ProduceResult, TopicPartition};
 use crate::shard::Shard;
 
 /// Kafka's isolation level for read_committed fetches.
@@ -39,71 +38,45 @@ pub async fn produce(
     req: ProduceRequest,
     version: i16,
 ) -> Option<ProduceResponse> {
-    let started = Instant::now();
-    let acks = req.acks;
-    let valid_acks = (-1..=1).contains(&acks);
-    let timeout_ms = req.timeout_ms;
     let mut bytes = 0u64;
-    let mut topics = Vec::with_capacity(req.topic_data.len());
-    for t in req.topic_data {
-        let name = t.name.0.as_str().to_owned();
-        let calls: Vec<_> = t
-            .partition_data
-            .into_iter()
-            .map(|p| {
-                let tp = TopicPartition::new(name.clone(), p.index);
-                bytes += p.records.as_ref().map_or(0, |r| r.len() as u64);
-                let me = Rc::clone(shard);
-                glommio::spawn_local(async move {
-                    let result = match p.records {
-                        _ if !valid_acks => ProduceResult::error(
-                            ErrorCode::InvalidRequiredAcks,
-                            format!("acks must be 0, 1 or -1, got {acks}"),
-                        ),
-                        None => ProduceResult::error(
+    let topics = req
+        .topic_data
+        .into_iter()
+        .map(|t| {
+            let name = t.name.0.as_str().to_owned();
+            let shares: Vec<ProduceShare> = t
+                .partition_data
+                .into_iter()
+                .map(|p| {
+                    bytes += p.records.as_ref().map_or(0, |r| r.len() as u64);
+                    let records = p.records.ok_or_else(|| {
+                        let tp = TopicPartition::new(name.clone(), p.index);
+                        ProduceResult::error(
                             ErrorCode::CorruptMessage,
                             format!("{tp}: null records"),
-                        ),
-                        Some(records) => {
-                            crate::ops::produce_partition(
-                                &me,
-                                tp.clone(),
-                                records,
-                                acks,
-                                timeout_ms,
-                            )
-                            .await
-                        }
-                    };
-                    (tp.partition, result)
+                        )
+                    });
+                    (p.index, records)
                 })
-            })
-            .collect();
-        topics.push((t.name, calls));
-    }
-    let mut responses = Vec::with_capacity(topics.len());
-    let mut errors = 0;
-    for (name, calls) in topics {
-        let mut parts = Vec::with_capacity(calls.len());
-        for call in calls {
-            let (index, r) = call.await;
-            if r.error != ErrorCode::None {
-                errors += 1;
-            }
-            let part = produce_partition_answer(index, r, version);
-            parts.push(part);
-        }
-        responses.push(
+                .collect();
+            (name, shares)
+        })
+        .collect();
+    let results = front_rules::produce(shard, req.acks, req.timeout_ms, bytes, topics).await;
+    let responses = results
+        .into_iter()
+        .map(|(name, partitions)| {
             produce_response::TopicProduceResponse::default()
-                .with_name(name)
-                .with_partition_responses(parts),
-        );
-    }
-    shard
-        .metrics
-        .record_produce(bytes, started.elapsed().as_micros() as u64);
-    crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, errors);
-    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+                .with_name(TopicName(kstr(name)))
+                .with_partition_responses(
+                    partitions
+                        .into_iter()
+                        .map(|(index, r)| produce_partition_answer(index, r, version))
+                        .collect(),
+                )
+        })
+        .collect();
+    front_rules::answers(req.acks).then(|| ProduceResponse::default().with_responses(responses))
 }
 
 /// One partition's Produce answer; the error message exists from v8.
@@ -131,59 +104,44 @@ pub async fn fetch(
     version: i16,
     correlation_id: i32,
 ) -> Outgoing {
-    let started = Instant::now();
-    let mut wanted = Vec::new();
-    let mut shape: Vec<(String, usize)> = Vec::with_capacity(req.topics.len());
-    for t in &req.topics {
-        let name = t.topic.0.as_str().to_owned();
-        for p in &t.partitions {
-            wanted.push(FetchPartition {
-                tp: TopicPartition::new(name.clone(), p.partition),
-                fetch_offset: p.fetch_offset,
-                max_bytes: p.partition_max_bytes,
-            });
-        }
-        shape.push((name, t.partitions.len()));
-    }
-    let results = crate::ops::fetch(
-        shard,
-        &wanted,
-        req.max_wait_ms,
-        req.min_bytes,
-        req.max_bytes,
-    )
-    .await;
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| FetchAt {
+                    partition: p.partition,
+                    fetch_offset: p.fetch_offset,
+                    max_bytes: p.partition_max_bytes,
+                })
+                .collect();
+            (t.topic.0.as_str().to_owned(), partitions)
+        })
+        .collect();
+    let results =
+        front_rules::fetch(shard, topics, req.max_wait_ms, req.min_bytes, req.max_bytes).await;
     let aborted = (req.isolation_level == READ_COMMITTED).then(Vec::new);
     let mut frame = FetchResponseFrame::default();
-    let mut chunks_per_partition: Vec<Vec<FetchChunk>> = Vec::with_capacity(results.len());
-    // `results` is in `wanted` order, which is the request's topics and partitions in order.
-    let mut results = wanted.iter().zip(results);
-    let mut total = 0u64;
-    for (name, count) in shape {
-        let mut partitions = Vec::with_capacity(count);
-        for _ in 0..count {
-            let Some((want, r)) = results.next() else {
-                break;
-            };
-            let len = r.bytes();
-            total += len;
+    let mut chunks_per_partition: Vec<Vec<FetchChunk>> = Vec::new();
+    for (name, answered) in results {
+        let mut partitions = Vec::with_capacity(answered.len());
+        for (partition, r) in answered {
             partitions.push(FetchPartitionFrame {
-                partition_index: want.tp.partition,
+                partition_index: partition,
                 error_code: r.error as i16,
                 high_watermark: r.high_watermark,
-                last_stable_offset: r.high_watermark,
+                last_stable_offset: front_rules::last_stable_offset(&r),
                 log_start_offset: r.log_start_offset,
                 aborted_transactions: aborted.clone(),
                 // Bounded by the request's max_bytes (an i32) plus one batch (max.message.bytes).
-                records_bytes: u32::try_from(len).unwrap_or(u32::MAX),
+                records_bytes: u32::try_from(r.bytes()).unwrap_or(u32::MAX),
             });
             chunks_per_partition.push(r.chunks);
         }
         frame.topics.push(FetchTopicFrame { name, partitions });
     }
-    shard
-        .metrics
-        .record_fetch(total, started.elapsed().as_micros() as u64);
     let pieces = match encode_fetch_response(version, correlation_id, &frame) {
         Ok(p) => p,
         Err(e) => {

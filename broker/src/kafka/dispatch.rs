@@ -1,107 +1,159 @@
-//! Kafka API key → handler, and encoding the answer. A request the codec marked unsupported (an
-//! API spool does not implement, or a version outside its table) gets UNSUPPORTED_VERSION in that
-//! API's shape; ApiVersions answers as v0 (KIP-511) so the client retries with a version we list.
+//! The Kafka front's API table ([`KAFKA_APIS`]: each API, its versions, its handler) and the
+//! answer to everything else. A request the codec marked unsupported (an API the table does not
+//! list, or a version outside its range: the codec decodes bodies only for what the table lists)
+//! gets UNSUPPORTED_VERSION in that API's shape; ApiVersions answers as v0 (KIP-511) so the
+//! client retries with a version we list.
 
 use std::rc::Rc;
 
+use bytes::Bytes;
+
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use spool_protocol::kafka::codec::{self, KafkaRequest, RequestBody};
+use spool_protocol::kafka::codec::{self, KafkaCodecError, KafkaRequest, RequestBody};
 use spool_protocol::kafka::unsupported;
 use spool_protocol::ErrorCode;
 
 use super::{admin, data, groups, Peer};
+use crate::apis::api_table;
 use crate::handlers::Outgoing;
 use crate::shard::Shard;
 
+/// One Kafka request as the table's handlers see it.
+pub(super) struct Call<'a> {
+    pub shard: &'a Rc<Shard>,
+    pub api_key: ApiKey,
+    pub version: i16,
+    pub correlation_id: i32,
+    pub client_id: String,
+    pub peer: &'a Peer,
+}
+
+impl Call<'_> {
+    /// The response frame carrying `body`, encoded at the request's version.
+    fn reply(&self, body: impl Into<ResponseKind>) -> Outgoing {
+        encode(
+            self.api_key,
+            self.version,
+            self.correlation_id,
+            &body.into(),
+        )
+    }
+}
+
+api_table! {
+    /// The Kafka port's APIs, in api-key order: each with its versions and its handler. The codec
+    /// decodes only what this lists, ApiVersions answers it, README.md's compatibility table is
+    /// rendered from it (`crate::apis`).
+    ///
+    /// Every range lies inside what the codec carries (`spool_protocol::kafka::versions::
+    /// codec_range`, checked by a test), and the ranges are chosen so that librdkafka 2.x,
+    /// kafka-python 2.x and the Java clients 3.x negotiate a version spool handles: clients take
+    /// the highest version both sides list. Caps below Kafka's own maxima, and why:
+    /// - Fetch ≤ 11: v12+ are flexible (tagged fields around records) and v13+ name topics by
+    ///   id; the Fetch response is framed by hand so records can be spliced from segment files
+    ///   (`spool_protocol::kafka::fetch`), and 4–11 share one layout.
+    /// - Produce ≤ 9, ListOffsets ≤ 7, Metadata ≤ 9, DeleteTopics ≤ 5: later versions identify
+    ///   topics by id, which spool's metadata does not assign yet.
+    /// - FindCoordinator ≤ 3 and OffsetFetch ≤ 7: later versions batch several keys or groups
+    ///   per request; clients fall back to one request per key.
+    /// - OffsetCommit ≤ 8: v9+ belong to the KIP-848 consumer protocol.
+    /// - ApiVersions ≤ 3: a client asking for more gets the KIP-511 fallback (a v0 response with
+    ///   UNSUPPORTED_VERSION and this table) and retries with v3.
+    pub const KAFKA_APIS: [ApiKey];
+    /// Calls the handler of the row matching `api_key` and `body`.
+    async fn route(cx: &Call<'_>, kind: RequestKind) -> Outgoing;
+    Produce 3..=9 Produce(r) => match data::produce(cx.shard, r, cx.version).await {
+        Some(p) => cx.reply(p),
+        None => Outgoing::Nothing,
+    },
+    Fetch 4..=11 Fetch(r) => data::fetch(cx.shard, r, cx.version, cx.correlation_id).await,
+    ListOffsets 1..=7 ListOffsets(r) => {
+        cx.reply(data::list_offsets(cx.shard, r, cx.version).await)
+    },
+    Metadata 0..=9 Metadata(r) => cx.reply(admin::metadata(cx.shard, r, cx.version).await),
+    OffsetCommit 2..=8 OffsetCommit(r) => cx.reply(groups::offset_commit(cx.shard, r).await),
+    OffsetFetch 1..=7 OffsetFetch(r) => {
+        cx.reply(groups::offset_fetch(cx.shard, r, cx.version).await)
+    },
+    FindCoordinator 0..=3 FindCoordinator(r) => {
+        cx.reply(groups::find_coordinator(cx.shard, r).await)
+    },
+    JoinGroup 0..=9 JoinGroup(r) => cx.reply(
+        groups::join_group(cx.shard, r, cx.version, cx.client_id.clone(), cx.peer).await,
+    ),
+    Heartbeat 0..=4 Heartbeat(r) => cx.reply(groups::heartbeat(cx.shard, r).await),
+    LeaveGroup 0..=5 LeaveGroup(r) => {
+        cx.reply(groups::leave_group(cx.shard, r, cx.version).await)
+    },
+    SyncGroup 0..=5 SyncGroup(r) => cx.reply(groups::sync_group(cx.shard, r).await),
+    DescribeGroups 0..=5 DescribeGroups(r) => {
+        cx.reply(groups::describe_groups(cx.shard, r, cx.version).await)
+    },
+    ListGroups 0..=4 ListGroups(r) => cx.reply(groups::list_groups(cx.shard, r).await),
+    ApiVersions 0..=3 ApiVersions(_) => {
+        cx.reply(codec::api_versions_body(ErrorCode::None, KAFKA_APIS))
+    },
+    CreateTopics 2..=7 CreateTopics(r) => {
+        cx.reply(admin::create_topics(cx.shard, r, cx.version).await)
+    },
+    DeleteTopics 1..=5 DeleteTopics(r) => cx.reply(admin::delete_topics(cx.shard, r).await),
+    InitProducerId 0..=4 InitProducerId(r) => {
+        cx.reply(admin::init_producer_id(cx.shard, r).await)
+    },
+    DescribeConfigs 1..=4 DescribeConfigs(r) => {
+        cx.reply(admin::describe_configs(cx.shard, r))
+    },
+}
+
+/// Answers one request: UNSUPPORTED_VERSION for what the codec marked unsupported, otherwise the
+/// row's handler.
 pub async fn handle(shard: &Rc<Shard>, req: KafkaRequest, peer: &Peer) -> Outgoing {
     let (api_key, version, cid) = (req.api_key, req.version, req.correlation_id);
     let kind = match req.body {
         RequestBody::Decoded(k) => *k,
         RequestBody::Unsupported => return unsupported_version(shard, api_key, version, cid),
     };
-    let client_id = req.client_id.unwrap_or_default();
-    let body = match kind {
-        RequestKind::ApiVersions(_) => {
-            ResponseKind::ApiVersions(codec::api_versions_body(ErrorCode::None))
-        }
-        RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(admin::metadata(shard, r, version).await)
-        }
-        RequestKind::Produce(r) => match data::produce(shard, r, version).await {
-            Some(r) => ResponseKind::Produce(r),
-            None => return Outgoing::Nothing,
-        },
-        RequestKind::Fetch(r) => return data::fetch(shard, r, version, cid).await,
-        RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(data::list_offsets(shard, r, version).await)
-        }
-        RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(admin::create_topics(shard, r, version).await)
-        }
-        RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(admin::delete_topics(shard, r).await)
-        }
-        RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(admin::describe_configs(shard, r))
-        }
-        RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(admin::init_producer_id(shard, r).await)
-        }
-        RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(groups::find_coordinator(shard, r).await)
-        }
-        RequestKind::JoinGroup(r) => {
-            ResponseKind::JoinGroup(groups::join_group(shard, r, version, client_id, peer).await)
-        }
-        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(shard, r).await),
-        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(shard, r).await),
-        RequestKind::LeaveGroup(r) => {
-            ResponseKind::LeaveGroup(groups::leave_group(shard, r, version).await)
-        }
-        RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(groups::offset_commit(shard, r).await)
-        }
-        RequestKind::OffsetFetch(r) => {
-            ResponseKind::OffsetFetch(groups::offset_fetch(shard, r, version).await)
-        }
-        RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(groups::describe_groups(shard, r, version).await)
-        }
-        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(shard, r).await),
-        _ => return unsupported_version(shard, api_key, version, cid),
+    let cx = Call {
+        shard,
+        api_key,
+        version,
+        correlation_id: cid,
+        client_id: req.client_id.unwrap_or_default(),
+        peer,
     };
-    encode(api_key, version, cid, &body)
+    match route(&cx, api_key, kind).await {
+        Some(out) => out,
+        // The codec decodes only bodies the table lists, under their own key.
+        None => unsupported_version(shard, api_key, version, cid),
+    }
 }
 
 fn unsupported_version(shard: &Shard, api_key: ApiKey, version: i16, cid: i32) -> Outgoing {
-    crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, 1);
-    match codec::unsupported_response(api_key, version, cid) {
-        Ok(head) => Outgoing::Frame {
-            head,
-            chunks: Vec::new(),
-        },
-        Err(e) => {
-            tracing::error!("answering UNSUPPORTED_VERSION: {e}");
-            Outgoing::Nothing
-        }
-    }
+    crate::front_rules::record_refused(shard);
+    let head = codec::unsupported_response(api_key, version, cid, KAFKA_APIS);
+    frame_or_nothing(head, "answering UNSUPPORTED_VERSION")
 }
 
 /// Encodes a response; one the codec refuses (a bug: a field set that the version lacks) is
 /// logged and answered with an empty response carrying UNKNOWN_SERVER_ERROR where it can.
-pub(super) fn encode(api_key: ApiKey, version: i16, cid: i32, body: &ResponseKind) -> Outgoing {
+fn encode(api_key: ApiKey, version: i16, cid: i32, body: &ResponseKind) -> Outgoing {
     let head = codec::encode_response(api_key, version, cid, body).or_else(|e| {
         tracing::error!("encoding a Kafka response: {e}");
         let empty = unsupported::empty_response(api_key, ErrorCode::UnknownServerError as i16);
         codec::encode_response(api_key, version, cid, &empty)
     });
+    frame_or_nothing(head, "encoding an empty Kafka response")
+}
+
+/// The encoded frame, or nothing (logged as `what`) when even that could not be encoded.
+fn frame_or_nothing(head: Result<Bytes, KafkaCodecError>, what: &str) -> Outgoing {
     match head {
         Ok(head) => Outgoing::Frame {
             head,
             chunks: Vec::new(),
         },
         Err(e) => {
-            tracing::error!("encoding an empty Kafka response: {e}");
+            tracing::error!("{what}: {e}");
             Outgoing::Nothing
         }
     }

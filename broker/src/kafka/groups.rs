@@ -24,6 +24,7 @@ use spool_protocol::wire;
 use spool_protocol::ErrorCode;
 
 use super::{kstr, Peer};
+use crate::front_rules::build;
 use crate::handlers::groups::{self as coordinator, ClientInfo};
 use crate::shard::Shard;
 
@@ -56,7 +57,7 @@ pub async fn find_coordinator(
         1 => wire::CoordinatorType::Transaction,
         _ => wire::CoordinatorType::Group,
     };
-    let native = native!(wire::FindCoordinatorRequestT {
+    let native = build!(wire::FindCoordinatorRequestT {
         key: owned(&req.key),
         key_type: key_type,
     });
@@ -97,7 +98,7 @@ pub async fn join_group(
     } else {
         req.rebalance_timeout_ms
     };
-    let native = native!(wire::JoinGroupRequestT {
+    let native = build!(wire::JoinGroupRequestT {
         group_id: group(&req.group_id),
         session_timeout_ms: req.session_timeout_ms,
         rebalance_timeout_ms: rebalance_timeout_ms,
@@ -107,7 +108,7 @@ pub async fn join_group(
         protocols: Some(
             req.protocols
                 .iter()
-                .map(|p| native!(wire::JoinGroupRequestProtocolT {
+                .map(|p| build!(wire::JoinGroupRequestProtocolT {
                     name: owned(&p.name),
                     metadata: Some(p.metadata.to_vec()),
                 }))
@@ -152,7 +153,7 @@ pub(super) fn join_group_answer(r: wire::JoinGroupResponseT, version: i16) -> Jo
 }
 
 pub async fn sync_group(shard: &Rc<Shard>, req: SyncGroupRequest) -> SyncGroupResponse {
-    let native = native!(wire::SyncGroupRequestT {
+    let native = build!(wire::SyncGroupRequestT {
         group_id: group(&req.group_id),
         generation_id: req.generation_id,
         member_id: some(&req.member_id),
@@ -162,7 +163,7 @@ pub async fn sync_group(shard: &Rc<Shard>, req: SyncGroupRequest) -> SyncGroupRe
         assignments: Some(
             req.assignments
                 .iter()
-                .map(|a| native!(wire::SyncGroupRequestAssignmentT {
+                .map(|a| build!(wire::SyncGroupRequestAssignmentT {
                     member_id: owned(&a.member_id),
                     assignment: Some(a.assignment.to_vec()),
                 }))
@@ -182,7 +183,7 @@ pub(super) fn sync_group_answer(r: wire::SyncGroupResponseT) -> SyncGroupRespons
 }
 
 pub async fn heartbeat(shard: &Rc<Shard>, req: HeartbeatRequest) -> HeartbeatResponse {
-    let native = native!(wire::HeartbeatRequestT {
+    let native = build!(wire::HeartbeatRequestT {
         group_id: group(&req.group_id),
         generation_id: req.generation_id,
         member_id: some(&req.member_id),
@@ -205,7 +206,7 @@ pub async fn leave_group(
         req.members
             .iter()
             .map(|m| {
-                native!(wire::MemberIdentityT {
+                build!(wire::MemberIdentityT {
                     member_id: some(&m.member_id),
                     group_instance_id: m.group_instance_id.as_ref().map(owned),
                     reason: m.reason.as_ref().map(owned),
@@ -213,11 +214,11 @@ pub async fn leave_group(
             })
             .collect()
     } else {
-        vec![native!(wire::MemberIdentityT {
+        vec![build!(wire::MemberIdentityT {
             member_id: some(&req.member_id),
         })]
     };
-    let native = native!(wire::LeaveGroupRequestT {
+    let native = build!(wire::LeaveGroupRequestT {
         group_id: group(&req.group_id),
         members: Some(members),
     });
@@ -250,7 +251,7 @@ pub(super) fn leave_group_answer(r: wire::LeaveGroupResponseT, version: i16) -> 
 }
 
 pub async fn offset_commit(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommitResponse {
-    let native = native!(wire::OffsetCommitRequestT {
+    let native = build!(wire::OffsetCommitRequestT {
         group_id: group(&req.group_id),
         generation_id: req.generation_id_or_member_epoch,
         member_id: some(&req.member_id),
@@ -259,12 +260,12 @@ pub async fn offset_commit(shard: &Rc<Shard>, req: OffsetCommitRequest) -> Offse
         topics: Some(
             req.topics
                 .iter()
-                .map(|t| native!(wire::OffsetCommitRequestTopicT {
+                .map(|t| build!(wire::OffsetCommitRequestTopicT {
                     name: t.name.0.as_str().to_owned(),
                     partitions: Some(
                         t.partitions
                             .iter()
-                            .map(|p| native!(wire::OffsetCommitRequestPartitionT {
+                            .map(|p| build!(wire::OffsetCommitRequestPartitionT {
                                 partition_index: p.partition_index,
                                 committed_offset: p.committed_offset,
                                 committed_leader_epoch: p.committed_leader_epoch,
@@ -309,11 +310,11 @@ pub async fn offset_fetch(
     req: OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
-    let native = native!(wire::OffsetFetchRequestT {
+    let native = build!(wire::OffsetFetchRequestT {
         group_id: group(&req.group_id),
         topics: req.topics.as_ref().map(|ts| ts
             .iter()
-            .map(|t| native!(wire::OffsetFetchRequestTopicT {
+            .map(|t| build!(wire::OffsetFetchRequestTopicT {
                 name: t.name.0.as_str().to_owned(),
                 partition_indexes: Some(t.partition_indexes.clone()),
             }))
@@ -381,7 +382,7 @@ pub async fn describe_groups(
     } else {
         i32::MIN
     };
-    let native = native!(wire::DescribeGroupsRequestT {
+    let native = build!(wire::DescribeGroupsRequestT {
         groups: Some(req.groups.iter().map(group).collect()),
         include_authorized_operations: req.include_authorized_operations,
     });
@@ -426,7 +427,7 @@ pub(super) fn describe_groups_answer(
 }
 
 pub async fn list_groups(shard: &Rc<Shard>, req: ListGroupsRequest) -> ListGroupsResponse {
-    let native = native!(wire::ListGroupsRequestT {
+    let native = build!(wire::ListGroupsRequestT {
         states_filter: Some(req.states_filter.iter().map(owned).collect()),
     });
     let r = coordinator::list_groups(shard, native).await;

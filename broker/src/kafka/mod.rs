@@ -6,8 +6,8 @@
 //! - [`serve`]: one connection: frames read with the size checked from the prefix before any
 //!   allocation, up to `max_in_flight_per_connection` requests handled concurrently, responses
 //!   written in request order (Kafka clients match responses by order as well as correlation id).
-//! - `dispatch`: API key → handler; versions outside `spool_protocol::kafka::versions` get
-//!   UNSUPPORTED_VERSION in the API's shape.
+//! - `dispatch`: the API table ([`KAFKA_APIS`]: each API, its versions, its handler); APIs and
+//!   versions it does not list get UNSUPPORTED_VERSION in the API's shape.
 //! - `data`: Produce, Fetch (records spliced straight from the log), ListOffsets.
 //! - `admin`: ApiVersions, Metadata (with auto-create), CreateTopics, DeleteTopics,
 //!   DescribeConfigs, InitProducerId.
@@ -18,15 +18,6 @@
 //! answer in), or a body that does not decode is logged and closes only its connection — as
 //! Kafka does. Everything that decodes gets an answer, with an error code where needed.
 
-/// Builds a generated (non-exhaustive) flatbuffers object-API struct from its default.
-macro_rules! native {
-    ($t:ty { $($f:ident : $v:expr),* $(,)? }) => {{
-        let mut value = <$t>::default();
-        $(value.$f = $v;)*
-        value
-    }};
-}
-
 mod admin;
 mod data;
 mod dispatch;
@@ -34,16 +25,16 @@ mod groups;
 #[cfg(test)]
 mod tests;
 
+pub use dispatch::KAFKA_APIS;
+
 use std::future::Future;
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
-use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
 use kafka_protocol::protocol::StrBytes;
 use spool_protocol::kafka::codec;
 
-use crate::connection::Front;
+use crate::connection::{read_frame, Front};
 use crate::handlers::Outgoing;
 use crate::net_io::Half;
 use crate::shard::Shard;
@@ -70,13 +61,19 @@ impl Front for Kafka {
         shard: &Shard,
         reader: &mut Half,
     ) -> Result<Option<codec::KafkaRequest>, String> {
-        let Some(frame) = read_frame(reader, shard.config.max_frame_bytes).await? else {
+        let max_frame_bytes = shard.config.max_frame_bytes;
+        let prefixed = |p| {
+            codec::frame_bytes_from_prefix(p, max_frame_bytes)
+                .map(|n| n + codec::LENGTH_PREFIX_BYTES)
+        };
+        let Some(frame) = read_frame(reader, prefixed).await? else {
             return Ok(None);
         };
-        match codec::decode_request(frame) {
+        // The codec reads from the request header on.
+        match codec::decode_request(frame.slice(codec::LENGTH_PREFIX_BYTES..), KAFKA_APIS) {
             Ok(r) => Ok(Some(r)),
             Err(e) => {
-                crate::metrics::CoreMetrics::add(&shard.metrics.request_errors, 1);
+                crate::front_rules::record_refused(shard);
                 Err(format!(
                     "a request that does not decode ({:?}): {e}",
                     e.error_code()
@@ -104,20 +101,6 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         peer: Rc::new(Peer { host, addr }),
     };
     crate::connection::serve_front(shard, stream, front).await;
-}
-
-/// Reads one frame's bytes after the prefix; `Ok(None)` on a clean end of stream between frames.
-async fn read_frame(r: &mut Half, max_frame_bytes: usize) -> Result<Option<Bytes>, String> {
-    let Some(prefix) = crate::connection::read_prefix(r).await? else {
-        return Ok(None);
-    };
-    let frame_bytes =
-        codec::frame_bytes_from_prefix(prefix, max_frame_bytes).map_err(|e| e.to_string())?;
-    let mut buf = BytesMut::zeroed(frame_bytes);
-    r.read_exact(&mut buf[..])
-        .await
-        .map_err(|e| format!("read: {e}"))?;
-    Ok(Some(buf.freeze()))
 }
 
 /// An owned string as the codec's string type.

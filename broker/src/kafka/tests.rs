@@ -8,17 +8,46 @@
 
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 use spool_protocol::kafka::codec::{encode_response, split_response};
-use spool_protocol::kafka::versions;
+use spool_protocol::kafka::versions::{self, codec_range};
 use spool_protocol::wire;
 use spool_protocol::ErrorCode;
 
 use super::data::{list_offsets_partition_answer, produce_partition_answer};
 use super::groups::*;
+use super::KAFKA_APIS;
 use crate::requests::{ListOffsetsResult, ProduceResult};
 
 fn versions_of(api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
-    let (lo, hi) = versions::range(api_key).expect("implemented");
-    lo..=hi
+    let r = versions::range(KAFKA_APIS, api_key).expect("implemented");
+    r.min_version..=r.max_version
+}
+
+#[test]
+fn every_range_is_inside_what_the_codec_carries() {
+    for a in KAFKA_APIS {
+        let (lo, hi) = codec_range(a.api_key);
+        assert!(a.min_version <= a.max_version, "{a:?}");
+        assert!(
+            lo <= a.min_version && a.max_version <= hi,
+            "{a:?} vs the codec's {lo}..={hi}"
+        );
+    }
+}
+
+#[test]
+fn each_api_is_listed_once_in_key_order() {
+    for w in KAFKA_APIS.windows(2) {
+        let (a, b) = (w[0].api_key as i16, w[1].api_key as i16);
+        assert!(a < b, "{:?} before {:?}", w[0].api_key, w[1].api_key);
+    }
+    assert!(versions::is_supported(KAFKA_APIS, ApiKey::ApiVersions, 3));
+    assert!(!versions::is_supported(KAFKA_APIS, ApiKey::ApiVersions, 4));
+    assert!(!versions::is_supported(KAFKA_APIS, ApiKey::Produce, 2));
+    assert!(!versions::is_supported(
+        KAFKA_APIS,
+        ApiKey::SaslHandshake,
+        0
+    ));
 }
 
 /// Encodes `body` at `version` and decodes it back as a client would.
@@ -272,7 +301,8 @@ mod malformed {
     use bytes::{BufMut, BytesMut};
     use proptest::prelude::*;
     use spool_protocol::kafka::codec::decode_request;
-    use spool_protocol::kafka::versions::SUPPORTED;
+
+    use crate::kafka::KAFKA_APIS as SUPPORTED;
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
@@ -286,14 +316,15 @@ mod malformed {
             version_pick in any::<u16>(),
             body in proptest::collection::vec(any::<u8>(), 0..96),
         ) {
-            let (key, lo, hi) = SUPPORTED[i];
+            let a = SUPPORTED[i];
+            let (key, lo, hi) = (a.api_key, a.min_version, a.max_version);
             let version = lo + (version_pick % (hi - lo + 1) as u16) as i16;
             let mut b = BytesMut::new();
             b.put_i16(key as i16);
             b.put_i16(version);
             b.put_i32(7);
             b.put_slice(&body);
-            match decode_request(b.freeze()) {
+            match decode_request(b.freeze(), SUPPORTED) {
                 Ok(r) => prop_assert_eq!(r.correlation_id, 7),
                 Err(e) => prop_assert!(!e.to_string().is_empty()),
             }

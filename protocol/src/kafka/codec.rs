@@ -5,8 +5,8 @@
 //! What it promises:
 //! - a frame's size is judged from its 4-byte prefix alone against `max_frame_bytes`;
 //! - every malformed input is a typed [`KafkaCodecError`], never a panic;
-//! - a request for a version spool does not implement decodes to [`RequestBody::Unsupported`]
-//!   whenever there is a shape to answer in: always for ApiVersions (KIP-511: the answer is a v0
+//! - a request for a version the server's API table (passed in: see [`super::versions`]) does
+//!   not list decodes to [`RequestBody::Unsupported`] whenever there is a shape to answer in: always for ApiVersions (KIP-511: the answer is a v0
 //!   response, whatever version was asked), and for other APIs when the crate knows that version;
 //! - ApiVersions responses carry response header v0 at every version (no tagged-field byte even
 //!   for the flexible v3): librdkafka reads the v3 body right after the correlation id, and one
@@ -30,7 +30,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable};
 use thiserror::Error;
 
-use super::versions;
+use super::versions::{self, KafkaApiRange};
 use crate::ErrorCode;
 
 /// The `i32 length` prefix of every Kafka frame.
@@ -125,8 +125,12 @@ pub enum RequestBody {
     Unsupported,
 }
 
-/// Decodes one request frame (the bytes after the length prefix).
-pub fn decode_request(mut frame: Bytes) -> Result<KafkaRequest, KafkaCodecError> {
+/// Decodes one request frame (the bytes after the length prefix). `table` is what the server
+/// implements: a body is decoded only for a version it lists.
+pub fn decode_request(
+    mut frame: Bytes,
+    table: &[KafkaApiRange],
+) -> Result<KafkaRequest, KafkaCodecError> {
     if frame.len() < REQUEST_FIXED_BYTES {
         return Err(KafkaCodecError::FrameTooShort {
             length: frame.len() as i64,
@@ -139,7 +143,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<KafkaRequest, KafkaCodecError>
         api_key: key,
         correlation_id,
     })?;
-    let supported = versions::is_supported(api_key, version);
+    let supported = versions::is_supported(table, api_key, version);
     if !supported && api_key == ApiKey::ApiVersions {
         // KIP-511: the header of a newer ApiVersions may not parse; the answer needs only the
         // correlation id.
@@ -236,23 +240,25 @@ pub fn encode_response(
     Ok(out.freeze())
 }
 
-/// The ApiVersions body spool answers with: [`versions::SUPPORTED`] and `error_code`.
-pub fn api_versions_body(error_code: ErrorCode) -> ApiVersionsResponse {
+/// The ApiVersions body of a server whose API table is `table`, with `error_code`.
+pub fn api_versions_body(error_code: ErrorCode, table: &[KafkaApiRange]) -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(error_code as i16)
-        .with_api_keys(versions::api_version_list())
+        .with_api_keys(versions::api_version_list(table))
 }
 
 /// The answer to a [`RequestBody::Unsupported`] request: UNSUPPORTED_VERSION in the shape of the
-/// API asked for. ApiVersions answers as v0 with the supported list (KIP-511).
+/// API asked for. ApiVersions answers as v0 with `table`, the server's list (KIP-511).
 pub fn unsupported_response(
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
+    table: &[KafkaApiRange],
 ) -> Result<Bytes, KafkaCodecError> {
     let code = ErrorCode::UnsupportedVersion as i16;
     if api_key == ApiKey::ApiVersions {
-        let body = ResponseKind::ApiVersions(api_versions_body(ErrorCode::UnsupportedVersion));
+        let body =
+            ResponseKind::ApiVersions(api_versions_body(ErrorCode::UnsupportedVersion, table));
         return encode_response(api_key, 0, correlation_id, &body);
     }
     // Some versions lack the top-level error field (the crate refuses to encode a set field that

@@ -2,7 +2,8 @@
 //! `kafka-protocol` crate, which generates request and response structs from Kafka's own message
 //! definitions — spool does not hand-write that codec.
 //!
-//! - [`versions`]: the APIs and versions spool implements (ApiVersions, the README table);
+//! - [`versions`]: what an API table of the server may list (the versions the codec carries) and
+//!   its ApiVersions list; the table itself is the broker's, passed to the codec;
 //! - [`codec`]: size-prefixed frames, request headers, decoding requests, encoding responses with
 //!   the right header version (ApiVersions: always v0, KIP-511), UNSUPPORTED_VERSION answers;
 //! - [`fetch`]: the Fetch response framed by hand around record bytes that stay in the log;

@@ -9,8 +9,44 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use proptest::prelude::*;
 
 use super::codec::*;
-use super::versions::SUPPORTED;
+use super::versions::{ApiRange, KafkaApiRange};
 use crate::ErrorCode;
+
+/// An example server's API table for these codec tests (the broker's own is in
+/// `spool_broker::kafka::dispatch`; its tests run the decoder over that one). It lists every API
+/// [`sample`] can build, at versions where the sample is valid.
+const SUPPORTED: [KafkaApiRange; 18] = [
+    range(ApiKey::Produce, 3, 9),
+    range(ApiKey::Fetch, 4, 11),
+    range(ApiKey::ListOffsets, 1, 7),
+    range(ApiKey::Metadata, 0, 9),
+    range(ApiKey::OffsetCommit, 2, 8),
+    range(ApiKey::OffsetFetch, 1, 7),
+    range(ApiKey::FindCoordinator, 0, 3),
+    range(ApiKey::JoinGroup, 0, 9),
+    range(ApiKey::Heartbeat, 0, 4),
+    range(ApiKey::LeaveGroup, 0, 5),
+    range(ApiKey::SyncGroup, 0, 5),
+    range(ApiKey::DescribeGroups, 0, 5),
+    range(ApiKey::ListGroups, 0, 4),
+    range(ApiKey::ApiVersions, 0, 3),
+    range(ApiKey::CreateTopics, 2, 7),
+    range(ApiKey::DeleteTopics, 1, 5),
+    range(ApiKey::InitProducerId, 0, 4),
+    range(ApiKey::DescribeConfigs, 1, 4),
+];
+
+const fn range(api_key: ApiKey, min_version: i16, max_version: i16) -> KafkaApiRange {
+    ApiRange {
+        api_key,
+        min_version,
+        max_version,
+    }
+}
+
+fn decode(frame: Bytes) -> Result<KafkaRequest, KafkaCodecError> {
+    decode_request(frame, &SUPPORTED)
+}
 
 fn topic(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
@@ -145,8 +181,8 @@ fn encode_request(
 
 fn supported_request() -> impl Strategy<Value = (ApiKey, i16)> {
     (0..SUPPORTED.len()).prop_flat_map(|i| {
-        let (k, lo, hi) = SUPPORTED[i];
-        (Just(k), lo..=hi)
+        let a = SUPPORTED[i];
+        (Just(a.api_key), a.min_version..=a.max_version)
     })
 }
 
@@ -160,7 +196,7 @@ proptest! {
     ) {
         let body = sample(api_key, n);
         let frame = encode_request(api_key, version, cid, &client_id, &body);
-        let req = decode_request(frame).unwrap();
+        let req = decode(frame).unwrap();
         prop_assert_eq!(req.api_key, api_key);
         prop_assert_eq!(req.version, version);
         prop_assert_eq!(req.correlation_id, cid);
@@ -183,10 +219,10 @@ proptest! {
         let frame = encode_request(api_key, version, 1, "c", &sample(api_key, 3));
         let cut = frame.len() * cut_permille / 1000;
         // A cut inside the body either fails or (trailing optional tagged fields) still decodes.
-        let _ = decode_request(frame.slice(..cut));
+        let _ = decode(frame.slice(..cut));
         if cut < REQUEST_FIXED_BYTES {
             let short = matches!(
-                decode_request(frame.slice(..cut)),
+                decode(frame.slice(..cut)),
                 Err(KafkaCodecError::FrameTooShort { .. })
             );
             prop_assert!(short);
@@ -203,7 +239,7 @@ proptest! {
         b.put_i16(version);
         b.put_i32(cid);
         b.extend_from_slice(&rest);
-        match decode_request(b.freeze()) {
+        match decode(b.freeze()) {
             Ok(r) => prop_assert_eq!(r.correlation_id, cid),
             Err(e) => prop_assert!(!e.to_string().is_empty()),
         }
@@ -245,9 +281,9 @@ fn api_versions_request(version: i16) -> Bytes {
 #[test]
 fn api_versions_v0_to_v3_decode_with_the_crates_client_decoder() {
     for version in 0..=3 {
-        let req = decode_request(api_versions_request(version)).unwrap();
+        let req = decode(api_versions_request(version)).unwrap();
         assert!(matches!(req.body, RequestBody::Decoded(_)));
-        let body = ResponseKind::ApiVersions(api_versions_body(ErrorCode::None));
+        let body = ResponseKind::ApiVersions(api_versions_body(ErrorCode::None, &SUPPORTED));
         let frame = encode_response(ApiKey::ApiVersions, version, 42, &body).unwrap();
         // Response header v0 at every version: the body starts right after the correlation id.
         assert_eq!(&frame[4..8], &42i32.to_be_bytes());
@@ -273,7 +309,7 @@ fn api_versions_v0_to_v3_decode_with_the_crates_client_decoder() {
 
 #[test]
 fn api_versions_v3_bytes_are_what_librdkafka_reads() {
-    let body = ResponseKind::ApiVersions(api_versions_body(ErrorCode::None));
+    let body = ResponseKind::ApiVersions(api_versions_body(ErrorCode::None, &SUPPORTED));
     let frame = encode_response(ApiKey::ApiVersions, 3, 7, &body).unwrap();
     // length | correlation id | error_code | compact array length (n + 1) | first entry ...
     assert_eq!(&frame[4..8], &7i32.to_be_bytes());
@@ -290,10 +326,10 @@ fn api_versions_v3_bytes_are_what_librdkafka_reads() {
 #[test]
 fn newer_api_versions_get_a_v0_answer_with_unsupported_version() {
     for version in [4, 5, 100] {
-        let req = decode_request(api_versions_request(version)).unwrap();
+        let req = decode(api_versions_request(version)).unwrap();
         assert_eq!(req.body, RequestBody::Unsupported);
         assert_eq!(req.correlation_id, 42);
-        let frame = unsupported_response(req.api_key, req.version, 42).unwrap();
+        let frame = unsupported_response(req.api_key, req.version, 42, &SUPPORTED).unwrap();
         let (cid, mut rest) = split_response(frame, 0).unwrap();
         assert_eq!(cid, 42);
         let decoded = ApiVersionsResponse::decode(&mut rest, 0).unwrap();
@@ -318,9 +354,9 @@ fn a_version_we_do_not_implement_is_answered_in_its_shape() {
             .with_correlation_id(9)
             .encode(&mut out, api_key.request_header_version(version))
             .unwrap();
-        let req = decode_request(out.freeze()).unwrap();
+        let req = decode(out.freeze()).unwrap();
         assert_eq!(req.body, RequestBody::Unsupported);
-        let frame = unsupported_response(api_key, version, 9).unwrap();
+        let frame = unsupported_response(api_key, version, 9, &SUPPORTED).unwrap();
         let (cid, mut rest) =
             split_response(frame, api_key.response_header_version(version)).unwrap();
         assert_eq!(cid, 9);
@@ -342,7 +378,7 @@ fn unknown_keys_and_versions_outside_the_codec_are_errors() {
     b.put_i16(0);
     b.put_i32(5);
     assert!(matches!(
-        decode_request(b.freeze()),
+        decode(b.freeze()),
         Err(KafkaCodecError::UnknownApiKey {
             api_key: 9999,
             correlation_id: 5
@@ -352,7 +388,7 @@ fn unknown_keys_and_versions_outside_the_codec_are_errors() {
     b.put_i16(ApiKey::Produce as i16);
     b.put_i16(2);
     b.put_i32(5);
-    let e = decode_request(b.freeze()).unwrap_err();
+    let e = decode(b.freeze()).unwrap_err();
     assert!(matches!(e, KafkaCodecError::VersionOutsideCodec { .. }));
     assert_eq!(e.error_code(), ErrorCode::UnsupportedVersion);
 }

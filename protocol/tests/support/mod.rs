@@ -239,11 +239,25 @@ fn serve(inner: &Inner, broker_id: i32, mut stream: TcpStream) {
 
 type Handled = (ResponseBodyT, Vec<Bytes>, bool, bool);
 
+/// The fake's API table: every native API, at the native rule's version 0.
+fn all_apis() -> Vec<versions::ApiRange<ApiKey>> {
+    ApiKey::ENUM_VALUES
+        .iter()
+        .map(|&api_key| versions::ApiRange {
+            api_key,
+            min_version: 0,
+            max_version: 0,
+        })
+        .collect()
+}
+
 fn handle(inner: &Inner, broker_id: i32, request: spool_protocol::Request) -> Handled {
     let payload_bytes = request.payload.clone();
     match request.header.body {
         RequestBodyT::ApiVersionsRequest(_) => (
-            ResponseBodyT::ApiVersionsResponse(Box::new(versions::api_versions_response())),
+            ResponseBodyT::ApiVersionsResponse(Box::new(versions::api_versions_response(
+                &all_apis(),
+            ))),
             vec![],
             true,
             false,
