@@ -11,7 +11,7 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 "$here/generate.sh" --out "$tmp"
-for tree in wire metadata; do
+for tree in wire metadata internal; do
   if ! diff -r "$root/protocol/src/generated/$tree" "$tmp/$tree" >"$tmp/diff.txt"; then
     echo "check-generated.sh: protocol/src/generated/$tree is stale; run schemas/generate.sh and commit" >&2
     head -n 40 "$tmp/diff.txt" >&2

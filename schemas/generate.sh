@@ -35,11 +35,13 @@ fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 # One root schema per tree: envelope.fbs includes every wire-protocol schema; metadata.fbs holds
-# the controller's records. --gen-all emits included files too, so each tree is self-contained.
+# the controller's records; internal.fbs the broker-to-broker protocol (port 9094). --gen-all emits
+# included files too, so each tree is self-contained.
 (cd "$here" && flatc --rust --gen-object-api --gen-all --rust-module-root-file -o "$tmp/wire" envelope.fbs)
 (cd "$here" && flatc --rust --gen-object-api --gen-all --rust-module-root-file -o "$tmp/metadata" metadata.fbs)
+(cd "$here" && flatc --rust --gen-object-api --gen-all --rust-module-root-file -o "$tmp/internal" internal.fbs)
 
 mkdir -p "$out"
-rm -rf "$out/wire" "$out/metadata"
-cp -R "$tmp/wire" "$tmp/metadata" "$out/"
-echo "generate.sh: wrote $out/{wire,metadata} with $(flatc --version)" >&2
+rm -rf "$out/wire" "$out/metadata" "$out/internal"
+cp -R "$tmp/wire" "$tmp/metadata" "$tmp/internal" "$out/"
+echo "generate.sh: wrote $out/{wire,metadata,internal} with $(flatc --version)" >&2

@@ -1,7 +1,8 @@
 //! spool-protocol: spool's native wire protocol and its client library.
 //!
-//! - [`wire`] / [`metadata_records`]: the flatbuffers types generated from `schemas/` (committed;
-//!   `schemas/generate.sh` regenerates them, `schemas/check-generated.sh` proves they are fresh).
+//! - [`wire`] / [`metadata_records`] / [`internal_wire`]: the flatbuffers types generated from
+//!   `schemas/` (committed; `schemas/generate.sh` regenerates them, `schemas/check-generated.sh`
+//!   proves they are fresh).
 //! - [`ErrorCode`]: Kafka's error numbers, shared by the native and Kafka fronts.
 //! - [`frame`]: `u32 length | u32 header length | flatbuffers header | payload` — size limits checked
 //!   before allocation, the header verified before use, every failure a typed [`FrameError`].
@@ -35,6 +36,7 @@ pub use codec::{
 };
 pub use error_code::ErrorCode;
 pub use frame::{EncodedFrame, FrameError, FrameLimits, RawFrame};
+pub use generated::internal_wire;
 pub use generated::metadata as metadata_records;
 pub use generated::wire;
 
