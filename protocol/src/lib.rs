@@ -9,6 +9,8 @@
 //! - [`codec`]: request/response headers to and from frames, with the cross-field checks the
 //!   verifier cannot do (body matches API key, payload slices inside the payload).
 //! - [`payload`]: placing record batches in a frame's payload and finding them again.
+//! - [`internal`]: the broker-to-broker protocol on port 9094 (raft messages, registration,
+//!   heartbeats, forwarded metadata changes) as plain Rust types, and its codec.
 //! - [`client`]: producer, consumer and admin — sans-IO cores, a blocking API for plain
 //!   `fn main()`, and an async API on glommio.
 //!
@@ -26,6 +28,7 @@ pub mod client;
 pub mod codec;
 pub mod error_code;
 pub mod frame;
+pub mod internal;
 pub mod kafka;
 pub mod metadata_log;
 pub mod payload;

@@ -1,0 +1,755 @@
+//! Internal frames to and from bytes: [`InternalFrame`] in, one whole native frame out, and back.
+//!
+//! A frame is `u32 length | u32 header length | flatbuffers header | payload` with the prefix
+//! layout and constants of [`crate::frame`]; the header is an `InternalFrame` of
+//! `schemas/internal.fbs` ([`crate::internal_wire`]). Raft messages travel inside the header as
+//! byte vectors, so every message of this version has an empty payload (replica fetches will
+//! fill it when they join).
+//!
+//! Reading off a socket: take the 4-byte prefix, size the frame with
+//! [`crate::frame::frame_bytes_from_prefix`] (it checks `max_frame_bytes` before anything is
+//! allocated), read exactly that many bytes, prefix included, and hand them to [`decode`] — the
+//! same steps `broker/src/connection.rs` takes for native frames. This module adds no prefix
+//! helper of its own.
+//!
+//! [`decode`] promises, for any bytes at all:
+//! - it never panics and never allocates from a count or length it has not checked: the frame
+//!   and header sizes are checked against [`FrameLimits`] first, the header passes the
+//!   flatbuffers verifier (depth, table count and apparent size bounded by [`verifier_options`])
+//!   before any field is read, and every vector count and string length is checked against the
+//!   named limits below before it is copied out;
+//! - every failure is an [`InternalError`].
+//!
+//! [`encode`] checks the same limits, so a frame it writes is one [`decode`] accepts (with the
+//! default [`FrameLimits`]); a peer never sends what it would itself refuse.
+
+use bytes::Bytes;
+use flatbuffers::{FlatBufferBuilder, UnionWIPOffset, VerifierOptions, WIPOffset};
+use thiserror::Error;
+
+use super::types::{
+    ForwardAnswer, ForwardOp, ForwardTopic, ForwardTopicOutcome, Heartbeat, HeartbeatAnswer,
+    InternalFrame, InternalMessage, Listener, RegisterBroker, RegisterBrokerAnswer,
+};
+use crate::frame::{self, FrameError, FrameLimits, FRAME_PREFIX_BYTES};
+use crate::internal_wire as fb;
+use crate::ErrorCode;
+
+/// Raft messages in one frame. raft-rs sends a handful per ready (one per peer and kind); the
+/// cap only bounds a hostile count.
+pub const RAFT_MESSAGES_PER_FRAME_MAX: usize = 4096;
+/// Bytes in one raft message (`eraftpb::Message`). The raft driver must keep `max_size_per_msg`
+/// and snapshot chunks below it; all of a frame's raft bytes must also fit the header limit
+/// ([`crate::frame::DEFAULT_MAX_HEADER_BYTES`], 16 MiB).
+pub const RAFT_MESSAGE_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Listeners one broker registers (`native`, `kafka`, `internal`, with room for more).
+pub const LISTENERS_PER_REGISTRATION_MAX: usize = 16;
+/// Topics in one forwarded create or delete (and outcomes in its answer).
+pub const TOPICS_PER_FORWARD_MAX: usize = 10_000;
+/// Configs on one forwarded topic.
+pub const CONFIGS_PER_TOPIC_MAX: usize = 256;
+/// Bytes in a name: topic, config name, listener name, host, rack, cluster id. 255 is DNS's host
+/// limit and above Kafka's topic limit (249), so no valid name is refused here; a broker
+/// forwarding a longer topic name answers INVALID_TOPIC_EXCEPTION itself.
+pub const NAME_BYTES_MAX: usize = 255;
+/// Bytes in one config value.
+pub const CONFIG_VALUE_BYTES_MAX: usize = 64 * 1024;
+/// Bytes in an error message of an answer.
+pub const ERROR_MESSAGE_BYTES_MAX: usize = 16 * 1024;
+/// Verifier nesting limit. The deepest path (frame → Forward → CreateTopics → topics →
+/// ForwardTopic → configs → TopicConfig → string) is 8 levels; twice that leaves room for growth.
+pub const VERIFIER_DEPTH_MAX: usize = 16;
+
+/// Why an internal frame could not be encoded or decoded.
+#[derive(Debug, Error)]
+pub enum InternalError {
+    /// The envelope: sizes, prefix, header length (see [`FrameError`]).
+    #[error("internal frame: {0}")]
+    Frame(#[from] FrameError),
+    #[error("internal frame header failed flatbuffers verification: {0}")]
+    Verify(#[from] flatbuffers::InvalidFlatbuffer),
+    #[error("internal frame header has no body")]
+    MissingBody,
+    /// A field the codec requires but the schema cannot mark required (a union inside a body).
+    #[error("internal frame: {field} is missing")]
+    MissingField { field: &'static str },
+    /// A union member this build does not know (a newer peer, or corruption).
+    #[error("internal frame: {union} member {type_id} is unknown to this build")]
+    UnknownUnionType { union: &'static str, type_id: u8 },
+    #[error("internal frame: {what} holds {count} items, over the limit of {max}")]
+    TooMany {
+        what: &'static str,
+        count: usize,
+        max: usize,
+    },
+    #[error("internal frame: {what} is {bytes} bytes, over the limit of {max}")]
+    TooLong {
+        what: &'static str,
+        bytes: usize,
+        max: usize,
+    },
+    /// No internal message of this version uses the payload; a non-empty one is refused rather
+    /// than silently dropped.
+    #[error("internal frame carries a {payload_bytes}-byte payload; its message has none")]
+    UnexpectedPayload { payload_bytes: usize },
+    /// `ForwardAnswer::ProducerIds(Err(ErrorCode::None))`: on the wire error 0 means success, so
+    /// this value has no encoding.
+    #[error("ProducerIds answer is an error with code NONE")]
+    ErrorCodeIsNone,
+}
+
+impl InternalError {
+    /// The protocol error this failure stands for (for logs and metrics; the internal protocol
+    /// closes the connection on a bad frame rather than answering it).
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            Self::Frame(e) => e.error_code(),
+            Self::TooLong { .. } | Self::TooMany { .. } => ErrorCode::MessageTooLarge,
+            Self::ErrorCodeIsNone => ErrorCode::UnknownServerError,
+            _ => ErrorCode::InvalidRequest,
+        }
+    }
+}
+
+/// Verifier limits for a header of `header_bytes`, scaled as [`crate::codec`] scales its own: at
+/// most one table per 4 bytes and an apparent size of 16 times the buffer, so offsets shared
+/// between fields cannot make decoding copy out much more than arrived.
+pub fn verifier_options(header_bytes: usize) -> VerifierOptions {
+    VerifierOptions {
+        max_depth: VERIFIER_DEPTH_MAX,
+        max_tables: header_bytes / 4 + 8,
+        max_apparent_size: header_bytes.saturating_mul(16).saturating_add(4096),
+        ignore_missing_null_terminator: false,
+    }
+}
+
+fn check_count(what: &'static str, count: usize, max: usize) -> Result<(), InternalError> {
+    if count > max {
+        return Err(InternalError::TooMany { what, count, max });
+    }
+    Ok(())
+}
+
+fn check_len(what: &'static str, bytes: usize, max: usize) -> Result<(), InternalError> {
+    if bytes > max {
+        return Err(InternalError::TooLong { what, bytes, max });
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// encode
+
+/// Encodes one frame, whole (prefix included), under the default [`FrameLimits`].
+pub fn encode(frame: &InternalFrame) -> Result<Bytes, InternalError> {
+    encode_with_limits(frame, &FrameLimits::default())
+}
+
+/// Encodes one frame under `limits` (a broker whose peers run smaller limits than the default
+/// passes theirs, so it never sends a frame they would refuse).
+pub fn encode_with_limits(
+    frame: &InternalFrame,
+    limits: &FrameLimits,
+) -> Result<Bytes, InternalError> {
+    let mut capacity_bytes = 256;
+    if let InternalMessage::Raft(messages) = &frame.message {
+        // Raft bytes are the only bulk a header carries: refuse an oversize batch before the
+        // builder copies it.
+        let raft_bytes: usize = messages.iter().map(Vec::len).sum();
+        if raft_bytes > limits.max_header_bytes {
+            return Err(FrameError::HeaderTooLarge {
+                header_bytes: raft_bytes,
+                max_header_bytes: limits.max_header_bytes,
+            }
+            .into());
+        }
+        // Each message adds a table, a vtable and a vector length: well under 32 bytes.
+        capacity_bytes += raft_bytes + messages.len() * 32;
+    }
+    let mut fbb = FlatBufferBuilder::with_capacity(capacity_bytes);
+    let (body_type, body) = encode_body(&mut fbb, &frame.message)?;
+    let root = fb::InternalFrame::create(
+        &mut fbb,
+        &fb::InternalFrameArgs {
+            from_node: frame.from_node,
+            correlation_id: frame.correlation_id,
+            body_type,
+            body: Some(body),
+        },
+    );
+    fbb.finish_minimal(root);
+    let encoded = frame::assemble(fbb.finished_data(), Vec::new(), limits)?;
+    // No payload chunks: the head is the whole frame, no second copy needed.
+    debug_assert_eq!(encoded.len(), encoded.head.len());
+    Ok(encoded.head)
+}
+
+type Fbb<'b> = FlatBufferBuilder<'b>;
+
+fn encode_body(
+    fbb: &mut Fbb<'_>,
+    message: &InternalMessage,
+) -> Result<(fb::InternalBody, WIPOffset<UnionWIPOffset>), InternalError> {
+    Ok(match message {
+        InternalMessage::Raft(messages) => {
+            check_count("raft messages", messages.len(), RAFT_MESSAGES_PER_FRAME_MAX)?;
+            let mut offsets = Vec::with_capacity(messages.len());
+            for message in messages {
+                check_len("raft message", message.len(), RAFT_MESSAGE_BYTES_MAX)?;
+                let data = fbb.create_vector(message);
+                offsets.push(fb::RaftMessage::create(
+                    fbb,
+                    &fb::RaftMessageArgs { data: Some(data) },
+                ));
+            }
+            let messages = fbb.create_vector(&offsets);
+            let raft = fb::Raft::create(
+                fbb,
+                &fb::RaftArgs {
+                    messages: Some(messages),
+                },
+            );
+            (fb::InternalBody::Raft, raft.as_union_value())
+        }
+        InternalMessage::RegisterBroker(r) => (
+            fb::InternalBody::RegisterBroker,
+            encode_register_broker(fbb, r)?.as_union_value(),
+        ),
+        InternalMessage::RegisterBrokerAnswer(a) => {
+            let message = encode_opt_message(fbb, a.message.as_deref())?;
+            let answer = fb::RegisterBrokerAnswer::create(
+                fbb,
+                &fb::RegisterBrokerAnswerArgs {
+                    error: a.error.code(),
+                    message,
+                    broker_epoch: a.broker_epoch,
+                },
+            );
+            (
+                fb::InternalBody::RegisterBrokerAnswer,
+                answer.as_union_value(),
+            )
+        }
+        InternalMessage::Heartbeat(h) => {
+            let heartbeat = fb::Heartbeat::create(
+                fbb,
+                &fb::HeartbeatArgs {
+                    broker_id: h.broker_id,
+                    broker_epoch: h.broker_epoch,
+                    current_metadata_offset: h.current_metadata_offset,
+                    want_fence: h.want_fence,
+                    want_shutdown: h.want_shutdown,
+                },
+            );
+            (fb::InternalBody::Heartbeat, heartbeat.as_union_value())
+        }
+        InternalMessage::HeartbeatAnswer(a) => {
+            let answer = fb::HeartbeatAnswer::create(
+                fbb,
+                &fb::HeartbeatAnswerArgs {
+                    error: a.error.code(),
+                    is_fenced: a.is_fenced,
+                    should_shutdown: a.should_shutdown,
+                },
+            );
+            (fb::InternalBody::HeartbeatAnswer, answer.as_union_value())
+        }
+        InternalMessage::Forward(op) => {
+            let (op_type, op) = encode_forward_op(fbb, op)?;
+            let forward = fb::Forward::create(
+                fbb,
+                &fb::ForwardArgs {
+                    op_type,
+                    op: Some(op),
+                },
+            );
+            (fb::InternalBody::Forward, forward.as_union_value())
+        }
+        InternalMessage::ForwardAnswer(answer) => {
+            let (answer_type, answer) = encode_forward_answer(fbb, answer)?;
+            let answer = fb::ForwardAnswer::create(
+                fbb,
+                &fb::ForwardAnswerArgs {
+                    answer_type,
+                    answer: Some(answer),
+                },
+            );
+            (fb::InternalBody::ForwardAnswer, answer.as_union_value())
+        }
+    })
+}
+
+fn encode_name<'b>(
+    fbb: &mut Fbb<'b>,
+    what: &'static str,
+    name: &str,
+) -> Result<WIPOffset<&'b str>, InternalError> {
+    check_len(what, name.len(), NAME_BYTES_MAX)?;
+    Ok(fbb.create_string(name))
+}
+
+fn encode_opt_message<'b>(
+    fbb: &mut Fbb<'b>,
+    message: Option<&str>,
+) -> Result<Option<WIPOffset<&'b str>>, InternalError> {
+    message
+        .map(|m| {
+            check_len("error message", m.len(), ERROR_MESSAGE_BYTES_MAX)?;
+            Ok(fbb.create_string(m))
+        })
+        .transpose()
+}
+
+fn encode_register_broker<'b>(
+    fbb: &mut Fbb<'b>,
+    r: &RegisterBroker,
+) -> Result<WIPOffset<fb::RegisterBroker<'b>>, InternalError> {
+    check_count(
+        "listeners",
+        r.listeners.len(),
+        LISTENERS_PER_REGISTRATION_MAX,
+    )?;
+    let mut listeners = Vec::with_capacity(r.listeners.len());
+    for l in &r.listeners {
+        let name = encode_name(fbb, "listener name", &l.name)?;
+        let host = encode_name(fbb, "listener host", &l.host)?;
+        listeners.push(fb::Listener::create(
+            fbb,
+            &fb::ListenerArgs {
+                name: Some(name),
+                host: Some(host),
+                port: l.port,
+            },
+        ));
+    }
+    let listeners = fbb.create_vector(&listeners);
+    let rack = r
+        .rack
+        .as_deref()
+        .map(|rack| encode_name(fbb, "rack", rack))
+        .transpose()?;
+    let cluster_id = encode_name(fbb, "cluster id", &r.cluster_id)?;
+    Ok(fb::RegisterBroker::create(
+        fbb,
+        &fb::RegisterBrokerArgs {
+            broker_id: r.broker_id,
+            incarnation_high: r.incarnation_high,
+            incarnation_low: r.incarnation_low,
+            listeners: Some(listeners),
+            rack,
+            previous_broker_epoch: r.previous_broker_epoch,
+            cluster_id: Some(cluster_id),
+        },
+    ))
+}
+
+fn encode_forward_op(
+    fbb: &mut Fbb<'_>,
+    op: &ForwardOp,
+) -> Result<(fb::ForwardOp, WIPOffset<UnionWIPOffset>), InternalError> {
+    Ok(match op {
+        ForwardOp::CreateTopics {
+            topics,
+            validate_only,
+        } => {
+            check_count("topics", topics.len(), TOPICS_PER_FORWARD_MAX)?;
+            let mut offsets = Vec::with_capacity(topics.len());
+            for t in topics {
+                offsets.push(encode_forward_topic(fbb, t)?);
+            }
+            let topics = fbb.create_vector(&offsets);
+            let create = fb::CreateTopics::create(
+                fbb,
+                &fb::CreateTopicsArgs {
+                    topics: Some(topics),
+                    validate_only: *validate_only,
+                },
+            );
+            (fb::ForwardOp::CreateTopics, create.as_union_value())
+        }
+        ForwardOp::DeleteTopics { names } => {
+            check_count("topics", names.len(), TOPICS_PER_FORWARD_MAX)?;
+            let mut offsets = Vec::with_capacity(names.len());
+            for name in names {
+                offsets.push(encode_name(fbb, "topic name", name)?);
+            }
+            let names = fbb.create_vector(&offsets);
+            let delete =
+                fb::DeleteTopics::create(fbb, &fb::DeleteTopicsArgs { names: Some(names) });
+            (fb::ForwardOp::DeleteTopics, delete.as_union_value())
+        }
+        ForwardOp::AllocateProducerIds {
+            broker_id,
+            broker_epoch,
+        } => {
+            let allocate = fb::AllocateProducerIds::create(
+                fbb,
+                &fb::AllocateProducerIdsArgs {
+                    broker_id: *broker_id,
+                    broker_epoch: *broker_epoch,
+                },
+            );
+            (
+                fb::ForwardOp::AllocateProducerIds,
+                allocate.as_union_value(),
+            )
+        }
+    })
+}
+
+fn encode_forward_topic<'b>(
+    fbb: &mut Fbb<'b>,
+    t: &ForwardTopic,
+) -> Result<WIPOffset<fb::ForwardTopic<'b>>, InternalError> {
+    let name = encode_name(fbb, "topic name", &t.name)?;
+    check_count("topic configs", t.configs.len(), CONFIGS_PER_TOPIC_MAX)?;
+    let mut configs = Vec::with_capacity(t.configs.len());
+    for (key, value) in &t.configs {
+        let key = encode_name(fbb, "config name", key)?;
+        check_len("config value", value.len(), CONFIG_VALUE_BYTES_MAX)?;
+        let value = fbb.create_string(value);
+        configs.push(fb::TopicConfig::create(
+            fbb,
+            &fb::TopicConfigArgs {
+                name: Some(key),
+                value: Some(value),
+            },
+        ));
+    }
+    let configs = fbb.create_vector(&configs);
+    Ok(fb::ForwardTopic::create(
+        fbb,
+        &fb::ForwardTopicArgs {
+            name: Some(name),
+            partitions: t.partitions,
+            replication_factor: t.replication_factor,
+            configs: Some(configs),
+        },
+    ))
+}
+
+fn encode_forward_answer(
+    fbb: &mut Fbb<'_>,
+    answer: &ForwardAnswer,
+) -> Result<(fb::ForwardAnswerBody, WIPOffset<UnionWIPOffset>), InternalError> {
+    Ok(match answer {
+        ForwardAnswer::Topics(outcomes) => {
+            check_count("topic outcomes", outcomes.len(), TOPICS_PER_FORWARD_MAX)?;
+            let mut offsets = Vec::with_capacity(outcomes.len());
+            for o in outcomes {
+                let name = encode_name(fbb, "topic name", &o.name)?;
+                let message = encode_opt_message(fbb, o.message.as_deref())?;
+                offsets.push(fb::ForwardTopicOutcome::create(
+                    fbb,
+                    &fb::ForwardTopicOutcomeArgs {
+                        name: Some(name),
+                        error: o.error.code(),
+                        message,
+                    },
+                ));
+            }
+            let topics = fbb.create_vector(&offsets);
+            let outcomes = fb::TopicOutcomes::create(
+                fbb,
+                &fb::TopicOutcomesArgs {
+                    topics: Some(topics),
+                },
+            );
+            (
+                fb::ForwardAnswerBody::TopicOutcomes,
+                outcomes.as_union_value(),
+            )
+        }
+        ForwardAnswer::ProducerIds(result) => {
+            let args = match *result {
+                Ok((first_producer_id, block_size)) => fb::ProducerIdsArgs {
+                    error: ErrorCode::None.code(),
+                    first_producer_id,
+                    block_size,
+                },
+                Err(ErrorCode::None) => return Err(InternalError::ErrorCodeIsNone),
+                Err(error) => fb::ProducerIdsArgs {
+                    error: error.code(),
+                    first_producer_id: 0,
+                    block_size: 0,
+                },
+            };
+            let ids = fb::ProducerIds::create(fbb, &args);
+            (fb::ForwardAnswerBody::ProducerIds, ids.as_union_value())
+        }
+        ForwardAnswer::NotController => {
+            let not = fb::NotController::create(fbb, &fb::NotControllerArgs {});
+            (fb::ForwardAnswerBody::NotController, not.as_union_value())
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// decode
+
+/// Decodes one whole frame, prefix included, exactly as read off the socket (see the module doc).
+pub fn decode(frame: &[u8], limits: &FrameLimits) -> Result<InternalFrame, InternalError> {
+    let (header, payload) = split(frame, limits)?;
+    if !payload.is_empty() {
+        return Err(InternalError::UnexpectedPayload {
+            payload_bytes: payload.len(),
+        });
+    }
+    let root = fb::root_as_internal_frame_with_opts(&verifier_options(header.len()), header)?;
+    let message = match root.body_type() {
+        fb::InternalBody::NONE => return Err(InternalError::MissingBody),
+        fb::InternalBody::Raft => {
+            decode_raft(root.body_as_raft().ok_or(InternalError::MissingBody)?)?
+        }
+        fb::InternalBody::RegisterBroker => {
+            InternalMessage::RegisterBroker(decode_register_broker(
+                root.body_as_register_broker()
+                    .ok_or(InternalError::MissingBody)?,
+            )?)
+        }
+        fb::InternalBody::RegisterBrokerAnswer => {
+            let a = root
+                .body_as_register_broker_answer()
+                .ok_or(InternalError::MissingBody)?;
+            InternalMessage::RegisterBrokerAnswer(RegisterBrokerAnswer {
+                error: ErrorCode::from_wire(a.error()),
+                message: decode_opt_message(a.message())?,
+                broker_epoch: a.broker_epoch(),
+            })
+        }
+        fb::InternalBody::Heartbeat => {
+            let h = root.body_as_heartbeat().ok_or(InternalError::MissingBody)?;
+            InternalMessage::Heartbeat(Heartbeat {
+                broker_id: h.broker_id(),
+                broker_epoch: h.broker_epoch(),
+                current_metadata_offset: h.current_metadata_offset(),
+                want_fence: h.want_fence(),
+                want_shutdown: h.want_shutdown(),
+            })
+        }
+        fb::InternalBody::HeartbeatAnswer => {
+            let a = root
+                .body_as_heartbeat_answer()
+                .ok_or(InternalError::MissingBody)?;
+            InternalMessage::HeartbeatAnswer(HeartbeatAnswer {
+                error: ErrorCode::from_wire(a.error()),
+                is_fenced: a.is_fenced(),
+                should_shutdown: a.should_shutdown(),
+            })
+        }
+        fb::InternalBody::Forward => InternalMessage::Forward(decode_forward_op(
+            root.body_as_forward().ok_or(InternalError::MissingBody)?,
+        )?),
+        fb::InternalBody::ForwardAnswer => InternalMessage::ForwardAnswer(decode_forward_answer(
+            root.body_as_forward_answer()
+                .ok_or(InternalError::MissingBody)?,
+        )?),
+        other => {
+            return Err(InternalError::UnknownUnionType {
+                union: "InternalBody",
+                type_id: other.0,
+            })
+        }
+    };
+    Ok(InternalFrame {
+        from_node: root.from_node(),
+        correlation_id: root.correlation_id(),
+        message,
+    })
+}
+
+/// [`crate::frame::split_frame`]'s checks, in its order, on a borrowed frame (so decoding needs
+/// no owned copy of what the caller already holds).
+fn split<'f>(frame: &'f [u8], limits: &FrameLimits) -> Result<(&'f [u8], &'f [u8]), FrameError> {
+    let [l0, l1, l2, l3, h0, h1, h2, h3, rest @ ..] = frame else {
+        return Err(FrameError::Truncated {
+            needed: FRAME_PREFIX_BYTES,
+            have: frame.len(),
+        });
+    };
+    let frame_bytes = frame::frame_bytes_from_prefix([*l0, *l1, *l2, *l3], limits)?;
+    if frame.len() != frame_bytes {
+        return Err(FrameError::Truncated {
+            needed: frame_bytes,
+            have: frame.len(),
+        });
+    }
+    debug_assert_eq!(rest.len(), frame_bytes - FRAME_PREFIX_BYTES);
+    let header_bytes = u32::from_be_bytes([*h0, *h1, *h2, *h3]);
+    let Some((header, payload)) = rest.split_at_checked(header_bytes as usize) else {
+        return Err(FrameError::BadHeaderLength {
+            header_bytes,
+            frame_bytes,
+        });
+    };
+    if header.len() > limits.max_header_bytes {
+        return Err(FrameError::HeaderTooLarge {
+            header_bytes: header.len(),
+            max_header_bytes: limits.max_header_bytes,
+        });
+    }
+    Ok((header, payload))
+}
+
+fn decode_name(what: &'static str, name: &str) -> Result<String, InternalError> {
+    check_len(what, name.len(), NAME_BYTES_MAX)?;
+    Ok(name.to_owned())
+}
+
+fn decode_opt_message(message: Option<&str>) -> Result<Option<String>, InternalError> {
+    message
+        .map(|m| {
+            check_len("error message", m.len(), ERROR_MESSAGE_BYTES_MAX)?;
+            Ok(m.to_owned())
+        })
+        .transpose()
+}
+
+fn decode_raft(raft: fb::Raft<'_>) -> Result<InternalMessage, InternalError> {
+    let Some(messages) = raft.messages() else {
+        return Ok(InternalMessage::Raft(Vec::new()));
+    };
+    check_count("raft messages", messages.len(), RAFT_MESSAGES_PER_FRAME_MAX)?;
+    let mut out = Vec::with_capacity(messages.len());
+    for m in messages {
+        let data = m.data();
+        check_len("raft message", data.len(), RAFT_MESSAGE_BYTES_MAX)?;
+        out.push(data.bytes().to_vec());
+    }
+    Ok(InternalMessage::Raft(out))
+}
+
+fn decode_register_broker(r: fb::RegisterBroker<'_>) -> Result<RegisterBroker, InternalError> {
+    let mut listeners = Vec::new();
+    if let Some(ls) = r.listeners() {
+        check_count("listeners", ls.len(), LISTENERS_PER_REGISTRATION_MAX)?;
+        listeners.reserve_exact(ls.len());
+        for l in ls {
+            listeners.push(Listener {
+                name: decode_name("listener name", l.name())?,
+                host: decode_name("listener host", l.host())?,
+                port: l.port(),
+            });
+        }
+    }
+    Ok(RegisterBroker {
+        broker_id: r.broker_id(),
+        incarnation_high: r.incarnation_high(),
+        incarnation_low: r.incarnation_low(),
+        listeners,
+        rack: r.rack().map(|rack| decode_name("rack", rack)).transpose()?,
+        previous_broker_epoch: r.previous_broker_epoch(),
+        cluster_id: decode_name("cluster id", r.cluster_id())?,
+    })
+}
+
+fn decode_forward_op(forward: fb::Forward<'_>) -> Result<ForwardOp, InternalError> {
+    const MISSING: InternalError = InternalError::MissingField {
+        field: "Forward.op",
+    };
+    match forward.op_type() {
+        fb::ForwardOp::NONE => Err(MISSING),
+        fb::ForwardOp::CreateTopics => {
+            let create = forward.op_as_create_topics().ok_or(MISSING)?;
+            let mut topics = Vec::new();
+            if let Some(ts) = create.topics() {
+                check_count("topics", ts.len(), TOPICS_PER_FORWARD_MAX)?;
+                topics.reserve_exact(ts.len());
+                for t in ts {
+                    topics.push(decode_forward_topic(t)?);
+                }
+            }
+            Ok(ForwardOp::CreateTopics {
+                topics,
+                validate_only: create.validate_only(),
+            })
+        }
+        fb::ForwardOp::DeleteTopics => {
+            let delete = forward.op_as_delete_topics().ok_or(MISSING)?;
+            let mut names = Vec::new();
+            if let Some(ns) = delete.names() {
+                check_count("topics", ns.len(), TOPICS_PER_FORWARD_MAX)?;
+                names.reserve_exact(ns.len());
+                for name in ns {
+                    names.push(decode_name("topic name", name)?);
+                }
+            }
+            Ok(ForwardOp::DeleteTopics { names })
+        }
+        fb::ForwardOp::AllocateProducerIds => {
+            let allocate = forward.op_as_allocate_producer_ids().ok_or(MISSING)?;
+            Ok(ForwardOp::AllocateProducerIds {
+                broker_id: allocate.broker_id(),
+                broker_epoch: allocate.broker_epoch(),
+            })
+        }
+        other => Err(InternalError::UnknownUnionType {
+            union: "ForwardOp",
+            type_id: other.0,
+        }),
+    }
+}
+
+fn decode_forward_topic(t: fb::ForwardTopic<'_>) -> Result<ForwardTopic, InternalError> {
+    let name = decode_name("topic name", t.name())?;
+    let mut configs = Vec::new();
+    if let Some(cs) = t.configs() {
+        check_count("topic configs", cs.len(), CONFIGS_PER_TOPIC_MAX)?;
+        configs.reserve_exact(cs.len());
+        for c in cs {
+            let key = decode_name("config name", c.name())?;
+            let value = c.value();
+            check_len("config value", value.len(), CONFIG_VALUE_BYTES_MAX)?;
+            configs.push((key, value.to_owned()));
+        }
+    }
+    Ok(ForwardTopic {
+        name,
+        partitions: t.partitions(),
+        replication_factor: t.replication_factor(),
+        configs,
+    })
+}
+
+fn decode_forward_answer(answer: fb::ForwardAnswer<'_>) -> Result<ForwardAnswer, InternalError> {
+    const MISSING: InternalError = InternalError::MissingField {
+        field: "ForwardAnswer.answer",
+    };
+    match answer.answer_type() {
+        fb::ForwardAnswerBody::NONE => Err(MISSING),
+        fb::ForwardAnswerBody::TopicOutcomes => {
+            let outcomes = answer.answer_as_topic_outcomes().ok_or(MISSING)?;
+            let mut out = Vec::new();
+            if let Some(ts) = outcomes.topics() {
+                check_count("topic outcomes", ts.len(), TOPICS_PER_FORWARD_MAX)?;
+                out.reserve_exact(ts.len());
+                for t in ts {
+                    out.push(ForwardTopicOutcome {
+                        name: decode_name("topic name", t.name())?,
+                        error: ErrorCode::from_wire(t.error()),
+                        message: decode_opt_message(t.message())?,
+                    });
+                }
+            }
+            Ok(ForwardAnswer::Topics(out))
+        }
+        fb::ForwardAnswerBody::ProducerIds => {
+            let ids = answer.answer_as_producer_ids().ok_or(MISSING)?;
+            // Error 0 is success; any other number (an unknown one reads as
+            // UNKNOWN_SERVER_ERROR, never as NONE) is the refusal, and the block is ignored.
+            let result = match ErrorCode::from_wire(ids.error()) {
+                ErrorCode::None => Ok((ids.first_producer_id(), ids.block_size())),
+                error => Err(error),
+            };
+            Ok(ForwardAnswer::ProducerIds(result))
+        }
+        fb::ForwardAnswerBody::NotController => {
+            answer.answer_as_not_controller().ok_or(MISSING)?;
+            Ok(ForwardAnswer::NotController)
+        }
+        other => Err(InternalError::UnknownUnionType {
+            union: "ForwardAnswerBody",
+            type_id: other.0,
+        }),
+    }
+}
