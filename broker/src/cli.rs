@@ -174,6 +174,21 @@ pub fn topic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
 
 pub fn cluster_info(b: &Brokers) -> Result<(), String> {
     let mut admin = admin(b)?;
+    let cluster = admin.describe_cluster().map_err(|e| e.to_string())?;
+    println!(
+        "cluster {} (asked {}; it forwards metadata changes to the active controller)",
+        cluster.cluster_id.as_deref().unwrap_or("-"),
+        b.brokers
+    );
+    println!("{:<6} {:<24} {:<8}", "BROKER", "ADDRESS", "RACK");
+    for broker in &cluster.brokers {
+        println!(
+            "{:<6} {:<24} {:<8}",
+            broker.node_id,
+            format!("{}:{}", broker.host, broker.port),
+            broker.rack.as_deref().unwrap_or("-")
+        );
+    }
     let topics = admin.list_topics().map_err(|e| e.to_string())?;
     let described = admin
         .describe_topics(topics.clone())
@@ -190,7 +205,6 @@ pub fn cluster_info(b: &Brokers) -> Result<(), String> {
         .collect();
     brokers.sort_unstable();
     brokers.dedup();
-    println!("bootstrap: {}", b.brokers);
     println!("brokers hosting replicas: {brokers:?}");
     println!("topics: {} ({} partitions)", topics.len(), partitions);
     for t in topics {

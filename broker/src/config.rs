@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use spool_core::topic_config::{self, TopicDefaults};
+
+use crate::cluster_config::{parse_voters, Voter};
 use spool_storage::Durability;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -97,6 +99,23 @@ pub struct ServeArgs {
     /// `offsets.topic.num.partitions`).
     #[arg(long, env = "SPOOL_OFFSETS_TOPIC_PARTITIONS", default_value_t = 50)]
     pub offsets_topic_partitions: i32,
+    /// The controller quorum, Kafka's `controller.quorum.voters` form:
+    /// `1@127.0.0.1:9094,2@127.0.0.2:9094,3@127.0.0.3:9094`. Unset: this broker is the single
+    /// voter of its own quorum (one node).
+    #[arg(long, env = "SPOOL_CONTROLLER_VOTERS")]
+    pub controller_voters: Option<String>,
+    /// Port for other brokers (raft, controller calls) on `--host`.
+    #[arg(long, env = "SPOOL_INTERNAL_PORT", default_value_t = 9094)]
+    pub internal_port: u16,
+    /// This broker's rack (Kafka's `broker.rack`): replicas of a partition go to distinct racks.
+    #[arg(long, env = "SPOOL_RACK")]
+    pub rack: Option<String>,
+    /// How often this broker heartbeats to the active controller.
+    #[arg(long, env = "SPOOL_BROKER_HEARTBEAT_INTERVAL_MS", default_value_t = crate::cluster_config::BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT)]
+    pub broker_heartbeat_interval_ms: u64,
+    /// A broker without a heartbeat this long is fenced by the controller.
+    #[arg(long, env = "SPOOL_BROKER_SESSION_TIMEOUT_MS", default_value_t = crate::cluster_config::BROKER_SESSION_TIMEOUT_MS_DEFAULT)]
+    pub broker_session_timeout_ms: u64,
 }
 
 /// The validated configuration every core shares (read-only).
@@ -128,6 +147,20 @@ pub struct BrokerConfig {
     pub offsets_topic_partitions: i32,
     /// What a topic that sets nothing gets (from the flags above, Kafka's defaults elsewhere).
     pub topic_defaults: TopicDefaults,
+    /// The controller quorum; empty: this broker alone (a single voter, not on the network).
+    pub controller_voters: Vec<Voter>,
+    pub internal_port: u16,
+    pub rack: Option<String>,
+    pub broker_heartbeat_interval_ms: u64,
+    pub broker_session_timeout_ms: u64,
+}
+
+impl BrokerConfig {
+    /// Whether this broker is part of a multi-node quorum (raft and controller calls on the
+    /// internal port) rather than a quorum of one.
+    pub fn clustered(&self) -> bool {
+        !self.controller_voters.is_empty()
+    }
 }
 
 impl BrokerConfig {
@@ -178,6 +211,32 @@ impl BrokerConfig {
                 a.offsets_topic_partitions
             ));
         }
+        let controller_voters = match &a.controller_voters {
+            None => Vec::new(),
+            Some(s) => parse_voters(s)?,
+        };
+        if !controller_voters.is_empty()
+            && !controller_voters.iter().any(|v| v.node_id == a.node_id)
+        {
+            return Err(format!(
+                "--node-id {} is not one of --controller-voters ({}); brokers that follow the metadata log without voting (learners) are not supported yet",
+                a.node_id,
+                a.controller_voters.as_deref().unwrap_or_default()
+            ));
+        }
+        if a.broker_heartbeat_interval_ms == 0
+            || a.broker_heartbeat_interval_ms * 2 > a.broker_session_timeout_ms
+        {
+            return Err(format!(
+                "--broker-heartbeat-interval-ms ({}) must be at least 1 and at most half of --broker-session-timeout-ms ({})",
+                a.broker_heartbeat_interval_ms, a.broker_session_timeout_ms
+            ));
+        }
+        if let Some(rack) = &a.rack {
+            if rack.is_empty() || rack.len() > 255 {
+                return Err("--rack must be 1 to 255 characters".into());
+            }
+        }
         Ok(Self {
             data_dir: a.data_dir.clone(),
             cores,
@@ -212,6 +271,11 @@ impl BrokerConfig {
                 max_message_bytes: a.max_message_bytes,
                 ..TopicDefaults::default()
             },
+            controller_voters,
+            internal_port: a.internal_port,
+            rack: a.rack.clone(),
+            broker_heartbeat_interval_ms: a.broker_heartbeat_interval_ms,
+            broker_session_timeout_ms: a.broker_session_timeout_ms,
         })
     }
 }

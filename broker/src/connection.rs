@@ -13,13 +13,11 @@
 use std::future::Future;
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
-use futures_lite::AsyncReadExt;
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
 use glommio::Task;
 use spool_protocol::codec;
-use spool_protocol::frame::{self, FrameLimits, LENGTH_PREFIX_BYTES};
+use spool_protocol::frame::{self, FrameLimits};
 
 use crate::handlers::{self, Outgoing};
 use crate::net_io::{self, Half};
@@ -166,43 +164,4 @@ pub(crate) fn spawn_writer(
     })
 }
 
-/// Reads one frame, the same way for both fronts: the 4-byte length prefix, then the front's limit
-/// check `frame_bytes` (the whole frame's size, prefix included, judged from the prefix alone,
-/// or why it is refused) before anything is allocated, then exactly the announced bytes. Returns
-/// the whole frame, prefix included; `Ok(None)` on a clean end of stream between frames.
-pub(crate) async fn read_frame<E: std::fmt::Display>(
-    r: &mut Half,
-    frame_bytes: impl FnOnce([u8; LENGTH_PREFIX_BYTES]) -> Result<usize, E>,
-) -> Result<Option<Bytes>, String> {
-    let Some(prefix) = read_prefix(r).await? else {
-        return Ok(None);
-    };
-    let frame_bytes = frame_bytes(prefix).map_err(|e| e.to_string())?;
-    if frame_bytes < LENGTH_PREFIX_BYTES {
-        return Err(format!(
-            "a frame of {frame_bytes} bytes is shorter than its prefix"
-        ));
-    }
-    let mut buf = BytesMut::zeroed(frame_bytes);
-    buf[..LENGTH_PREFIX_BYTES].copy_from_slice(&prefix);
-    r.read_exact(&mut buf[LENGTH_PREFIX_BYTES..])
-        .await
-        .map_err(|e| format!("read: {e}"))?;
-    Ok(Some(buf.freeze()))
-}
-
-/// Reads a frame's 4-byte length prefix (both protocols start frames with one); `Ok(None)` on a
-/// clean end of stream before its first byte.
-async fn read_prefix(r: &mut Half) -> Result<Option<[u8; LENGTH_PREFIX_BYTES]>, String> {
-    let mut prefix = [0u8; LENGTH_PREFIX_BYTES];
-    let mut got = 0;
-    while got < prefix.len() {
-        match r.read(&mut prefix[got..]).await {
-            Ok(0) if got == 0 => return Ok(None),
-            Ok(0) => return Err("connection closed inside a frame prefix".into()),
-            Ok(n) => got += n,
-            Err(e) => return Err(format!("read: {e}")),
-        }
-    }
-    Ok(Some(prefix))
-}
+pub(crate) use crate::frame_io::read_frame;

@@ -9,7 +9,7 @@
 //! Core 0 keeps serving its partitions meanwhile. The decisions are the façade's and
 //! `spool_raft::validate`'s, pure; time comes in as `now_ms`, the incarnation id as an argument.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -21,10 +21,12 @@ use spool_protocol::metadata_records::{MetadataRecordBody, MetadataRecordT};
 use spool_protocol::ErrorCode;
 use spool_raft::controller::{ControllerError, Polled};
 use spool_raft::validate::{HeartbeatRequest, Refusal, RegisterBrokerRequest};
-use spool_raft::{CreateTopicRequest, MetadataImage, ProposalId, Uuid128};
+use spool_raft::{ControllerStatus, CreateTopicRequest, MetadataImage, ProposalId, Uuid128};
 
 use crate::calls::Services;
+use crate::cluster_config::{node_of_raft_id, raft_id};
 use crate::local::Local;
+use crate::peers::Peers;
 use crate::requests::{ApplyMetadata, ControllerOp, ProducerIdRange, TopicOutcome};
 use crate::router::Router;
 
@@ -46,10 +48,20 @@ pub struct Controller {
     raft: RefCell<Option<Raft>>,
     /// One call into the façade at a time.
     turn: Semaphore,
-    waiting: RefCell<HashMap<ProposalId, LocalSender<Answer>>>,
+    pub(crate) waiting: RefCell<HashMap<ProposalId, LocalSender<Answer>>>,
     /// Committed records are broadcast by one task at a time, so cores apply them in order.
     publish: Semaphore,
     router: Rc<Router>,
+    /// The other voters (clustered only): raft messages and calls to the active controller.
+    pub(crate) peers: Option<Rc<Peers>>,
+    /// This broker's node id.
+    pub(crate) node_id: i32,
+    /// The active controller's node id as raft last reported it (`None`: unknown, an election).
+    leader_node: Cell<Option<i32>>,
+    /// What the last status read said (for `/metrics` and `cluster info`).
+    pub(crate) status: RefCell<Option<ControllerStatus>>,
+    /// This broker's epoch from its last registration (-1 before one; clustered only).
+    pub(crate) broker_epoch: Cell<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +70,8 @@ pub enum StartError {
     Raft(#[from] ControllerError),
     #[error("registering this broker with the controller: {0}")]
     Register(String),
+    #[error("{0}")]
+    Quorum(String),
 }
 
 /// Opens the raft directory and registers and unfences this broker (blocking: runs on the pool).
@@ -66,18 +80,64 @@ fn open_blocking(
     incarnation_id: Uuid128,
     seed: u64,
 ) -> Result<(Raft, MetadataImage), StartError> {
-    let (raft, _) = spool_raft::Controller::open(&cfg.data_dir, cfg.node_id as u64 + 1, seed)?;
+    let (raft, _) = if cfg.clustered() {
+        let mut config = spool_raft::ControllerConfig::single_node(raft_id(cfg.node_id), seed);
+        config.raft.initial_voters = cfg
+            .controller_voters
+            .iter()
+            .map(|v| raft_id(v.node_id))
+            .collect();
+        config.tick_interval_ms = TICK_INTERVAL_MS;
+        spool_raft::Controller::open_with(&cfg.data_dir, config)?
+    } else {
+        spool_raft::Controller::open(&cfg.data_dir, raft_id(cfg.node_id), seed)?
+    };
     let mut raft = Box::new(raft);
-    let listener = spool_raft::image::BrokerListener {
-        name: "native".into(),
-        host: cfg.host.clone(),
-        port: cfg.native_port,
+    let voters: Vec<u64> = {
+        let mut v = raft.raft().log().conf_state().voters.clone();
+        v.sort_unstable();
+        v
+    };
+    let mut wanted: Vec<u64> = if cfg.clustered() {
+        cfg.controller_voters
+            .iter()
+            .map(|v| raft_id(v.node_id))
+            .collect()
+    } else {
+        vec![raft_id(cfg.node_id)]
+    };
+    wanted.sort_unstable();
+    if voters != wanted {
+        let shown: Vec<String> = voters
+            .iter()
+            .filter_map(|r| node_of_raft_id(*r))
+            .map(|n| n.to_string())
+            .collect();
+        return Err(StartError::Quorum(format!(
+            "the data directory {} belongs to a controller quorum of nodes [{}], not the one this broker was started with; start it with that quorum, or give it an empty data directory",
+            cfg.data_dir.display(),
+            shown.join(", ")
+        )));
+    }
+    if cfg.clustered() {
+        // Registration goes to the active controller once a quorum has one (the broker
+        // session, `crate::broker_session`), not to this node's raft.
+        let image = raft.image().clone();
+        return Ok((raft, image));
+    }
+    let listener = |name: &str, host: &str, port: u16| spool_raft::image::BrokerListener {
+        name: name.into(),
+        host: host.into(),
+        port,
     };
     let reg = RegisterBrokerRequest {
         broker_id: cfg.node_id,
         incarnation_id,
-        listeners: vec![listener],
-        rack: None,
+        listeners: vec![
+            listener("native", &cfg.host, cfg.native_port),
+            listener("kafka", &cfg.advertised_host, cfg.advertised_kafka_port),
+        ],
+        rack: cfg.rack.clone(),
     };
     raft.register_broker(&reg)
         .map_err(|r| StartError::Register(r.message))?;
@@ -116,32 +176,107 @@ impl Controller {
         let (raft, image) = glommio::executor()
             .spawn_blocking(move || open_blocking(&config, incarnation_id, seed))
             .await?;
+        let status = raft.status();
+        let peers = local
+            .config
+            .clustered()
+            .then(|| Peers::new(local.config.node_id, local.config.controller_voters.clone()));
         let c = Rc::new(Self {
             raft: RefCell::new(Some(raft)),
             turn: Semaphore::new(1),
             waiting: RefCell::new(HashMap::new()),
             publish: Semaphore::new(1),
             router,
+            peers,
+            node_id: local.config.node_id,
+            leader_node: Cell::new(node_of_raft_id(status.leader_id)),
+            status: RefCell::new(Some(status)),
+            broker_epoch: Cell::new(-1),
         });
         Ok((c, image))
     }
 
     /// Runs `f` on the façade on the blocking pool; `None` once the controller is closing.
-    async fn with_raft<R: Send + 'static>(
+    pub(crate) async fn with_raft<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut spool_raft::Controller) -> R + Send + 'static,
     ) -> Option<R> {
         let _turn = self.turn.acquire_permit(1).await.ok()?;
         // Taken out under the turn: no other call can find it missing.
         let mut raft = self.raft.borrow_mut().take()?;
-        let (raft, out) = glommio::executor()
+        let (raft, out, status) = glommio::executor()
             .spawn_blocking(move || {
                 let out = f(&mut raft);
-                (raft, out)
+                let status = raft.status();
+                (raft, out, status)
             })
             .await;
         *self.raft.borrow_mut() = Some(raft);
+        self.leader_node.set(node_of_raft_id(status.leader_id));
+        *self.status.borrow_mut() = Some(status);
         Some(out)
+    }
+
+    /// The active controller's node id, as far as this node knows.
+    pub fn leader_node(&self) -> Option<i32> {
+        self.leader_node.get()
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader_node.get() == Some(self.node_id)
+    }
+
+    /// Feeds raft messages from a peer into raft, then sends and publishes what that produced.
+    pub async fn step_raft<S: Services>(
+        self: &Rc<Self>,
+        services: &Rc<S>,
+        from_node: i32,
+        messages: Vec<Vec<u8>>,
+    ) {
+        let mut decoded = Vec::with_capacity(messages.len());
+        for bytes in &messages {
+            match spool_raft::peer_message::decode_message(bytes) {
+                Ok(m) => decoded.push(m),
+                Err(e) => {
+                    tracing::warn!(from_node, "an undecodable raft message: {e}");
+                    return;
+                }
+            }
+        }
+        let polled = self
+            .with_raft(move |raft| {
+                for m in decoded {
+                    raft.step(m)?;
+                }
+                raft.poll()
+            })
+            .await;
+        match polled {
+            Some(Ok(p)) => self.handle_polled(services, p).await,
+            Some(Err(e)) => tracing::warn!(from_node, "controller step: {e}"),
+            None => {}
+        }
+    }
+
+    /// Sends raft's messages to their peers (raft persisted what they depend on before `poll`
+    /// returned them), then publishes what was committed.
+    pub(crate) async fn handle_polled<S: Services>(&self, services: &Rc<S>, mut polled: Polled) {
+        if let Some(peers) = &self.peers {
+            let mut by_node: HashMap<i32, Vec<Vec<u8>>> = HashMap::new();
+            for m in std::mem::take(&mut polled.messages) {
+                let Some(node) = node_of_raft_id(m.to) else {
+                    continue;
+                };
+                match spool_raft::peer_message::encode_message(&m) {
+                    Ok(bytes) => by_node.entry(node).or_default().push(bytes),
+                    Err(e) => tracing::error!(node, "encoding a raft message: {e}"),
+                }
+            }
+            for (node, messages) in by_node {
+                peers.send_raft(node, messages);
+            }
+        }
+        self.publish(services, polled).await;
     }
 
     /// Ticks raft every [`TICK_INTERVAL_MS`] until the core stops.
@@ -152,7 +287,7 @@ impl Controller {
                 glommio::timer::sleep(Duration::from_millis(TICK_INTERVAL_MS)).await;
                 let now_ms = crate::clock::now_ms_u64();
                 match me.with_raft(move |raft| raft.tick(now_ms)).await {
-                    Some(Ok(p)) => me.publish(&services, p).await,
+                    Some(Ok(p)) => me.handle_polled(&services, p).await,
                     Some(Err(e)) => tracing::error!("controller tick: {e}"),
                     None => break,
                 }
@@ -190,7 +325,7 @@ impl Controller {
             }
         }
         match polled {
-            Ok(p) => self.publish(services, p).await,
+            Ok(p) => self.handle_polled(services, p).await,
             Err(e) => tracing::error!("controller poll: {e}"),
         }
         let mut out = Vec::new();
@@ -241,7 +376,7 @@ impl Controller {
         let (tx, rx) = local_channel::new_bounded(1);
         self.waiting.borrow_mut().insert(id, tx);
         match polled {
-            Some(Ok(p)) => self.publish(services, p).await,
+            Some(Ok(p)) => self.handle_polled(services, p).await,
             Some(Err(e)) => tracing::error!("controller poll: {e}"),
             None => {}
         }
@@ -263,6 +398,7 @@ impl Controller {
 
     /// Broadcasts committed records to every core (in order), then answers their proposers.
     async fn publish<S: Services>(&self, services: &Rc<S>, polled: Polled) {
+        debug_assert!(polled.messages.is_empty() || self.peers.is_none());
         if polled.committed.is_empty() && polled.abandoned.is_empty() {
             return;
         }

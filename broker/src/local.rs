@@ -17,6 +17,15 @@ use crate::metrics::CoreMetrics;
 use crate::partition::Partition;
 use crate::requests::TopicPartition;
 
+/// Where a broker listens, as Metadata tells clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddress {
+    pub node_id: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
 pub struct Local {
     pub core: usize,
     pub config: Rc<BrokerConfig>,
@@ -61,6 +70,50 @@ impl Local {
             .borrow()
             .topic(topic)
             .map(|t| t.partitions.len() as i32)
+    }
+
+    /// The live (registered, unfenced) brokers with where their `listener` (`native` or `kafka`)
+    /// is, ascending by id; this broker is always among them (before its registration is
+    /// committed it is listed from its own config).
+    pub fn brokers(&self, listener: &str) -> Vec<BrokerAddress> {
+        let image = self.image.borrow();
+        let mut out: Vec<BrokerAddress> = image
+            .brokers()
+            .filter(|b| !b.fenced || b.broker_id == self.config.node_id)
+            .filter_map(|b| {
+                let l = b.listeners.iter().find(|l| l.name == listener)?;
+                Some(BrokerAddress {
+                    node_id: b.broker_id,
+                    host: l.host.clone(),
+                    port: l.port,
+                    rack: b.rack.clone(),
+                })
+            })
+            .collect();
+        if !out.iter().any(|b| b.node_id == self.config.node_id) {
+            let cfg = &self.config;
+            let (host, port) = match listener {
+                "kafka" => (cfg.advertised_host.clone(), cfg.advertised_kafka_port),
+                _ => (cfg.host.clone(), cfg.native_port),
+            };
+            out.push(BrokerAddress {
+                node_id: cfg.node_id,
+                host,
+                port,
+                rack: cfg.rack.clone(),
+            });
+        }
+        out.sort_by_key(|b| b.node_id);
+        out
+    }
+
+    /// Why this broker may not serve `tp` as its leader (`None`: it leads it).
+    pub fn not_leader(&self, tp: &TopicPartition) -> Option<spool_protocol::ErrorCode> {
+        let image = self.image.borrow();
+        let p = image
+            .topic(&tp.topic)
+            .and_then(|t| t.partitions.get(usize::try_from(tp.partition).ok()?))?;
+        (p.leader != self.config.node_id).then_some(spool_protocol::ErrorCode::NotLeaderOrFollower)
     }
 
     /// `topic`'s effective configuration (its typed config over the broker's defaults).

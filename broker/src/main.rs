@@ -42,6 +42,8 @@ enum Command {
 enum ClusterCmd {
     /// Brokers and topics.
     Info,
+    /// Run a real N-broker cluster here: 127.0.0.1..N, racks a, b, c, …; Ctrl-C stops it.
+    Local(spool_broker::cli_cluster_local::LocalArgs),
 }
 
 fn main() {
@@ -61,6 +63,7 @@ fn main() {
         Command::Produce(a) => cli::produce(&cli.brokers, a),
         Command::Consume(a) => cli::consume(&cli.brokers, a),
         Command::Cluster(ClusterCmd::Info) => cli::cluster_info(&cli.brokers),
+        Command::Cluster(ClusterCmd::Local(a)) => spool_broker::cli_cluster_local::run(a),
         Command::Group(cmd) => cli::group::group(&cli.brokers, cmd),
     };
     if let Err(e) = result {

@@ -81,6 +81,10 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
         let mut out = Vec::new();
         for topic in image.topics() {
             for (p, state) in topic.partitions.iter().enumerate() {
+                // Only this broker's replicas open here (on one node: all of them).
+                if !state.replicas.contains(&local.config.node_id) {
+                    continue;
+                }
                 let tp = TopicPartition::new(topic.name.clone(), p as i32);
                 if router.assign(&tp) == local.core && !opened.contains_key(&tp) {
                     out.push((tp, state.leader_epoch, log_config_for(&local.config, topic)));

@@ -46,6 +46,12 @@ pub async fn produce_partition(
             ),
         );
     }
+    if let Some(code) = shard.not_leader(&tp) {
+        return ProduceResult::error(
+            code,
+            format!("broker {} does not lead {tp}", shard.config.node_id),
+        );
+    }
     if acks == -1 {
         if let Some(refused) = below_min_isr(shard, &tp) {
             return refused;
@@ -140,6 +146,9 @@ async fn fetch_all(shard: &Rc<Shard>, wanted: &[FetchPartition]) -> Vec<FetchRes
                 {
                     return FetchResult::error(ErrorCode::UnknownTopicOrPartition);
                 }
+                if let Some(code) = me.not_leader(&w.tp) {
+                    return FetchResult::error(code);
+                }
                 let Some(owner) = me.owner(&w.tp) else {
                     return FetchResult::error(ErrorCode::LeaderNotAvailable);
                 };
@@ -208,6 +217,9 @@ pub async fn list_offsets_partition(
         offset: -1,
         leader_epoch: -1,
     };
+    if let Some(code) = shard.not_leader(&tp) {
+        return failed(code);
+    }
     let Some(owner) = shard.owner(&tp) else {
         return failed(ErrorCode::UnknownTopicOrPartition);
     };

@@ -87,6 +87,9 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     check_port_free(&config.host, config.native_port, "native port")?;
     check_port_free(&config.host, config.admin_port, "admin port")?;
     check_port_free(&config.host, config.kafka_port, "Kafka port")?;
+    if config.clustered() {
+        check_port_free(&config.host, config.internal_port, "internal port")?;
+    }
     crate::stop_signal::install();
     let config = std::sync::Arc::new(config);
     let phases = std::sync::Arc::new(ShutdownPhases::default());
@@ -203,6 +206,28 @@ async fn run_core(
             }
         }
         controller.spawn_ticker(Rc::clone(&shard.local), Rc::clone(&shard));
+        if shard.config.clustered() {
+            let cfg = &shard.config;
+            let internal =
+                TcpListener::bind((cfg.host.as_str(), cfg.internal_port)).map_err(|e| {
+                    format!(
+                        "cannot listen on {}:{} (internal): {e}",
+                        cfg.host, cfg.internal_port
+                    )
+                })?;
+            let me = Rc::clone(&shard);
+            glommio::spawn_local(async move {
+                accept_until_stopped(&me, &internal, "internal", crate::internal_server::serve)
+                    .await;
+            })
+            .detach();
+            crate::broker_session::spawn(
+                Rc::clone(&controller),
+                Rc::clone(&shard.local),
+                Rc::clone(&shard),
+                (incarnation.high, incarnation.low),
+            );
+        }
         crate::admin_http::spawn(&shard)?;
     }
     futures_lite::future::or(shard.until_ready(), async {

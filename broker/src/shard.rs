@@ -184,7 +184,7 @@ impl Services for Shard {
     async fn controller(self: &Rc<Self>, op: ControllerOp) -> Vec<TopicOutcome> {
         let controller = self.controller.borrow().clone();
         match controller {
-            Some(c) => c.execute(self, op).await,
+            Some(c) => c.execute_or_forward(self, op).await,
             None => Vec::new(),
         }
     }
@@ -197,7 +197,7 @@ impl Services for Shard {
     async fn allocate_producer_ids(self: &Rc<Self>, _: AllocateProducerIds) -> ProducerIdRange {
         let controller = self.controller.borrow().clone();
         match controller {
-            Some(c) => c.allocate_producer_ids(self, self.config.node_id).await,
+            Some(c) => c.allocate_or_forward(self).await,
             None => Err(ErrorCode::NotController),
         }
     }
@@ -209,6 +209,13 @@ impl Services for Shard {
             self.core,
             self.groups.group_count()
         ));
+        if self.core == 0 {
+            let controller = self.controller.borrow().clone();
+            text.push_str(&crate::controller_metrics::render(
+                &self.image.borrow(),
+                controller.as_deref(),
+            ));
+        }
         text
     }
 

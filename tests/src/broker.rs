@@ -40,6 +40,9 @@ pub struct BrokerOptions {
     pub extra_args: Vec<String>,
     /// Where the data lives (default: `data/` in the broker's scratch directory).
     pub data_dir: Option<PathBuf>,
+    /// The address and (native, admin, Kafka) ports to use, when the caller chose them (a
+    /// cluster names its voters' addresses before any of them starts); default: fresh ones.
+    pub address: Option<(Ipv4Addr, [u16; 3])>,
 }
 
 impl Default for BrokerOptions {
@@ -48,6 +51,7 @@ impl Default for BrokerOptions {
             cores: available_cores().min(2),
             extra_args: Vec::new(),
             data_dir: None,
+            address: None,
         }
     }
 }
@@ -86,8 +90,13 @@ impl Broker {
             .prefix("spool-test-")
             .tempdir()
             .expect("creating a temporary directory");
-        let ip = crate::addr::next_address();
-        let ports = crate::addr::free_ports(ip, 3);
+        let (ip, ports) = match options.address {
+            Some((ip, ports)) => (ip, ports.to_vec()),
+            None => {
+                let ip = crate::addr::next_address();
+                (ip, crate::addr::free_ports(ip, 3))
+            }
+        };
         let mut broker = Self {
             data_dir: options
                 .data_dir

@@ -37,6 +37,7 @@ pub mod broker;
 pub mod checker;
 pub mod cli;
 pub mod client;
+pub mod cluster;
 pub mod garbage;
 pub mod group_checks;
 pub mod group_cli;

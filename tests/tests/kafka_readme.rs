@@ -14,7 +14,7 @@ use std::net::TcpStream;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use spool_broker::apis::{KAFKA_BEGIN, KAFKA_END, NATIVE_BEGIN, NATIVE_END};
+use spool_broker::api_readme::{KAFKA_BEGIN, KAFKA_END, NATIVE_BEGIN, NATIVE_END};
 use spool_protocol::wire::ResponseBodyT;
 use spool_tests::kafka_clients::start_broker;
 use spool_tests::wire::{api_versions_body, RawConn, READ_TIMEOUT};

@@ -51,12 +51,18 @@ pub fn handle(shard: &Rc<Shard>, req: &MetadataRequestT) -> MetadataResponseT {
             .collect(),
     };
     build!(MetadataResponseT {
-        brokers: Some(vec![build!(MetadataBrokerT {
-            node_id: cfg.node_id,
-            host: cfg.host.clone(),
-            port: i32::from(cfg.native_port),
-            rack: None,
-        })]),
+        brokers: Some(
+            shard
+                .brokers("native")
+                .into_iter()
+                .map(|b| build!(MetadataBrokerT {
+                    node_id: b.node_id,
+                    host: b.host,
+                    port: i32::from(b.port),
+                    rack: b.rack,
+                }))
+                .collect()
+        ),
         cluster_id: Some(cfg.cluster_id.clone()),
         controller_id: cfg.node_id,
         topics: Some(topics),

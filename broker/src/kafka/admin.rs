@@ -135,10 +135,20 @@ pub async fn metadata(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> 
     if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
         resp = resp.with_cluster_authorized_operations(CLUSTER_OPERATIONS);
     }
-    resp.with_brokers(vec![metadata_response::MetadataResponseBroker::default()
-        .with_node_id(BrokerId(cfg.node_id))
-        .with_host(kstr(cfg.advertised_host.clone()))
-        .with_port(i32::from(cfg.advertised_kafka_port))])
+    let brokers = shard
+        .brokers("kafka")
+        .into_iter()
+        .map(|b| {
+            metadata_response::MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(kstr(b.host))
+                .with_port(i32::from(b.port))
+                .with_rack(b.rack.map(kstr))
+        })
+        .collect();
+    // As in KRaft, clients are given a live broker as "the controller" (any broker forwards
+    // metadata changes to the active controller): this one.
+    resp.with_brokers(brokers)
         .with_cluster_id(Some(kstr(cfg.cluster_id.clone())))
         .with_controller_id(BrokerId(cfg.node_id))
         .with_topics(topics)

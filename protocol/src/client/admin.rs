@@ -58,9 +58,30 @@ pub struct TopicDescription {
     pub partitions: Vec<PartitionMeta>,
 }
 
+/// One broker as Metadata describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerDescription {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
+/// The cluster as the broker asked sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterDescription {
+    pub cluster_id: Option<String>,
+    /// The broker clients send metadata changes to (it forwards them to the active controller).
+    pub controller_id: i32,
+    /// Live brokers, ascending by id.
+    pub brokers: Vec<BrokerDescription>,
+}
+
 /// An admin operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminOp {
+    /// The brokers and the controller (a Metadata request for no topic).
+    DescribeCluster,
     CreateTopics {
         topics: Vec<NewTopic>,
         timeout_ms: i32,
@@ -102,6 +123,7 @@ pub type TopicResult<T> = (String, Result<T, ClientError>);
 /// What an operation returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminOutcome {
+    DescribeCluster(ClusterDescription),
     CreateTopics(Vec<TopicResult<()>>),
     DeleteTopics(Vec<TopicResult<()>>),
     ListTopics(Vec<String>),
@@ -263,6 +285,11 @@ impl AdminCore {
                 r.topics = None;
                 RequestBodyT::MetadataRequest(Box::new(r))
             }
+            AdminOp::DescribeCluster => {
+                let mut r = MetadataRequestT::default();
+                r.topics = Some(Vec::new());
+                RequestBodyT::MetadataRequest(Box::new(r))
+            }
             AdminOp::DescribeTopics { names } => {
                 let mut r = MetadataRequestT::default();
                 r.topics = Some(names.clone());
@@ -318,6 +345,25 @@ impl AdminCore {
                         })
                         .collect(),
                 )
+            }
+            (AdminOp::DescribeCluster, ResponseBodyT::MetadataResponse(r)) => {
+                let mut brokers: Vec<BrokerDescription> = r
+                    .brokers
+                    .iter()
+                    .flatten()
+                    .map(|b| BrokerDescription {
+                        node_id: b.node_id,
+                        host: b.host.clone(),
+                        port: b.port,
+                        rack: b.rack.clone(),
+                    })
+                    .collect();
+                brokers.sort_by_key(|b| b.node_id);
+                AdminOutcome::DescribeCluster(ClusterDescription {
+                    cluster_id: r.cluster_id.clone(),
+                    controller_id: r.controller_id,
+                    brokers,
+                })
             }
             (AdminOp::ListTopics { include_internal }, ResponseBodyT::MetadataResponse(r)) => {
                 let mut names: Vec<String> = r

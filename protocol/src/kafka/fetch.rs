@@ -19,9 +19,7 @@ use kafka_protocol::messages::ApiKey;
 
 use super::codec::{put_response_header, KafkaCodecError, LENGTH_PREFIX_BYTES};
 
-/// The versions this encoder frames.
-pub const FETCH_MIN_VERSION: i16 = 4;
-pub const FETCH_MAX_VERSION: i16 = 11;
+pub use super::versions::{FETCH_MAX_VERSION, FETCH_MIN_VERSION};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchPartitionFrame {

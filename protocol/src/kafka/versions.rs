@@ -10,7 +10,11 @@
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::ApiKey;
 
-use super::fetch::{FETCH_MAX_VERSION, FETCH_MIN_VERSION};
+/// The Fetch versions the splicing fetch encoder (`super::fetch`) frames; stated here, with the
+/// other version bounds, so that this file imports nothing of the codec's (no import cycle).
+pub const FETCH_MIN_VERSION: i16 = 4;
+pub const FETCH_MAX_VERSION: i16 = 11;
+
 pub use crate::versions::{is_supported, range, ApiRange};
 
 /// A row of a Kafka API table.

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::client::admin::{
-    AdminConfig, AdminCore, AdminOp, AdminOutcome, CommitResults, GroupDescription, ListedGroup,
-    NewTopic, TopicDescription, TopicResult,
+    AdminConfig, AdminCore, AdminOp, AdminOutcome, ClusterDescription, CommitResults,
+    GroupDescription, ListedGroup, NewTopic, TopicDescription, TopicResult,
 };
 use crate::client::{ClientError, TopicPartition};
 
@@ -63,6 +63,16 @@ impl Admin {
             AdminOutcome::DeleteTopics(r) => Ok(r),
             other => Err(ClientError::Corrupt(format!(
                 "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// The brokers and the controller, as the broker asked sees them.
+    pub fn describe_cluster(&mut self) -> Result<ClusterDescription, ClientError> {
+        match self.run(AdminOp::DescribeCluster)? {
+            AdminOutcome::DescribeCluster(c) => Ok(c),
+            other => Err(ClientError::Corrupt(format!(
+                "unexpected answer to DescribeCluster: {other:?}"
             ))),
         }
     }

@@ -1,0 +1,158 @@
+//! This broker's session with the active controller (DESIGN §7), on core 0 of a clustered
+//! broker: register (broker id, incarnation id, listeners, rack), then heartbeat every
+//! `--broker-heartbeat-interval-ms` with the metadata offset this broker has applied, so the
+//! controller unfences it once it has caught up and fences it when the heartbeats stop.
+//!
+//! The active controller may be this node or another: the call goes through the controller
+//! driver either way ([`Controller::register`] here, or the internal port there). A refusal that
+//! means "register again" (an unknown broker, a stale epoch) starts over; "not the controller" or
+//! no answer waits a moment and asks whoever leads now. A single-node broker has no session: it
+//! registers itself when its controller opens.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use spool_protocol::internal::{Heartbeat, InternalMessage, Listener, RegisterBroker};
+use spool_protocol::ErrorCode;
+
+use crate::calls::Services;
+use crate::controller::Controller;
+use crate::local::Local;
+
+/// How long one registration or heartbeat waits for its answer.
+const CALL_TIMEOUT_MS: u64 = 1_000;
+/// Wait before asking again when no controller answered.
+const RETRY_MS: u64 = 100;
+
+/// This broker's registration, as the active controller will see it.
+fn registration(local: &Local, incarnation: (u64, u64)) -> RegisterBroker {
+    let cfg = &local.config;
+    let listener = |name: &str, port: u16| Listener {
+        name: name.into(),
+        host: cfg.host.clone(),
+        port,
+    };
+    RegisterBroker {
+        broker_id: cfg.node_id,
+        incarnation_high: incarnation.0,
+        incarnation_low: incarnation.1,
+        listeners: vec![
+            listener("native", cfg.native_port),
+            Listener {
+                name: "kafka".into(),
+                host: cfg.advertised_host.clone(),
+                port: cfg.advertised_kafka_port,
+            },
+            listener("internal", cfg.internal_port),
+        ],
+        rack: cfg.rack.clone(),
+        previous_broker_epoch: -1,
+        cluster_id: cfg.cluster_id.clone(),
+    }
+}
+
+/// Registers and heartbeats until the core stops.
+pub fn spawn<S: Services>(
+    controller: Rc<Controller>,
+    local: Rc<Local>,
+    services: Rc<S>,
+    incarnation: (u64, u64),
+) {
+    glommio::spawn_local(async move {
+        let interval = Duration::from_millis(local.config.broker_heartbeat_interval_ms);
+        while !local.stopping.get() {
+            if controller.broker_epoch.get() < 0 {
+                let r = registration(&local, incarnation);
+                match register(&controller, &services, r).await {
+                    Ok(epoch) => {
+                        tracing::info!(broker_epoch = epoch, "registered with the controller");
+                        controller.broker_epoch.set(epoch);
+                    }
+                    Err(why) => {
+                        tracing::debug!("registration: {why}");
+                        glommio::timer::sleep(Duration::from_millis(RETRY_MS)).await;
+                        continue;
+                    }
+                }
+            }
+            let applied = controller
+                .status
+                .borrow()
+                .as_ref()
+                .map_or(0, |s| s.applied_index);
+            let h = Heartbeat {
+                broker_id: local.config.node_id,
+                broker_epoch: controller.broker_epoch.get(),
+                current_metadata_offset: i64::try_from(applied).unwrap_or(i64::MAX),
+                want_fence: false,
+                want_shutdown: false,
+            };
+            match heartbeat(&controller, &services, h).await {
+                Ok(()) => {}
+                Err(ErrorCode::StaleBrokerEpoch) | Err(ErrorCode::BrokerNotAvailable) => {
+                    controller.broker_epoch.set(-1);
+                    continue;
+                }
+                Err(_) => {}
+            }
+            futures_lite::future::or(glommio::timer::sleep(interval), async {
+                let _: Option<()> = local.stopped_signal().await;
+            })
+            .await;
+        }
+    })
+    .detach();
+}
+
+async fn register<S: Services>(
+    controller: &Rc<Controller>,
+    services: &Rc<S>,
+    r: RegisterBroker,
+) -> Result<i64, String> {
+    let answer = if controller.is_leader() {
+        controller.register(services, r).await
+    } else {
+        let (Some(leader), Some(peers)) = (controller.leader_node(), controller.peers.clone())
+        else {
+            return Err("no active controller yet".into());
+        };
+        match peers
+            .call(leader, InternalMessage::RegisterBroker(r), CALL_TIMEOUT_MS)
+            .await
+        {
+            Ok(InternalMessage::RegisterBrokerAnswer(a)) => a,
+            Ok(other) => return Err(format!("node {leader} answered {other:?}")),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    match answer.error {
+        ErrorCode::None => Ok(answer.broker_epoch),
+        code => Err(format!("{code}: {}", answer.message.unwrap_or_default())),
+    }
+}
+
+async fn heartbeat<S: Services>(
+    controller: &Rc<Controller>,
+    services: &Rc<S>,
+    h: Heartbeat,
+) -> Result<(), ErrorCode> {
+    let answer = if controller.is_leader() {
+        controller.heartbeat(services, h).await
+    } else {
+        let (Some(leader), Some(peers)) = (controller.leader_node(), controller.peers.clone())
+        else {
+            return Err(ErrorCode::NotController);
+        };
+        match peers
+            .call(leader, InternalMessage::Heartbeat(h), CALL_TIMEOUT_MS)
+            .await
+        {
+            Ok(InternalMessage::HeartbeatAnswer(a)) => a,
+            _ => return Err(ErrorCode::NotController),
+        }
+    };
+    match answer.error {
+        ErrorCode::None => Ok(()),
+        code => Err(code),
+    }
+}

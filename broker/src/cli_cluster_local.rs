@@ -1,0 +1,161 @@
+//! `spool cluster local --nodes N`: a real N-broker cluster on this machine, as child processes
+//! (DESIGN §10): node `i` (1-based) runs `spool serve` on 127.0.0.`i` with the usual ports, its
+//! data in `<data-dir>/node-i`, rack `a`, `b`, `c`, … and every node a controller voter. It prints
+//! where each listens, then waits; Ctrl-C or SIGTERM stops every node with SIGTERM (a clean
+//! shutdown). A node that dies (say a test or an operator `kill -9`s it) is reported and the
+//! others keep running, as a real cluster would; the command ends when every node has exited.
+//!
+//! Kills only the processes it started, by PID. The addresses need no setup on Linux: all of
+//! 127/8 is loopback.
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// Most nodes one local cluster runs (127.0.0.1 to 127.0.0.9, racks a to i).
+pub const LOCAL_NODES_MAX: u32 = 9;
+/// How long a stopped cluster waits for its nodes to exit before killing them.
+const STOP_GRACE_MS: u64 = 15_000;
+
+#[derive(Debug, clap::Args)]
+pub struct LocalArgs {
+    /// How many brokers (each also a controller voter).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u32,
+    /// Parent of the nodes' data directories (`node-1`, `node-2`, …).
+    #[arg(long, default_value = "./spool-data")]
+    pub data_dir: PathBuf,
+    /// Cores each broker uses (default 1: N brokers share this machine).
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+}
+
+/// Where node `i` (1-based) listens.
+pub fn node_host(i: u32) -> String {
+    format!("127.0.0.{i}")
+}
+
+/// The rack of node `i` (1-based): `a`, `b`, `c`, …
+pub fn node_rack(i: u32) -> String {
+    char::from(b'a' + (i - 1) as u8).to_string()
+}
+
+/// The `--controller-voters` value of an `n`-node local cluster.
+pub fn voters(n: u32) -> String {
+    (1..=n)
+        .map(|i| format!("{i}@{}:9094", node_host(i)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub fn run(args: LocalArgs) -> Result<(), String> {
+    if args.nodes == 0 || args.nodes > LOCAL_NODES_MAX {
+        return Err(format!(
+            "--nodes must be between 1 and {LOCAL_NODES_MAX}, got {}",
+            args.nodes
+        ));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("finding the spool binary: {e}"))?;
+    crate::stop_signal::install();
+    let mut children: Vec<(u32, Child)> = Vec::new();
+    for i in 1..=args.nodes {
+        let dir = args.data_dir.join(format!("node-{i}"));
+        let child = Command::new(&exe)
+            .arg("serve")
+            .args(["--node-id", &i.to_string()])
+            .args(["--host", &node_host(i)])
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(["--cores", &args.cores.to_string()])
+            .args(["--rack", &node_rack(i)])
+            .args(["--controller-voters", &voters(args.nodes)])
+            .spawn();
+        match child {
+            Ok(c) => children.push((i, c)),
+            Err(e) => {
+                stop_all(&mut children);
+                return Err(format!("starting node {i}: {e}"));
+            }
+        }
+        println!(
+            "node {i}: native {h}:9093  kafka {h}:9092  internal {h}:9094  admin http://{h}:9644  rack {r}  data {}",
+            dir.display(),
+            h = node_host(i),
+            r = node_rack(i),
+        );
+    }
+    println!(
+        "{} nodes running (controller quorum {}); Ctrl-C stops them all",
+        args.nodes,
+        voters(args.nodes)
+    );
+    let mut exited = vec![false; children.len()];
+    while !crate::stop_signal::requested() && exited.iter().any(|e| !e) {
+        std::thread::sleep(Duration::from_millis(100));
+        for (k, (i, c)) in children.iter_mut().enumerate() {
+            if exited[k] {
+                continue;
+            }
+            if let Ok(Some(status)) = c.try_wait() {
+                exited[k] = true;
+                println!("node {i} exited ({status}); the others keep running");
+            }
+        }
+    }
+    stop_all(&mut children);
+    if exited.iter().all(|e| *e) {
+        return Err("every node exited".into());
+    }
+    Ok(())
+}
+
+/// SIGTERM to every child still running, then wait (bounded); SIGKILL to any that outlasts it.
+fn stop_all(children: &mut [(u32, Child)]) {
+    for (_, c) in children.iter_mut() {
+        if let Ok(None) = c.try_wait() {
+            if let Ok(pid) = i32::try_from(c.id()) {
+                // SAFETY: kill(2) with a PID this process spawned and has not reaped (try_wait
+                // said it is running), so the PID cannot have been reused by another process.
+                unsafe {
+                    libc::kill(pid, libc::SIGTERM);
+                }
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
+    for (i, c) in children.iter_mut() {
+        loop {
+            match c.try_wait() {
+                Ok(Some(status)) => {
+                    println!("node {i} stopped ({status})");
+                    break;
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    println!("node {i} killed (no clean stop within {STOP_GRACE_MS} ms)");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_nodes_get_three_addresses_racks_and_one_quorum() {
+        assert_eq!(
+            voters(3),
+            "1@127.0.0.1:9094,2@127.0.0.2:9094,3@127.0.0.3:9094"
+        );
+        assert_eq!((node_rack(1), node_rack(3)), ("a".into(), "c".into()));
+        let parsed = crate::cluster_config::parse_voters(&voters(LOCAL_NODES_MAX)).unwrap();
+        assert_eq!(parsed.len(), LOCAL_NODES_MAX as usize);
+    }
+}

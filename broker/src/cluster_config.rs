@@ -1,0 +1,115 @@
+//! The cluster half of `spool serve`'s configuration (DESIGN §7): who votes in the controller
+//! quorum (`--controller-voters`, Kafka's `controller.quorum.voters` form `ID@HOST:PORT,...`),
+//! where this broker listens for other brokers (`--internal-port`), its rack, and the broker
+//! session timings. Parsed and validated once at start-up, with messages naming the flag.
+//!
+//! Without `--controller-voters` a broker is a single voter of its own quorum, exactly as on one
+//! node: zero configuration keeps working.
+
+/// One controller voter: its node id and internal address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    pub node_id: i32,
+    pub host: String,
+    pub port: u16,
+}
+
+impl std::fmt::Display for Voter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}:{}", self.node_id, self.host, self.port)
+    }
+}
+
+/// Most voters a quorum may name (raft's cost grows with every voter; Kafka runs 3 or 5).
+pub const VOTERS_MAX: usize = 9;
+/// How often a broker heartbeats to the active controller (DESIGN §7).
+pub const BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 250;
+/// How long the controller waits for a heartbeat before fencing the broker (DESIGN §7: a new
+/// leader within 2 s of a broker's death; Kafka's 9 s trades that for fewer false fencings on
+/// pausing JVMs).
+pub const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 1_500;
+
+/// Parses `--controller-voters`: `ID@HOST:PORT` entries separated by commas, distinct ids and
+/// addresses.
+pub fn parse_voters(s: &str) -> Result<Vec<Voter>, String> {
+    let mut voters: Vec<Voter> = Vec::new();
+    for entry in s.split(',').map(str::trim) {
+        let bad = |why: &str| {
+            format!("--controller-voters: {entry:?} is not ID@HOST:PORT ({why}); e.g. 1@127.0.0.1:9094,2@127.0.0.2:9094,3@127.0.0.3:9094")
+        };
+        let (id, addr) = entry.split_once('@').ok_or_else(|| bad("no '@'"))?;
+        let node_id: i32 = id.parse().map_err(|_| bad("the id is not a number"))?;
+        if node_id < 0 {
+            return Err(bad("the id is negative"));
+        }
+        let (host, port) = addr.rsplit_once(':').ok_or_else(|| bad("no ':PORT'"))?;
+        let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
+        if host.is_empty() || port == 0 {
+            return Err(bad("empty host or port 0"));
+        }
+        if voters.iter().any(|v| v.node_id == node_id) {
+            return Err(format!("--controller-voters names node {node_id} twice"));
+        }
+        if voters.iter().any(|v| v.host == host && v.port == port) {
+            return Err(format!("--controller-voters names {host}:{port} twice"));
+        }
+        voters.push(Voter {
+            node_id,
+            host: host.to_string(),
+            port,
+        });
+    }
+    if voters.len() > VOTERS_MAX {
+        return Err(format!(
+            "--controller-voters names {} voters; at most {VOTERS_MAX}",
+            voters.len()
+        ));
+    }
+    Ok(voters)
+}
+
+/// The controller's raft id of a node (raft reserves 0, node ids start at 0).
+pub fn raft_id(node_id: i32) -> u64 {
+    node_id as u64 + 1
+}
+
+/// The node id behind a raft id (`None` for raft's "nobody", 0).
+pub fn node_of_raft_id(raft_id: u64) -> Option<i32> {
+    raft_id.checked_sub(1).and_then(|n| i32::try_from(n).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kafkas_voter_form() {
+        let v = parse_voters("1@127.0.0.1:9094, 2@127.0.0.2:9094,3@localhost:19094").unwrap();
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[2].to_string(), "3@localhost:19094");
+        assert_eq!(raft_id(0), 1);
+        assert_eq!(node_of_raft_id(raft_id(7)), Some(7));
+        assert_eq!(node_of_raft_id(0), None);
+    }
+
+    #[test]
+    fn refuses_bad_voters_naming_the_flag() {
+        for bad in [
+            "",
+            "1",
+            "1@host",
+            "x@h:1",
+            "-1@h:1",
+            "1@h:0",
+            "1@:9094",
+            "1@h:1,1@g:2",
+            "1@h:1,2@h:1",
+            "1@h:99999",
+        ] {
+            let e = parse_voters(bad).unwrap_err();
+            assert!(e.contains("--controller-voters"), "{bad}: {e}");
+        }
+        let many: Vec<String> = (0..10).map(|i| format!("{i}@h:{}", 9000 + i)).collect();
+        assert!(parse_voters(&many.join(",")).is_err());
+    }
+}

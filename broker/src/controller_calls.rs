@@ -1,0 +1,305 @@
+//! The controller driver's side of the cluster (DESIGN §7): answering other brokers' calls on the
+//! active controller (registration, heartbeats, forwarded metadata changes), and forwarding this
+//! broker's own metadata changes to the active controller when it is another node (Kafka's
+//! KIP-590 forwarding, so a client may send CreateTopics to any broker).
+//!
+//! A call that reaches a node which is not the active controller is answered NOT_CONTROLLER, and
+//! the caller finds the leader again: raft tells every voter who leads.
+
+use std::rc::Rc;
+
+use glommio::channels::local_channel;
+use spool_protocol::internal::{
+    ForwardAnswer, ForwardOp, ForwardTopic, ForwardTopicOutcome, Heartbeat, HeartbeatAnswer,
+    InternalMessage, RegisterBroker, RegisterBrokerAnswer,
+};
+use spool_protocol::ErrorCode;
+use spool_raft::image::BrokerListener;
+use spool_raft::validate::{HeartbeatRequest, RegisterBrokerRequest};
+use spool_raft::{ProposalId, Uuid128};
+
+use crate::calls::Services;
+use crate::controller::Controller;
+use crate::requests::{ControllerOp, NewTopic, ProducerIdRange, TopicOutcome};
+
+/// How long a forwarded call waits for the active controller's answer.
+pub const FORWARD_TIMEOUT_MS: u64 = 5_000;
+
+/// A refusal or a lost proposal, as (code, message).
+type Failed = (ErrorCode, Option<String>);
+
+impl Controller {
+    /// Runs `op` here when this node is the active controller (or the only one), else forwards
+    /// it to the active controller.
+    pub async fn execute_or_forward<S: Services>(
+        self: &Rc<Self>,
+        services: &Rc<S>,
+        op: ControllerOp,
+    ) -> Vec<TopicOutcome> {
+        let Some(peers) = self.peers.clone().filter(|_| !self.is_leader()) else {
+            return self.execute(services, op).await;
+        };
+        let names: Vec<String> = match &op {
+            ControllerOp::CreateTopics { topics, .. } => {
+                topics.iter().map(|t| t.name.clone()).collect()
+            }
+            ControllerOp::DeleteTopics { names } => names.clone(),
+        };
+        let not_controller = |why: String| -> Vec<TopicOutcome> {
+            names
+                .iter()
+                .map(|n| TopicOutcome {
+                    name: n.clone(),
+                    error: ErrorCode::NotController,
+                    message: Some(why.clone()),
+                })
+                .collect()
+        };
+        let Some(leader) = self.leader_node() else {
+            return not_controller("no active controller (an election is under way)".into());
+        };
+        let forward = match op {
+            ControllerOp::CreateTopics {
+                topics,
+                validate_only,
+            } => ForwardOp::CreateTopics {
+                topics: topics
+                    .into_iter()
+                    .map(|t| ForwardTopic {
+                        name: t.name,
+                        partitions: t.partitions,
+                        replication_factor: t.replication_factor,
+                        configs: t.configs,
+                    })
+                    .collect(),
+                validate_only,
+            },
+            ControllerOp::DeleteTopics { names } => ForwardOp::DeleteTopics { names },
+        };
+        match peers
+            .call(
+                leader,
+                InternalMessage::Forward(forward),
+                FORWARD_TIMEOUT_MS,
+            )
+            .await
+        {
+            Ok(InternalMessage::ForwardAnswer(ForwardAnswer::Topics(outcomes)))
+                if outcomes.len() == names.len() =>
+            {
+                outcomes
+                    .into_iter()
+                    .map(|o| TopicOutcome {
+                        name: o.name,
+                        error: o.error,
+                        message: o.message,
+                    })
+                    .collect()
+            }
+            Ok(other) => not_controller(format!("node {leader} answered {other:?}")),
+            Err(e) => not_controller(format!("forwarding to the active controller: {e}")),
+        }
+    }
+
+    /// A producer-id block for this broker, from the active controller wherever it runs.
+    pub async fn allocate_or_forward<S: Services>(
+        self: &Rc<Self>,
+        services: &Rc<S>,
+    ) -> ProducerIdRange {
+        let broker_epoch = self.broker_epoch.get();
+        let Some(peers) = self.peers.clone().filter(|_| !self.is_leader()) else {
+            return self.allocate_producer_ids(services, self.node_id).await;
+        };
+        let leader = self.leader_node().ok_or(ErrorCode::NotController)?;
+        let op = ForwardOp::AllocateProducerIds {
+            broker_id: self.node_id,
+            broker_epoch,
+        };
+        match peers
+            .call(leader, InternalMessage::Forward(op), FORWARD_TIMEOUT_MS)
+            .await
+        {
+            Ok(InternalMessage::ForwardAnswer(ForwardAnswer::ProducerIds(r))) => r,
+            _ => Err(ErrorCode::NotController),
+        }
+    }
+
+    /// Proposes what `f` builds, waits for its commit and its publication to every core.
+    async fn propose_and_wait<S: Services>(
+        self: &Rc<Self>,
+        services: &Rc<S>,
+        f: impl FnOnce(&mut spool_raft::Controller) -> Result<Option<ProposalId>, spool_raft::Refusal>
+            + Send
+            + 'static,
+    ) -> Result<(), Failed> {
+        let proposed = self
+            .with_raft(move |raft| {
+                let id = f(raft);
+                let polled = matches!(id, Ok(Some(_))).then(|| raft.poll());
+                (id, polled)
+            })
+            .await
+            .ok_or((
+                ErrorCode::NotController,
+                Some("the controller is closing".into()),
+            ))?;
+        let (id, polled) = proposed;
+        let id = match id {
+            Ok(Some(id)) => id,
+            Ok(None) => return Ok(()),
+            Err(r) => return Err((r.code, Some(r.message))),
+        };
+        let (tx, rx) = local_channel::new_bounded(1);
+        self.waiting.borrow_mut().insert(id, tx);
+        match polled {
+            Some(Ok(p)) => self.handle_polled(services, p).await,
+            Some(Err(e)) => tracing::error!("controller poll: {e}"),
+            None => {}
+        }
+        match rx.recv().await {
+            Some((Ok(()), _)) => Ok(()),
+            Some((Err(code), _)) => Err((code, None)),
+            None => Err((
+                ErrorCode::NotController,
+                Some("the controller lost the proposal".into()),
+            )),
+        }
+    }
+
+    /// Registers a broker (this one or a peer); answers with its new broker epoch.
+    pub async fn register<S: Services>(
+        self: &Rc<Self>,
+        services: &Rc<S>,
+        r: RegisterBroker,
+    ) -> RegisterBrokerAnswer {
+        let broker_id = r.broker_id;
+        let request = RegisterBrokerRequest {
+            broker_id,
+            incarnation_id: Uuid128 {
+                high: r.incarnation_high,
+                low: r.incarnation_low,
+            },
+            listeners: r
+                .listeners
+                .into_iter()
+                .map(|l| BrokerListener {
+                    name: l.name,
+                    host: l.host,
+                    port: l.port,
+                })
+                .collect(),
+            rack: r.rack,
+        };
+        let done = self
+            .propose_and_wait(services, move |raft| {
+                raft.register_broker(&request).map(Some)
+            })
+            .await;
+        match done {
+            Ok(()) => {
+                let epoch = self
+                    .with_raft(move |raft| raft.image().broker(broker_id).map(|b| b.broker_epoch))
+                    .await
+                    .flatten();
+                match epoch {
+                    Some(broker_epoch) => RegisterBrokerAnswer {
+                        error: ErrorCode::None,
+                        message: None,
+                        broker_epoch,
+                    },
+                    None => RegisterBrokerAnswer {
+                        error: ErrorCode::NotController,
+                        message: Some("the registration was not applied".into()),
+                        broker_epoch: -1,
+                    },
+                }
+            }
+            Err((error, message)) => RegisterBrokerAnswer {
+                error,
+                message,
+                broker_epoch: -1,
+            },
+        }
+    }
+
+    /// A broker's heartbeat; unfences it once it has caught up with the metadata log.
+    pub async fn heartbeat<S: Services>(
+        self: &Rc<Self>,
+        services: &Rc<S>,
+        h: Heartbeat,
+    ) -> HeartbeatAnswer {
+        let broker_id = h.broker_id;
+        let request = HeartbeatRequest {
+            broker_id,
+            broker_epoch: h.broker_epoch,
+            current_metadata_offset: h.current_metadata_offset,
+            want_fence: h.want_fence,
+            want_shutdown: h.want_shutdown,
+        };
+        let done = self
+            .propose_and_wait(services, move |raft| raft.heartbeat(&request))
+            .await;
+        if let Err((error, _)) = done {
+            return HeartbeatAnswer {
+                error,
+                is_fenced: true,
+                should_shutdown: false,
+            };
+        }
+        let fenced = self
+            .with_raft(move |raft| raft.image().broker(broker_id).map(|b| b.fenced))
+            .await
+            .flatten()
+            .unwrap_or(true);
+        HeartbeatAnswer {
+            error: ErrorCode::None,
+            is_fenced: fenced,
+            should_shutdown: false,
+        }
+    }
+
+    /// A metadata change another broker forwarded here.
+    pub async fn serve_forward<S: Services>(
+        self: &Rc<Self>,
+        services: &Rc<S>,
+        op: ForwardOp,
+    ) -> ForwardAnswer {
+        if !self.is_leader() {
+            return ForwardAnswer::NotController;
+        }
+        let op = match op {
+            ForwardOp::AllocateProducerIds { broker_id, .. } => {
+                return ForwardAnswer::ProducerIds(
+                    self.allocate_producer_ids(services, broker_id).await,
+                )
+            }
+            ForwardOp::CreateTopics {
+                topics,
+                validate_only,
+            } => ControllerOp::CreateTopics {
+                topics: topics
+                    .into_iter()
+                    .map(|t| NewTopic {
+                        name: t.name,
+                        partitions: t.partitions,
+                        replication_factor: t.replication_factor,
+                        configs: t.configs,
+                    })
+                    .collect(),
+                validate_only,
+            },
+            ForwardOp::DeleteTopics { names } => ControllerOp::DeleteTopics { names },
+        };
+        let outcomes = self.execute(services, op).await;
+        ForwardAnswer::Topics(
+            outcomes
+                .into_iter()
+                .map(|o| ForwardTopicOutcome {
+                    name: o.name,
+                    error: o.error,
+                    message: o.message,
+                })
+                .collect(),
+        )
+    }
+}

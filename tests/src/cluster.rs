@@ -1,0 +1,117 @@
+//! A cluster of `spool serve` processes under test (DESIGN §7, §11): N brokers on their own
+//! loopback addresses, every one a controller voter (`--controller-voters` names them all, each
+//! with its own `--internal-port`), racks `a`, `b`, `c`, … Each node is a [`Broker`], so it is
+//! killed by PID when the cluster drops, and can be `kill9`ed, paused and restarted on its data.
+//!
+//! Reads what the nodes say about themselves from `/metrics` (the controller and image gauges of
+//! `broker/src/controller_metrics.rs`); every wait is bounded and fails with the nodes' logs.
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use crate::broker::{Broker, BrokerOptions};
+
+/// Bound on a cluster agreeing on something after a start or a fault.
+pub const AGREE_TIMEOUT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(50);
+
+pub struct Cluster {
+    /// Node `i` (1-based id) is `nodes[i - 1]`.
+    pub nodes: Vec<Broker>,
+}
+
+impl Cluster {
+    /// Starts `n` voters, one core each.
+    pub fn start(n: usize) -> Self {
+        let addrs: Vec<(Ipv4Addr, Vec<u16>)> = (0..n)
+            .map(|_| {
+                let ip = crate::addr::next_address();
+                (ip, crate::addr::free_ports(ip, 4))
+            })
+            .collect();
+        let voters: Vec<String> = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, (ip, ports))| format!("{}@{ip}:{}", i + 1, ports[3]))
+            .collect();
+        let voters = voters.join(",");
+        let nodes = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, (ip, ports))| {
+                let options = BrokerOptions {
+                    cores: 1,
+                    address: Some((*ip, [ports[0], ports[1], ports[2]])),
+                    ..BrokerOptions::default()
+                }
+                .arg("--node-id")
+                .arg((i + 1).to_string())
+                .arg("--controller-voters")
+                .arg(voters.clone())
+                .arg("--internal-port")
+                .arg(ports[3].to_string())
+                .arg("--rack")
+                .arg(char::from(b'a' + i as u8).to_string());
+                Broker::start_with(options)
+            })
+            .collect();
+        Cluster { nodes }
+    }
+
+    pub fn node(&self, id: i32) -> &Broker {
+        &self.nodes[id as usize - 1]
+    }
+
+    pub fn node_mut(&mut self, id: i32) -> &mut Broker {
+        &mut self.nodes[id as usize - 1]
+    }
+
+    /// One gauge of node `id`'s `/metrics` (`None` when absent or the node does not answer).
+    pub fn gauge(&self, id: i32, name: &str) -> Option<i64> {
+        let text = crate::http::get(self.node(id).admin_addr(), "/metrics").ok()?;
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == name).then(|| v.trim().parse().ok()).flatten()
+        })
+    }
+
+    /// Waits until `check` holds (at most [`AGREE_TIMEOUT`]); panics with every node's log tail.
+    pub fn wait_until<T>(&self, what: &str, mut check: impl FnMut(&Cluster) -> Option<T>) -> T {
+        let deadline = Instant::now() + AGREE_TIMEOUT;
+        loop {
+            if let Some(t) = check(self) {
+                return t;
+            }
+            if Instant::now() >= deadline {
+                let logs: Vec<String> = self.nodes.iter().map(Broker::log_tail).collect();
+                panic!("{what}: not within {AGREE_TIMEOUT:?}\n{}", logs.join("\n"));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// The active controller all of `ids` agree on, once exactly one of them says it is active.
+    pub fn agreed_controller(&self, ids: &[i32]) -> Option<i32> {
+        let active: Vec<i32> = ids
+            .iter()
+            .copied()
+            .filter(|&i| self.gauge(i, "spool_controller_active") == Some(1))
+            .collect();
+        let [leader] = active[..] else {
+            return None;
+        };
+        ids.iter()
+            .all(|&i| self.gauge(i, "spool_controller_leader_id") == Some(i64::from(leader)))
+            .then_some(leader)
+    }
+
+    /// The image digest all of `ids` share, once they have applied the same metadata.
+    pub fn agreed_digest(&self, ids: &[i32]) -> Option<i64> {
+        let digests: Vec<Option<i64>> = ids
+            .iter()
+            .map(|&i| self.gauge(i, "spool_metadata_image_digest"))
+            .collect();
+        let first = digests.first().copied().flatten()?;
+        digests.iter().all(|d| *d == Some(first)).then_some(first)
+    }
+}
