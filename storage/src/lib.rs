@@ -8,8 +8,11 @@
 //! Pure, runtime-free parts (tested without an executor): [`batch`], [`records`], [`index`],
 //! [`scan`], [`epoch`], [`retention`], [`compaction`], [`tail`]. The glommio layer: [`writer`]
 //! (one segment's O_DIRECT appends) and [`log`] (the partition log that drives everything).
+//! [`blocking`] runs the few `std::fs` calls io_uring cannot do (directory listing, locking,
+//! recursive removal) on glommio's blocking pool, so no storage call blocks a reactor.
 
 pub mod batch;
+pub mod blocking;
 pub mod compaction;
 pub mod config;
 pub mod epoch;
@@ -26,6 +29,7 @@ pub mod writer;
 #[cfg(test)]
 pub(crate) mod test_util;
 
+pub use blocking::{remove_dir_all, run_blocking};
 pub use config::{CleanupPolicy, Durability, LogConfig};
 pub use error::LogError;
 pub use log::{AppendInfo, OpenStats, PartitionLog, ReadChunk, ReadSlice};

@@ -347,7 +347,8 @@ impl PartitionLog {
         active.write_index_files().await?;
         self.st.borrow_mut().closed = true;
         write_file_atomically(&self.dir.join(CLEAN_MARKER), Vec::new(), true).await?;
-        // Another opener may take the directory now.
+        // Another opener may take the directory now. Dropping the lock is a close(2) of a file
+        // never written: it releases the flock and does no I/O, so it stays on the reactor.
         self.lock.borrow_mut().take();
         Ok(())
     }

@@ -7,6 +7,10 @@
 //! invalid or incomplete batch and everything after it are truncated. A closed segment whose
 //! index is missing or corrupt is rebuilt from its log; if that scan finds anything but a clean
 //! end (or never-written zeroes), open fails with the file and position.
+//!
+//! The directory steps io_uring cannot do (create it, resolve it, take the lock file, look for
+//! the clean marker, list it) run as one call on glommio's blocking pool, so opening a partition
+//! never blocks the core's reactor; everything after goes through glommio's async file API.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -19,6 +23,7 @@ use glommio::sync::Semaphore;
 use super::{
     LogState, PartitionLog, CLEAN_MARKER, EPOCH_CHECKPOINT, LOCK_FILE, LOG_START_CHECKPOINT,
 };
+use crate::blocking::run_blocking;
 use crate::config::{LogConfig, BLOCK_BYTES};
 use crate::epoch::LeaderEpochCache;
 use crate::error::LogError;
@@ -70,6 +75,40 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File, LogError> {
     Ok(f)
 }
 
+/// What the directory held before anything was opened: the resolved path, the held lock, the
+/// clean-shutdown marker, and the entries (name, path) in listing order.
+struct DirListing {
+    dir: PathBuf,
+    lock: std::fs::File,
+    clean: bool,
+    entries: Vec<(String, PathBuf)>,
+}
+
+/// Creates, resolves, locks and lists `dir`. All of it is `std::fs` (io_uring has no mkdir -p,
+/// realpath, flock or getdents), so [`PartitionLog::open`] runs it on the blocking pool.
+fn prepare_dir(dir: PathBuf) -> Result<DirListing, LogError> {
+    std::fs::create_dir_all(&dir).map_err(|e| LogError::io("creating", &dir, e))?;
+    // glommio resolves some paths (directories) only when absolute.
+    let dir = std::fs::canonicalize(&dir).map_err(|e| LogError::io("resolving", &dir, e))?;
+    let lock = lock_dir(&dir)?;
+    let clean = dir.join(CLEAN_MARKER).exists();
+    let mut entries = Vec::new();
+    let listing = std::fs::read_dir(&dir).map_err(|e| LogError::io("listing", &dir, e))?;
+    for entry in listing {
+        let entry = entry.map_err(|e| LogError::io("listing", &dir, e))?;
+        entries.push((
+            entry.file_name().to_string_lossy().into_owned(),
+            entry.path(),
+        ));
+    }
+    Ok(DirListing {
+        dir,
+        lock,
+        clean,
+        entries,
+    })
+}
+
 impl PartitionLog {
     /// Opens (creating if needed) the log in `dir`.
     pub async fn open(
@@ -78,23 +117,22 @@ impl PartitionLog {
     ) -> Result<(Rc<Self>, OpenStats), LogError> {
         let dir = dir.into();
         config.validate().map_err(LogError::Config)?;
-        std::fs::create_dir_all(&dir).map_err(|e| LogError::io("creating", &dir, e))?;
-        // glommio resolves some paths (directories) only when absolute.
-        let dir = std::fs::canonicalize(&dir).map_err(|e| LogError::io("resolving", &dir, e))?;
-        let lock = lock_dir(&dir)?;
+        let DirListing {
+            dir,
+            lock,
+            clean,
+            entries,
+        } = run_blocking(move || prepare_dir(dir)).await?;
         let mut stats = OpenStats {
-            clean: dir.join(CLEAN_MARKER).exists(),
+            clean,
             ..Default::default()
         };
 
         let mut bases = Vec::new();
-        let entries = std::fs::read_dir(&dir).map_err(|e| LogError::io("listing", &dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| LogError::io("listing", &dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for (name, path) in entries {
             if name.ends_with(".tmp") || name.ends_with(".cleaned") {
                 // Leftovers of an interrupted atomic write or compaction: the originals stand.
-                remove_if_exists(&entry.path()).await?;
+                remove_if_exists(&path).await?;
             } else if let Some(base) = parse_segment_name(&name) {
                 bases.push(base);
             }

@@ -318,6 +318,49 @@ fn a_second_opener_of_the_same_directory_is_refused() {
 }
 
 #[test]
+fn a_directory_that_cannot_be_created_names_the_operation_and_the_path() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        // A regular file where the partition's parent directory should be.
+        let blocker = dir.path().join("not-a-dir");
+        std::fs::write(&blocker, b"x").unwrap();
+        let wanted = blocker.join("topic-0");
+        match PartitionLog::open(&wanted, small_config()).await {
+            Err(LogError::Io { context, .. }) => {
+                assert_eq!(context, format!("creating {}", wanted.display()));
+            }
+            Err(e) => panic!("expected an I/O error, got {e:?}"),
+            Ok(_) => panic!("expected an error, got an open log"),
+        }
+    });
+}
+
+#[test]
+fn closing_releases_the_directory_and_leftovers_are_removed_on_open() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, stats) = PartitionLog::open(dir.path(), small_config())
+            .await
+            .unwrap();
+        assert!(!stats.clean);
+        log.append(batch(3, 1, 1_000), 0, 1_000).await.unwrap();
+        log.close().await.unwrap();
+        drop(log);
+        // Leftovers of an interrupted atomic write and of a compaction.
+        let tmp = dir.path().join("leader-epoch-checkpoint.tmp");
+        let cleaned = dir.path().join("00000000000000000000.log.cleaned");
+        std::fs::write(&tmp, b"torn").unwrap();
+        std::fs::write(&cleaned, b"torn").unwrap();
+        let (log, stats) = PartitionLog::open(dir.path(), small_config())
+            .await
+            .unwrap();
+        assert!(stats.clean, "the clean marker was found by the listing");
+        assert_eq!(log.log_end_offset(), 3);
+        assert!(!tmp.exists() && !cleaned.exists(), "leftovers removed");
+    });
+}
+
+#[test]
 fn offset_for_timestamp_agrees_with_a_linear_scan() {
     run(|| async {
         let dir = tempfile::tempdir().unwrap();
