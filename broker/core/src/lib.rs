@@ -13,10 +13,13 @@
 //! - [`shard_map`]: which core owns which partition (DESIGN §4);
 //! - [`topic_config`]: the typed topic configuration, the known keys and their legal values, and
 //!   the defaults in one place;
-//! - [`fetch_wait`]: when a long-polling fetch answers.
+//! - [`fetch_wait`]: when a long-polling fetch answers;
+//! - [`placement`]: the controller's replica placement for a new topic (distinct brokers and
+//!   racks, balanced replicas and preferred leaders).
 
 pub mod fetch_wait;
 pub mod group;
+pub mod placement;
 pub mod producer_state;
 pub mod replica;
 pub mod shard_map;
