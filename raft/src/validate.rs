@@ -10,6 +10,7 @@
 //! Never does: I/O, clocks or randomness — a new topic's id is an input (the [`crate::Controller`]
 //! makes one), so the same inputs give the same record on every run.
 
+use spool_core::liveness::{may_unfence, UnfenceCheck};
 use spool_core::placement::{place_replicas, PlacementBroker};
 use spool_protocol::metadata_records::{MetadataRecordT, PartitionAssignmentT};
 use spool_protocol::ErrorCode;
@@ -316,7 +317,8 @@ pub fn validate_register_broker(
 
 /// Decides what a heartbeat changes. `Ok(None)`: nothing to write (the common case: heartbeats
 /// are not logged unless they change state). A fenced broker that asks to run and has applied
-/// the log up to `caught_up_offset` is unfenced; a broker asking to be fenced or to shut down
+/// the log up to `caught_up_offset` (a committed offset at or after its fence) is unfenced
+/// ([`spool_core::liveness::may_unfence`]); a broker asking to be fenced or to shut down
 /// gets a `BrokerHeartbeat` record saying so.
 pub fn validate_heartbeat(
     image: &MetadataImage,
@@ -349,11 +351,13 @@ pub fn validate_heartbeat(
             request.want_shutdown,
         )));
     }
-    let may_unfence = broker.fenced
-        && !request.want_fence
-        && !request.want_shutdown
-        && request.current_metadata_offset >= caught_up_offset;
-    if may_unfence {
+    let heartbeat = UnfenceCheck {
+        fenced: broker.fenced,
+        want_fence: request.want_fence,
+        want_shutdown: request.want_shutdown,
+        current_metadata_offset: request.current_metadata_offset,
+    };
+    if may_unfence(&heartbeat, caught_up_offset) {
         return Ok(Some(records::unfence_broker(
             request.broker_id,
             request.broker_epoch,

@@ -14,11 +14,14 @@
 //! - [`topic_config`]: the typed topic configuration, the known keys and their legal values, and
 //!   the defaults in one place;
 //! - [`fetch_wait`]: when a long-polling fetch answers;
+//! - [`liveness`]: the active controller's broker sessions (who to fence for silence) and the
+//!   unfence rule;
 //! - [`placement`]: the controller's replica placement for a new topic (distinct brokers and
 //!   racks, balanced replicas and preferred leaders).
 
 pub mod fetch_wait;
 pub mod group;
+pub mod liveness;
 pub mod placement;
 pub mod producer_state;
 pub mod replica;
