@@ -20,7 +20,7 @@
 //!   at or after the fence — so it has seen its own fencing and every leader change it caused.
 //!
 //! Never does: read a clock (time arrives as `now_ms`, any monotonic milliseconds), decide what
-//! fencing changes in the partitions (that is the `election` module), or write records.
+//! fencing changes in the partitions (that is [`crate::election`]), or write records.
 
 use std::collections::BTreeMap;
 
