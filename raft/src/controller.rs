@@ -70,11 +70,13 @@
 use std::path::Path;
 
 use raft::eraftpb::Message;
+use spool_core::topic_config::TopicDefaults;
 use spool_protocol::metadata_records::MetadataRecordT;
 use spool_protocol::ErrorCode;
 use thiserror::Error;
 
 use crate::disk::{DiskError, RaftDisk};
+use crate::failover::{fence_brokers_records, heartbeat_records, FailoverRecords};
 use crate::id_source::{IdSource, STREAM_TOPIC_IDS};
 use crate::image::{MetadataImage, TopicId};
 use crate::node::{Committed, MetadataRaft, NodeError, RaftConfig};
@@ -348,6 +350,59 @@ impl Controller {
             block_size,
         )?;
         self.raft.propose(record)
+    }
+
+    /// Fences `broker_ids` (their sessions expired, see [`spool_core::liveness::BrokerSessions`]):
+    /// proposes the partition changes that move ISR membership and leadership off them, then
+    /// the fences ([`crate::failover::fence_brokers_records`] over the latest image, with the
+    /// default topic settings). Returns the proposals in log order; empty when nothing needs
+    /// writing (already fenced, or fences in flight). If a proposal is refused part-way (e.g.
+    /// THROTTLING_QUOTA_EXCEEDED), those before it stay in flight and calling again proposes
+    /// the rest.
+    pub fn fence_brokers(&mut self, broker_ids: &[i32]) -> Result<Vec<ProposalId>, Refusal> {
+        self.require_leader()?;
+        let out = fence_brokers_records(
+            self.raft.latest_image(),
+            broker_ids,
+            &TopicDefaults::default(),
+        )?;
+        self.propose_failover(out)
+    }
+
+    /// [`Controller::heartbeat`], plus the elections its record causes
+    /// ([`crate::failover::heartbeat_records`]): a heartbeat that unfences a broker also gives it
+    /// back the leaderless partitions it may lead; one asking to be fenced moves leadership and
+    /// ISR membership off it first. Returns every proposal in log order (empty: the heartbeat
+    /// changes nothing); the broker's answer waits for the one that carries its own record (the
+    /// first when unfencing, the last when fencing).
+    pub fn heartbeat_and_elect(
+        &mut self,
+        request: &HeartbeatRequest,
+    ) -> Result<Vec<ProposalId>, Refusal> {
+        self.require_leader()?;
+        let caught_up = i64::try_from(self.raft.applied_index()).unwrap_or(i64::MAX);
+        let out = heartbeat_records(
+            self.raft.latest_image(),
+            request,
+            caught_up,
+            &TopicDefaults::default(),
+        )?;
+        self.propose_failover(out)
+    }
+
+    fn propose_failover(&mut self, out: FailoverRecords) -> Result<Vec<ProposalId>, Refusal> {
+        for m in &out.malformed {
+            tracing::warn!(
+                topic = %m.topic,
+                partition = m.partition_index,
+                error = %m.error,
+                "partition state breaks the partition invariants; no failover decision for it"
+            );
+        }
+        out.records
+            .into_iter()
+            .map(|record| self.raft.propose(record))
+            .collect()
     }
 
     /// Proposes a record the caller built (e.g. a `PartitionChange` from failover logic). It is

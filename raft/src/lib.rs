@@ -7,6 +7,8 @@
 //! - [`validate`] / [`topic_config`]: requests → records, or a [`Refusal`] with Kafka's error
 //!   code (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
 //!   INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, …). Refused requests never reach the log.
+//! - [`failover`]: fencing and unfencing brokers as records — spool-core's election and liveness
+//!   decisions mapped onto the image (partition changes, fence / unfence records).
 //! - [`image_snapshot`]: the image as bytes (a raft snapshot's payload) and back.
 //! - [`node`]: [`MetadataRaft`], the sans-IO raft driver (`propose`/`tick`/`step`, `ready` →
 //!   persist → `advance`), raft-rs `RawNode` over the in-memory [`log_cache::LogCache`].
@@ -27,6 +29,7 @@
 
 pub mod controller;
 pub mod disk;
+pub mod failover;
 pub mod id_source;
 pub mod image;
 pub mod image_snapshot;

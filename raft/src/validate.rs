@@ -2,13 +2,16 @@
 //!
 //! Owns: every check a request must pass before its record may enter the raft log (topic names,
 //! partition counts, replication factors, config keys and values, broker epochs), and the choices
-//! the controller makes while doing so (replica placement, broker epochs, producer-id blocks).
+//! the controller makes while doing so (replica placement — decided by `spool_core::placement` —
+//! broker epochs, producer-id blocks).
 //! Promises: pure functions of `(image, request)`; a refused request returns a [`Refusal`] carrying
 //! Kafka's error code and a human message, and produces no record, so it never enters the log.
 //! A record produced here applies cleanly to the image it was validated against.
 //! Never does: I/O, clocks or randomness — a new topic's id is an input (the [`crate::Controller`]
 //! makes one), so the same inputs give the same record on every run.
 
+use spool_core::liveness::{may_unfence, UnfenceCheck};
+use spool_core::placement::{place_replicas, PlacementBroker};
 use spool_protocol::metadata_records::{MetadataRecordT, PartitionAssignmentT};
 use spool_protocol::ErrorCode;
 
@@ -193,14 +196,13 @@ pub fn validate_create_topic(
         -1 => policy.default_replication_factor,
         n => n,
     };
-    let brokers = image.unfenced_broker_ids();
-    if replication_factor < 1 || replication_factor as usize > brokers.len() {
+    let live_brokers = image.unfenced_broker_ids().len();
+    if replication_factor < 1 || replication_factor as usize > live_brokers {
         return Err(Refusal::new(
             ErrorCode::InvalidReplicationFactor,
             format!(
                 "replication factor {} cannot be met: {} unfenced broker(s) registered",
-                request.replication_factor,
-                brokers.len()
+                request.replication_factor, live_brokers
             ),
         ));
     }
@@ -222,7 +224,7 @@ pub fn validate_create_topic(
             format!("topic id {topic_id:?} is zero or already used"),
         ));
     }
-    let assignments = assign_replicas(&brokers, partitions, replication_factor, topic_id);
+    let assignments = assign_replicas(image, partitions, replication_factor, topic_id)?;
     Ok(records::create_topic(
         &request.name,
         topic_id,
@@ -231,28 +233,46 @@ pub fn validate_create_topic(
     ))
 }
 
-/// Round-robin placement: partition `p`'s replicas are `rf` consecutive brokers (in id order)
-/// starting at `start + p`, where `start` comes from the topic id so topics spread their leaders.
-/// The first replica leads; the ISR starts as the whole replica set.
+/// Places the new topic's replicas with [`spool_core::placement`]: distinct unfenced brokers,
+/// spread over racks, replicas and preferred leaders balanced against every existing topic. The
+/// topic id's low half breaks ties, so topics created into an equally loaded cluster do not all
+/// start on the same broker. The first replica leads; the ISR starts as the whole replica set.
 fn assign_replicas(
-    brokers: &[i32],
+    image: &MetadataImage,
     partitions: i32,
     replication_factor: i16,
     topic_id: TopicId,
-) -> Vec<PartitionAssignmentT> {
-    let n = brokers.len() as u64;
-    // Callers checked 1 <= replication_factor <= brokers.len(), so n >= 1.
-    let start = topic_id.low % n;
-    (0..partitions)
-        .map(|p| {
-            let replicas: Vec<i32> = (0..replication_factor as u64)
-                .map(|j| brokers[((start + p as u64 + j) % n) as usize])
-                .collect();
-            // rf >= 1, so replicas[0] exists.
+) -> Result<Vec<PartitionAssignmentT>, Refusal> {
+    let brokers: Vec<PlacementBroker> = image
+        .brokers()
+        .map(|b| PlacementBroker {
+            broker_id: b.broker_id,
+            rack: b.rack.clone(),
+            fenced: b.fenced,
+        })
+        .collect();
+    let existing = image
+        .topics()
+        .flat_map(|t| t.partitions.iter().map(|p| p.replicas.as_slice()));
+    // Callers checked 1 <= partitions and 1 <= replication_factor, so both convert.
+    let placed = place_replicas(
+        &brokers,
+        existing,
+        usize::try_from(partitions).unwrap_or(0),
+        usize::try_from(replication_factor).unwrap_or(0),
+        topic_id.low,
+    )
+    .map_err(|e| Refusal::new(ErrorCode::InvalidReplicationFactor, e.to_string()))?;
+    assert_eq!(placed.len() as i64, i64::from(partitions));
+    Ok(placed
+        .into_iter()
+        .zip(0..)
+        .map(|(replicas, p)| {
+            // place_replicas returns replication_factor >= 1 replicas per partition.
             let leader = replicas[0];
             records::partition_assignment(p, replicas.clone(), replicas, leader, 0, 0)
         })
-        .collect()
+        .collect())
 }
 
 /// Validates deleting a topic by name.
@@ -297,7 +317,8 @@ pub fn validate_register_broker(
 
 /// Decides what a heartbeat changes. `Ok(None)`: nothing to write (the common case: heartbeats
 /// are not logged unless they change state). A fenced broker that asks to run and has applied
-/// the log up to `caught_up_offset` is unfenced; a broker asking to be fenced or to shut down
+/// the log up to `caught_up_offset` (a committed offset at or after its fence) is unfenced
+/// ([`spool_core::liveness::may_unfence`]); a broker asking to be fenced or to shut down
 /// gets a `BrokerHeartbeat` record saying so.
 pub fn validate_heartbeat(
     image: &MetadataImage,
@@ -330,11 +351,13 @@ pub fn validate_heartbeat(
             request.want_shutdown,
         )));
     }
-    let may_unfence = broker.fenced
-        && !request.want_fence
-        && !request.want_shutdown
-        && request.current_metadata_offset >= caught_up_offset;
-    if may_unfence {
+    let heartbeat = UnfenceCheck {
+        fenced: broker.fenced,
+        want_fence: request.want_fence,
+        want_shutdown: request.want_shutdown,
+        current_metadata_offset: request.current_metadata_offset,
+    };
+    if may_unfence(&heartbeat, caught_up_offset) {
         return Ok(Some(records::unfence_broker(
             request.broker_id,
             request.broker_epoch,

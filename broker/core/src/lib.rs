@@ -13,10 +13,19 @@
 //! - [`shard_map`]: which core owns which partition (DESIGN §4);
 //! - [`topic_config`]: the typed topic configuration, the known keys and their legal values, and
 //!   the defaults in one place;
-//! - [`fetch_wait`]: when a long-polling fetch answers.
+//! - [`fetch_wait`]: when a long-polling fetch answers;
+//! - [`election`]: a partition's leader and ISR after brokers are fenced or unfenced (clean
+//!   elections from the ISR, never an empty ISR, epochs bumped exactly once per change);
+//! - [`liveness`]: the active controller's broker sessions (who to fence for silence) and the
+//!   unfence rule;
+//! - [`placement`]: the controller's replica placement for a new topic (distinct brokers and
+//!   racks, balanced replicas and preferred leaders).
 
+pub mod election;
 pub mod fetch_wait;
 pub mod group;
+pub mod liveness;
+pub mod placement;
 pub mod producer_state;
 pub mod replica;
 pub mod shard_map;

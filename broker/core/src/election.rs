@@ -1,0 +1,582 @@
+//! Leader elections and ISR changes when brokers are fenced or unfenced: the controller's
+//! decision for one partition (DESIGN §7 "Elections", REPLICATION.md "Epochs and elections").
+//!
+//! Owns: [`reconcile`] — given one partition's committed state, the set of fenced brokers and the
+//! topic's election policy, the partition change to write, or `None` when the partition already
+//! fits. It is one rule for both directions: on fencing it removes fenced brokers from the ISR
+//! and moves leadership off them; on unfencing it gives leaderless partitions a leader again. It
+//! is a fixpoint: reconciling its own result changes nothing.
+//!
+//! Promises (asserted on every change it returns, and checked by the proptests below):
+//! - the ISR stays a non-empty subset of the replicas. Fenced brokers leave it, except that it
+//!   never becomes empty: when every member is fenced, one stays — the leader if it is a member,
+//!   else the first member — as Kafka keeps the last one standing, so the partition waits for
+//!   the broker most likely to hold every acknowledged record instead of forgetting who did;
+//! - a still-valid leader (unfenced, in the ISR) keeps its leadership; otherwise the new leader is
+//!   the first replica in assignment order (the preferred replica first) that is in the ISR and
+//!   unfenced; with none, the partition has no leader ([`NO_LEADER`]) — unless the topic enables
+//!   `unclean.leader.election.enable`, when the first unfenced replica leads and the ISR becomes
+//!   just that leader (Kafka's rule; it may lack acknowledged records, which is why it is off by
+//!   default and [`PartitionChange::unclean`] says so);
+//! - a broker that comes back to a leaderless partition whose ISR it is leads it again (the ISR
+//!   member kept above, Kafka's behaviour);
+//! - every leader change (including to and from [`NO_LEADER`]) bumps `leader_epoch` by exactly
+//!   one, every change bumps `partition_epoch` by exactly one, and nothing else moves them.
+//!
+//! Never does: add a broker to the ISR (rejoining is the leader's request, after it caught up),
+//! touch the replica set (reassignment), move a valid leader back to the preferred replica
+//! (preferred-leader election is a separate decision), read the image or write records — the
+//! controller maps its image to [`PartitionView`] and each [`PartitionChange`] to a record.
+//!
+//! Eligible leader replicas (KIP-966) are carried as a placeholder: the metadata log has no field
+//! for them yet, so callers pass an empty list, [`reconcile`] passes it through unchanged, and
+//! `min.insync.replicas` — which decides who becomes eligible — changes no decision here yet.
+
+use std::collections::BTreeSet;
+
+use thiserror::Error;
+
+use crate::topic_config::ResolvedTopicConfig;
+
+/// A partition without a leader.
+pub const NO_LEADER: i32 = -1;
+
+/// One partition's committed replica set and leadership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    /// Assignment order; the first is the preferred leader.
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// KIP-966's eligible leader replicas — a placeholder, always empty for now (module docs).
+    pub eligible_leaders: Vec<i32>,
+    /// A broker id, or [`NO_LEADER`].
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+/// The topic settings elections depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElectionPolicy {
+    /// `unclean.leader.election.enable`: a replica outside the ISR may lead when no ISR member
+    /// can. Off by default (DESIGN §7).
+    pub unclean_leader_election_enable: bool,
+    /// `min.insync.replicas`: reserved for eligible leader replicas (module docs).
+    pub min_insync_replicas: u32,
+}
+
+impl From<&ResolvedTopicConfig> for ElectionPolicy {
+    fn from(config: &ResolvedTopicConfig) -> Self {
+        ElectionPolicy {
+            unclean_leader_election_enable: config.unclean_leader_election_enable,
+            min_insync_replicas: config.min_insync_replicas,
+        }
+    }
+}
+
+/// The partition's new state, to be written as one partition-change record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionChange {
+    /// A broker id, or [`NO_LEADER`].
+    pub leader: i32,
+    pub isr: Vec<i32>,
+    pub eligible_leaders: Vec<i32>,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    /// The leader was elected from outside the ISR (unclean election): records acknowledged
+    /// before may be missing from it. The broker logs and counts these.
+    pub unclean: bool,
+}
+
+/// A partition state no committed record should have produced; [`reconcile`] decides nothing
+/// for it (the caller reports it).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MalformedPartition {
+    #[error("the partition has no replicas")]
+    NoReplicas,
+    #[error("broker {0} is listed twice in the replicas or the ISR")]
+    Duplicate(i32),
+    #[error("the ISR is empty")]
+    IsrEmpty,
+    #[error("ISR member {0} is not a replica")]
+    IsrNotReplica(i32),
+    #[error("leader {0} is not in the ISR")]
+    LeaderNotInIsr(i32),
+    #[error("the leader or partition epoch cannot be bumped past {0}")]
+    EpochExhausted(i32),
+}
+
+impl PartitionView {
+    /// The invariants every committed partition state keeps: replicas non-empty and distinct,
+    /// the ISR a non-empty distinct subset of them, the leader (when any) in the ISR.
+    pub fn check(&self) -> Result<(), MalformedPartition> {
+        if self.replicas.is_empty() {
+            return Err(MalformedPartition::NoReplicas);
+        }
+        for list in [&self.replicas, &self.isr] {
+            if let Some(b) = first_duplicate(list) {
+                return Err(MalformedPartition::Duplicate(b));
+            }
+        }
+        if self.isr.is_empty() {
+            return Err(MalformedPartition::IsrEmpty);
+        }
+        if let Some(b) = self.isr.iter().find(|b| !self.replicas.contains(b)) {
+            return Err(MalformedPartition::IsrNotReplica(*b));
+        }
+        if self.leader != NO_LEADER && !self.isr.contains(&self.leader) {
+            return Err(MalformedPartition::LeaderNotInIsr(self.leader));
+        }
+        Ok(())
+    }
+
+    /// This partition after `change`.
+    pub fn with(&self, change: &PartitionChange) -> PartitionView {
+        PartitionView {
+            replicas: self.replicas.clone(),
+            isr: change.isr.clone(),
+            eligible_leaders: change.eligible_leaders.clone(),
+            leader: change.leader,
+            leader_epoch: change.leader_epoch,
+            partition_epoch: change.partition_epoch,
+        }
+    }
+}
+
+fn first_duplicate(list: &[i32]) -> Option<i32> {
+    let mut seen = BTreeSet::new();
+    list.iter().copied().find(|b| !seen.insert(*b))
+}
+
+/// The change `partition` needs given the `fenced` brokers (every registered broker that is
+/// fenced, plus any replica id that is not registered at all), or `Ok(None)` when it needs none.
+pub fn reconcile(
+    partition: &PartitionView,
+    fenced: &BTreeSet<i32>,
+    policy: &ElectionPolicy,
+) -> Result<Option<PartitionChange>, MalformedPartition> {
+    partition.check()?;
+    let alive = |b: &i32| !fenced.contains(b);
+
+    let mut isr: Vec<i32> = partition.isr.iter().copied().filter(alive).collect();
+    if isr.is_empty() {
+        // Never empty: keep the member most likely to hold every acknowledged record.
+        let kept = if partition.isr.contains(&partition.leader) {
+            partition.leader
+        } else {
+            partition.isr[0]
+        };
+        isr.push(kept);
+    }
+
+    let mut unclean = false;
+    let leader_still_valid = partition.leader != NO_LEADER
+        && alive(&partition.leader)
+        && isr.contains(&partition.leader);
+    let leader = if leader_still_valid {
+        partition.leader
+    } else if let Some(&b) = partition
+        .replicas
+        .iter()
+        .find(|b| alive(b) && isr.contains(b))
+    {
+        b
+    } else if let Some(&b) = partition
+        .replicas
+        .iter()
+        .find(|b| policy.unclean_leader_election_enable && alive(b))
+    {
+        unclean = true;
+        isr = vec![b];
+        b
+    } else {
+        NO_LEADER
+    };
+
+    if leader == partition.leader && isr == partition.isr {
+        return Ok(None);
+    }
+    let leader_changed = leader != partition.leader;
+    let leader_epoch = if leader_changed {
+        partition
+            .leader_epoch
+            .checked_add(1)
+            .ok_or(MalformedPartition::EpochExhausted(partition.leader_epoch))?
+    } else {
+        partition.leader_epoch
+    };
+    let partition_epoch =
+        partition
+            .partition_epoch
+            .checked_add(1)
+            .ok_or(MalformedPartition::EpochExhausted(
+                partition.partition_epoch,
+            ))?;
+    let change = PartitionChange {
+        leader,
+        isr,
+        eligible_leaders: partition.eligible_leaders.clone(),
+        leader_epoch,
+        partition_epoch,
+        unclean,
+    };
+    assert_transition(partition, &change, fenced, policy);
+    Ok(Some(change))
+}
+
+/// Pair assertions on what [`reconcile`] returns: a bug here must stop the controller before
+/// the record is proposed, not after every broker applied it.
+fn assert_transition(
+    before: &PartitionView,
+    change: &PartitionChange,
+    fenced: &BTreeSet<i32>,
+    policy: &ElectionPolicy,
+) {
+    if let Err(e) = check_transition(before, change, fenced, policy) {
+        panic!("election produced a bad change ({e}): {before:?} -> {change:?}, fenced {fenced:?}");
+    }
+}
+
+/// The rules every change must keep; `Err` names the first it breaks. Separate from
+/// [`reconcile`] so that tests can show it rejects planted bad changes.
+fn check_transition(
+    before: &PartitionView,
+    change: &PartitionChange,
+    fenced: &BTreeSet<i32>,
+    policy: &ElectionPolicy,
+) -> Result<(), String> {
+    let after = before.with(change);
+    after.check().map_err(|e| e.to_string())?;
+    if after.leader != NO_LEADER && fenced.contains(&after.leader) {
+        return Err(format!("leader {} is fenced", after.leader));
+    }
+    // A fenced member may stay only as the ISR's last one.
+    if after.isr.len() > 1 && after.isr.iter().any(|b| fenced.contains(b)) {
+        return Err(format!("fenced brokers left in the ISR {:?}", after.isr));
+    }
+    let leader_changed = after.leader != before.leader;
+    if after.leader_epoch != before.leader_epoch + i32::from(leader_changed) {
+        return Err(format!(
+            "leader epoch {} -> {} with the leader {}",
+            before.leader_epoch,
+            after.leader_epoch,
+            if leader_changed {
+                "changed"
+            } else {
+                "unchanged"
+            }
+        ));
+    }
+    if after.partition_epoch != before.partition_epoch + 1 {
+        return Err(format!(
+            "partition epoch {} -> {}",
+            before.partition_epoch, after.partition_epoch
+        ));
+    }
+    let from_isr = after.leader == NO_LEADER || before.isr.contains(&after.leader);
+    let isr_shrank = after.isr.iter().all(|b| before.isr.contains(b));
+    if change.unclean {
+        if !policy.unclean_leader_election_enable {
+            return Err("unclean election while it is disabled".into());
+        }
+        if from_isr || after.isr != [after.leader] {
+            return Err("an unclean election must lead from outside the ISR, alone".into());
+        }
+    } else if !from_isr || !isr_shrank {
+        return Err(format!(
+            "leader {} / ISR {:?} not drawn from the ISR {:?}",
+            after.leader, after.isr, before.isr
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const CLEAN: ElectionPolicy = ElectionPolicy {
+        unclean_leader_election_enable: false,
+        min_insync_replicas: 2,
+    };
+    const UNCLEAN: ElectionPolicy = ElectionPolicy {
+        unclean_leader_election_enable: true,
+        min_insync_replicas: 2,
+    };
+
+    fn view(replicas: &[i32], isr: &[i32], leader: i32) -> PartitionView {
+        PartitionView {
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+            eligible_leaders: vec![],
+            leader,
+            leader_epoch: 4,
+            partition_epoch: 9,
+        }
+    }
+
+    fn set(ids: &[i32]) -> BTreeSet<i32> {
+        ids.iter().copied().collect()
+    }
+
+    #[test]
+    fn fencing_the_leader_elects_the_first_isr_replica_in_assignment_order() {
+        let p = view(&[1, 2, 3], &[3, 2, 1], 1);
+        let c = reconcile(&p, &set(&[1]), &CLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!(
+            c,
+            PartitionChange {
+                leader: 2,
+                isr: vec![3, 2],
+                eligible_leaders: vec![],
+                leader_epoch: 5,
+                partition_epoch: 10,
+                unclean: false,
+            }
+        );
+        assert_eq!(reconcile(&p.with(&c), &set(&[1]), &CLEAN), Ok(None));
+    }
+
+    #[test]
+    fn fencing_a_follower_shrinks_the_isr_and_keeps_the_leader_epoch() {
+        let p = view(&[1, 2, 3], &[1, 2, 3], 1);
+        let c = reconcile(&p, &set(&[3]), &CLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!((c.leader, c.isr.as_slice()), (1, &[1, 2][..]));
+        assert_eq!((c.leader_epoch, c.partition_epoch), (4, 10));
+        // A fenced broker outside the ISR, or outside the replicas, changes nothing.
+        let p = view(&[1, 2, 3], &[1, 2], 1);
+        assert_eq!(reconcile(&p, &set(&[3, 7]), &CLEAN), Ok(None));
+    }
+
+    #[test]
+    fn the_last_isr_member_stays_and_leads_again_when_it_comes_back() {
+        let p = view(&[1, 2, 3], &[2], 2);
+        let c = reconcile(&p, &set(&[2]), &CLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!((c.leader, c.isr.as_slice()), (NO_LEADER, &[2][..]));
+        assert_eq!((c.leader_epoch, c.partition_epoch), (5, 10));
+        let leaderless = p.with(&c);
+        // Replicas 1 and 3 are alive but out of the ISR: with unclean election off they wait.
+        assert_eq!(reconcile(&leaderless, &set(&[2]), &CLEAN), Ok(None));
+        // Broker 2 comes back.
+        let back = reconcile(&leaderless, &set(&[]), &CLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!((back.leader, back.isr.as_slice()), (2, &[2][..]));
+        assert_eq!((back.leader_epoch, back.partition_epoch), (6, 11));
+    }
+
+    #[test]
+    fn fencing_every_isr_member_at_once_keeps_the_leader() {
+        let p = view(&[1, 2, 3], &[1, 3], 3);
+        let c = reconcile(&p, &set(&[1, 3]), &CLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!((c.leader, c.isr.as_slice()), (NO_LEADER, &[3][..]));
+    }
+
+    #[test]
+    fn unclean_election_only_when_enabled_and_then_the_isr_is_the_new_leader() {
+        let p = view(&[1, 2, 3], &[1], NO_LEADER);
+        assert_eq!(reconcile(&p, &set(&[1]), &CLEAN), Ok(None));
+        let c = reconcile(&p, &set(&[1]), &UNCLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!((c.leader, c.isr.as_slice(), c.unclean), (2, &[2][..], true));
+        // With an ISR member alive, the election is clean even when unclean is enabled.
+        let p = view(&[1, 2, 3], &[1, 3], 1);
+        let c = reconcile(&p, &set(&[1]), &UNCLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!((c.leader, c.unclean), (3, false));
+    }
+
+    #[test]
+    fn malformed_partitions_are_refused_not_decided() {
+        let cases = [
+            (view(&[], &[], NO_LEADER), MalformedPartition::NoReplicas),
+            (view(&[1, 1], &[1], 1), MalformedPartition::Duplicate(1)),
+            (view(&[1, 2], &[], NO_LEADER), MalformedPartition::IsrEmpty),
+            (
+                view(&[1, 2], &[1, 5], 1),
+                MalformedPartition::IsrNotReplica(5),
+            ),
+            (
+                view(&[1, 2], &[1], 2),
+                MalformedPartition::LeaderNotInIsr(2),
+            ),
+        ];
+        for (p, e) in cases {
+            assert_eq!(reconcile(&p, &set(&[1]), &CLEAN), Err(e));
+        }
+        let p = PartitionView {
+            leader_epoch: i32::MAX,
+            ..view(&[1, 2], &[1, 2], 1)
+        };
+        assert_eq!(
+            reconcile(&p, &set(&[1]), &CLEAN),
+            Err(MalformedPartition::EpochExhausted(i32::MAX))
+        );
+    }
+
+    /// The checker behind the assertions and the proptest rejects each planted bad change.
+    #[test]
+    fn the_checker_rejects_planted_bad_changes() {
+        let before = view(&[1, 2, 3], &[1, 2], 1);
+        let fenced = set(&[1]);
+        let good = reconcile(&before, &fenced, &CLEAN)
+            .expect("valid")
+            .expect("change");
+        assert_eq!(check_transition(&before, &good, &fenced, &CLEAN), Ok(()));
+        let bad = [
+            // The fenced broker still leads.
+            PartitionChange {
+                leader: 1,
+                isr: vec![1, 2],
+                leader_epoch: 4,
+                ..good.clone()
+            },
+            // Leader from outside the ISR without saying unclean.
+            PartitionChange {
+                leader: 3,
+                isr: vec![3],
+                ..good.clone()
+            },
+            // An unclean election while it is disabled.
+            PartitionChange {
+                leader: 3,
+                isr: vec![3],
+                unclean: true,
+                ..good.clone()
+            },
+            // The leader changed but its epoch did not.
+            PartitionChange {
+                leader_epoch: 4,
+                ..good.clone()
+            },
+            // The epoch jumped by two.
+            PartitionChange {
+                leader_epoch: 6,
+                ..good.clone()
+            },
+            // The partition epoch did not move.
+            PartitionChange {
+                partition_epoch: 9,
+                ..good.clone()
+            },
+            // An empty ISR.
+            PartitionChange {
+                leader: NO_LEADER,
+                isr: vec![],
+                ..good.clone()
+            },
+            // A fenced broker left in the ISR.
+            PartitionChange {
+                isr: vec![1, 2],
+                ..good.clone()
+            },
+            // The ISR grew.
+            PartitionChange {
+                isr: vec![2, 3],
+                ..good.clone()
+            },
+            // The leader is not in the ISR.
+            PartitionChange {
+                isr: vec![1],
+                ..good.clone()
+            },
+        ];
+        for change in bad {
+            assert!(
+                check_transition(&before, &change, &fenced, &CLEAN).is_err(),
+                "{change:?}"
+            );
+        }
+    }
+
+    fn any_partition() -> impl Strategy<Value = PartitionView> {
+        // Replicas: a shuffled distinct subset of brokers 0..6; ISR: a non-empty shuffled subset
+        // of them; leader: an ISR member or none.
+        (
+            Just((0..6).collect::<Vec<i32>>()).prop_shuffle(),
+            1usize..=5,
+            any::<u64>(),
+            any::<prop::sample::Index>(),
+            0i32..100,
+            0i32..100,
+        )
+            .prop_flat_map(|(all, n, isr_bits, leader_pick, le, pe)| {
+                let replicas: Vec<i32> = all[..n].to_vec();
+                let mut isr: Vec<i32> = replicas
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| isr_bits >> i & 1 == 1)
+                    .map(|(_, b)| *b)
+                    .collect();
+                if isr.is_empty() {
+                    isr.push(replicas[0]);
+                }
+                let leader_options: Vec<i32> = isr.iter().copied().chain([NO_LEADER]).collect();
+                let leader = *leader_pick.get(&leader_options);
+                Just(isr).prop_shuffle().prop_map(move |isr| PartitionView {
+                    replicas: replicas.clone(),
+                    isr,
+                    eligible_leaders: vec![],
+                    leader,
+                    leader_epoch: le,
+                    partition_epoch: pe,
+                })
+            })
+            .prop_filter("leader must be an ISR member", |p| p.check().is_ok())
+    }
+
+    proptest! {
+        #[test]
+        fn fence_and_unfence_sequences_keep_every_invariant(
+            start in any_partition(),
+            initially_fenced in proptest::collection::btree_set(0i32..7, 0..3),
+            events in proptest::collection::vec((any::<bool>(), 0i32..7), 1..40),
+            unclean_enabled in any::<bool>(),
+        ) {
+            let policy = ElectionPolicy { unclean_leader_election_enable: unclean_enabled, min_insync_replicas: 2 };
+            let mut p = start;
+            let mut fenced = initially_fenced;
+            for (fence, broker) in events {
+                if fence { fenced.insert(broker); } else { fenced.remove(&broker); }
+                let before = p.clone();
+                match reconcile(&before, &fenced, &policy).map_err(|e| TestCaseError::fail(e.to_string()))? {
+                    None => {}
+                    Some(change) => {
+                        if let Err(e) = check_transition(&before, &change, &fenced, &policy) {
+                            return Err(TestCaseError::fail(e));
+                        }
+                        p = before.with(&change);
+                        prop_assert_eq!(reconcile(&p, &fenced, &policy), Ok(None), "not a fixpoint");
+                    }
+                }
+                // Whatever happened, the partition now fits the fenced set:
+                prop_assert!(p.check().is_ok());
+                prop_assert!(p.leader == NO_LEADER || !fenced.contains(&p.leader));
+                prop_assert!(
+                    p.isr.len() == 1 || p.isr.iter().all(|b| !fenced.contains(b)),
+                    "fenced brokers left in the ISR: {:?}", p
+                );
+                prop_assert!(p.leader_epoch >= before.leader_epoch);
+                prop_assert!(p.partition_epoch >= before.partition_epoch);
+                // ... and is available whenever it may be: a live ISR member, or (unclean on)
+                // any live replica, means a leader.
+                let live_isr = p.isr.iter().any(|b| !fenced.contains(b));
+                let live_replica = p.replicas.iter().any(|b| !fenced.contains(b));
+                if live_isr || (unclean_enabled && live_replica) {
+                    prop_assert!(p.leader != NO_LEADER, "leaderless with a candidate: {:?}", p);
+                }
+            }
+        }
+    }
+}
