@@ -22,12 +22,11 @@ impl std::fmt::Display for Voter {
 
 /// Most voters a quorum may name (raft's cost grows with every voter; Kafka runs 3 or 5).
 pub const VOTERS_MAX: usize = 9;
-/// How often a broker heartbeats to the active controller (DESIGN §7).
-pub const BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 250;
-/// How long the controller waits for a heartbeat before fencing the broker (DESIGN §7: a new
-/// leader within 2 s of a broker's death; Kafka's 9 s trades that for fewer false fencings on
-/// pausing JVMs).
-pub const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 1_500;
+/// The broker session's defaults (250 ms heartbeats, fenced after 1500 ms without one: a new
+/// leader within 2 s of a broker's death), decided in `spool-core`.
+pub use spool_core::liveness::{
+    BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, BROKER_SESSION_TIMEOUT_MS_DEFAULT,
+};
 
 /// Parses `--controller-voters`: `ID@HOST:PORT` entries separated by commas, distinct ids and
 /// addresses.

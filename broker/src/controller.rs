@@ -62,6 +62,10 @@ pub struct Controller {
     pub(crate) status: RefCell<Option<ControllerStatus>>,
     /// This broker's epoch from its last registration (-1 before one; clustered only).
     pub(crate) broker_epoch: Cell<i64>,
+    /// The brokers' sessions, kept while this node is the active controller (a node that becomes
+    /// active starts a fresh one, giving every broker a grace period: a failover fences nobody).
+    pub(crate) sessions: RefCell<Option<spool_core::liveness::BrokerSessions>>,
+    session_timeout_ms: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +196,8 @@ impl Controller {
             leader_node: Cell::new(node_of_raft_id(status.leader_id)),
             status: RefCell::new(Some(status)),
             broker_epoch: Cell::new(-1),
+            sessions: RefCell::new(None),
+            session_timeout_ms: local.config.broker_session_timeout_ms,
         });
         Ok((c, image))
     }
@@ -291,9 +297,56 @@ impl Controller {
                     Some(Err(e)) => tracing::error!("controller tick: {e}"),
                     None => break,
                 }
+                if me.peers.is_some() {
+                    me.fence_expired(&services).await;
+                }
             }
         })
         .detach();
+    }
+
+    /// On the active controller: fences the brokers whose session expired (no heartbeat for
+    /// `--broker-session-timeout-ms`), moving their leaderships and ISR memberships to live
+    /// replicas in the same step (`spool_raft::failover`). Elsewhere: drops the sessions, so the
+    /// next activation starts with a grace period.
+    async fn fence_expired<S: Services>(self: &Rc<Self>, services: &Rc<S>) {
+        let now_ms = crate::clock::monotonic_ms();
+        if !self.is_leader() {
+            self.sessions.borrow_mut().take();
+            return;
+        }
+        let timeout_ms = self.session_timeout_ms;
+        let sessions = self
+            .sessions
+            .borrow_mut()
+            .get_or_insert_with(|| spool_core::liveness::BrokerSessions::new(now_ms))
+            .clone();
+        let fenced = self
+            .with_raft(move |raft| {
+                let brokers = spool_raft::failover::liveness_brokers(raft.latest_image());
+                let expired = sessions.expired(brokers, now_ms, timeout_ms);
+                if expired.is_empty() {
+                    return (expired, None);
+                }
+                let proposed = raft.fence_brokers(&expired);
+                let polled = raft.poll();
+                (expired, Some((proposed, polled)))
+            })
+            .await;
+        let Some((expired, Some((proposed, polled)))) = fenced else {
+            return;
+        };
+        match proposed {
+            Ok(ids) if !ids.is_empty() => {
+                tracing::warn!(brokers = ?expired, "fencing brokers whose session expired");
+            }
+            Ok(_) => {}
+            Err(r) => tracing::warn!(brokers = ?expired, "fencing refused: {}", r.message),
+        }
+        match polled {
+            Ok(p) => self.handle_polled(services, p).await,
+            Err(e) => tracing::error!("controller poll: {e}"),
+        }
     }
 
     /// Proposes `op` and answers per topic once committed and applied everywhere.

@@ -197,10 +197,14 @@ impl Controller {
             .await;
         match done {
             Ok(()) => {
+                let now_ms = crate::clock::monotonic_ms();
                 let epoch = self
                     .with_raft(move |raft| raft.image().broker(broker_id).map(|b| b.broker_epoch))
                     .await
                     .flatten();
+                if let (Some(sessions), Some(e)) = (self.sessions.borrow_mut().as_mut(), epoch) {
+                    sessions.on_register(broker_id, e, now_ms);
+                }
                 match epoch {
                     Some(broker_epoch) => RegisterBrokerAnswer {
                         error: ErrorCode::None,
@@ -236,8 +240,16 @@ impl Controller {
             want_fence: h.want_fence,
             want_shutdown: h.want_shutdown,
         };
+        if let Some(sessions) = self.sessions.borrow_mut().as_mut() {
+            sessions.on_heartbeat(broker_id, h.broker_epoch, crate::clock::monotonic_ms());
+        }
+        // A heartbeat that unfences its broker also gives it back the leaderless partitions it
+        // may lead; the answer waits for the last of those records.
         let done = self
-            .propose_and_wait(services, move |raft| raft.heartbeat(&request))
+            .propose_and_wait(services, move |raft| {
+                raft.heartbeat_and_elect(&request)
+                    .map(|ids| ids.last().copied())
+            })
             .await;
         if let Err((error, _)) = done {
             return HeartbeatAnswer {

@@ -142,13 +142,9 @@ async fn drop_partition(local: &Local, router: &Router, groups: &GroupDriver, tp
             tracing::warn!(%tp, "closing a deleted partition: {e}");
         }
         let dir = part.log.dir().to_path_buf();
-        let shown = dir.display().to_string();
         // remove_dir_all walks and unlinks a whole directory: the blocking pool, not the core.
-        let removed = glommio::executor()
-            .spawn_blocking(move || std::fs::remove_dir_all(&dir))
-            .await;
-        if let Err(e) = removed {
-            tracing::warn!(%tp, "removing {shown}: {e}");
+        if let Err(e) = spool_storage::remove_dir_all(dir.clone()).await {
+            tracing::warn!(%tp, "removing {}: {e}", dir.display());
         }
     }
 }

@@ -182,6 +182,26 @@ impl Broker {
             .unwrap_or_else(|e| panic!("metrics: {e}\n{}", self.log_tail()))
     }
 
+    /// SIGSTOP: the process stays, answers nothing, sends nothing (a long pause, a hung host).
+    pub fn pause(&mut self) {
+        self.signal_running(libc::SIGSTOP);
+    }
+
+    /// SIGCONT after [`Broker::pause`].
+    pub fn resume(&mut self) {
+        self.signal_running(libc::SIGCONT);
+    }
+
+    fn signal_running(&mut self, sig: libc::c_int) {
+        let child = self.child.as_mut().expect("a running broker");
+        if let Some(status) = process::signal(child, sig) {
+            panic!(
+                "the broker had exited ({status}) before signal {sig}\n{}",
+                self.log_tail()
+            );
+        }
+    }
+
     /// SIGKILL: no shutdown, no flush, no clean marker. Returns once the process is reaped *and*
     /// its listening sockets are gone: the kernel tears a dead process's io_uring instance down
     /// asynchronously, and the listener a pending accept holds stays in LISTEN for a few

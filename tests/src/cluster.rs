@@ -115,3 +115,78 @@ impl Cluster {
         digests.iter().all(|d| *d == Some(first)).then_some(first)
     }
 }
+
+/// One partition as `spool topic describe` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionRow {
+    pub partition: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+/// Parses `spool topic describe T`'s partition rows (`0  2  0  [2, 3, 1]  [2, 3, 1]`).
+pub fn parse_describe(out: &str) -> Vec<PartitionRow> {
+    let list = |s: &str| -> Option<Vec<i32>> {
+        s.trim()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .split(',')
+            .filter(|x| !x.trim().is_empty())
+            .map(|x| x.trim().parse().ok())
+            .collect()
+    };
+    out.lines()
+        .filter_map(|l| {
+            let (head, lists) = l.split_once('[')?;
+            let mut nums = head.split_whitespace().map(|x| x.parse::<i32>().ok());
+            let (partition, leader, leader_epoch) = (nums.next()??, nums.next()??, nums.next()??);
+            let (replicas, isr) = format!("[{lists}")
+                .split_once("  ")
+                .map(|(a, b)| (list(a), list(b)))?;
+            Some(PartitionRow {
+                partition,
+                leader,
+                leader_epoch,
+                replicas: replicas?,
+                isr: isr?,
+            })
+        })
+        .collect()
+}
+
+impl Cluster {
+    /// `topic`'s partitions as node `id` describes them.
+    pub fn describe(&self, id: i32, topic: &str) -> Vec<PartitionRow> {
+        let f = crate::cli::spool(self.node(id), &["topic", "describe", topic], "");
+        if f.status.success() {
+            parse_describe(&f.stdout)
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_describe_rows() {
+        let out = "topic orders (2 partitions)\nPARTITION  LEADER  LEADER-EPOCH      REPLICAS  ISR\n        0       2             0     [2, 3, 1]  [2, 3, 1]\n        1      -1             4        [3, 1]  [3]\n";
+        let rows = parse_describe(out);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].replicas, vec![2, 3, 1]);
+        assert_eq!(
+            rows[1],
+            PartitionRow {
+                partition: 1,
+                leader: -1,
+                leader_epoch: 4,
+                replicas: vec![3, 1],
+                isr: vec![3],
+            }
+        );
+    }
+}

@@ -99,3 +99,118 @@ fn killing_the_controller_elects_a_new_one_and_topic_creation_works_again() {
         c.agreed_controller(&all)
     });
 }
+
+/// The partitions `victim` led before a fault, and the describe rows from node `from` after it.
+fn led_by(rows: &[spool_tests::cluster::PartitionRow], victim: i32) -> Vec<i32> {
+    rows.iter()
+        .filter(|r| r.leader == victim)
+        .map(|r| r.partition)
+        .collect()
+}
+
+#[test]
+fn a_killed_broker_is_fenced_its_partitions_get_leaders_from_the_isr_and_it_is_unfenced_on_return()
+{
+    let mut cluster = Cluster::start(3);
+    let all = [1, 2, 3];
+    let controller = cluster.wait_until("an active controller", |c| c.agreed_controller(&all));
+    cluster.wait_until("three unfenced brokers", |c| {
+        all.iter()
+            .all(|&i| {
+                c.gauge(i, "spool_fenced_brokers") == Some(0)
+                    && c.gauge(i, "spool_registered_brokers") == Some(3)
+            })
+            .then_some(())
+    });
+    spool_ok(
+        cluster.node(controller),
+        &[
+            "topic",
+            "create",
+            "t",
+            "--partitions",
+            "6",
+            "--replication-factor",
+            "3",
+        ],
+        "",
+    );
+    let before = cluster.wait_until("the topic on the controller", |c| {
+        let rows = c.describe(controller, "t");
+        (rows.len() == 6).then_some(rows)
+    });
+    // The victim is a broker that is not the controller (the controller's own loss is the other
+    // test) and that leads at least one partition (placement balances leaders: each leads two).
+    let victim = all
+        .iter()
+        .copied()
+        .find(|&i| i != controller && !led_by(&before, i).is_empty())
+        .expect("a non-controller broker leading a partition");
+    let led = led_by(&before, victim);
+    cluster.node_mut(victim).kill9();
+    let after = cluster.wait_until(
+        "the victim fenced and its partitions led by ISR members",
+        |c| {
+            (c.gauge(controller, "spool_fenced_brokers") == Some(1)).then_some(())?;
+            let rows = c.describe(controller, "t");
+            let moved = led.iter().all(|p| {
+                rows.iter()
+                    .any(|r| r.partition == *p && r.leader != victim && r.leader >= 0)
+            });
+            moved.then_some(rows)
+        },
+    );
+    for r in &after {
+        let was = before.iter().find(|b| b.partition == r.partition).unwrap();
+        assert!(
+            !r.isr.contains(&victim),
+            "{r:?}: a fenced broker stays in no ISR"
+        );
+        assert!(r.isr.contains(&r.leader), "{r:?}: the leader is in the ISR");
+        assert!(
+            was.isr.contains(&r.leader),
+            "{r:?}: the new leader came from the old ISR {was:?}"
+        );
+        if led.contains(&r.partition) {
+            assert_eq!(
+                r.leader_epoch,
+                was.leader_epoch + 1,
+                "{r:?}: a leader change bumps the epoch"
+            );
+        }
+    }
+    // Back: registers again, catches up with the metadata log and is unfenced. (It rejoins the
+    // ISRs only once it has caught up with each leader's log: the replication milestone.)
+    cluster.node_mut(victim).restart();
+    cluster.wait_until("the victim unfenced again", |c| {
+        all.iter()
+            .all(|&i| c.gauge(i, "spool_fenced_brokers") == Some(0))
+            .then_some(())
+    });
+}
+
+#[test]
+fn a_paused_broker_is_fenced_and_rejoins_after_it_resumes() {
+    let mut cluster = Cluster::start(3);
+    let all = [1, 2, 3];
+    let controller = cluster.wait_until("an active controller", |c| c.agreed_controller(&all));
+    cluster.wait_until("three unfenced brokers", |c| {
+        all.iter()
+            .all(|&i| {
+                c.gauge(i, "spool_fenced_brokers") == Some(0)
+                    && c.gauge(i, "spool_registered_brokers") == Some(3)
+            })
+            .then_some(())
+    });
+    let victim = all.iter().copied().find(|&i| i != controller).unwrap();
+    cluster.node_mut(victim).pause();
+    cluster.wait_until("the paused broker fenced", |c| {
+        (c.gauge(controller, "spool_fenced_brokers") == Some(1)).then_some(())
+    });
+    cluster.node_mut(victim).resume();
+    cluster.wait_until("the resumed broker unfenced on every node", |c| {
+        all.iter()
+            .all(|&i| c.gauge(i, "spool_fenced_brokers") == Some(0))
+            .then_some(())
+    });
+}
