@@ -1,8 +1,10 @@
 //! The controller's and the metadata image's gauges for `/metrics` (DESIGN §10), from core 0: is
 //! this node the active controller, its raft term and commit index, the metadata offset applied
-//! here, registered and fenced brokers, and a digest of the image — equal on every broker once
+//! here, registered and fenced brokers, leaderless, under-replicated and under-min-ISR partitions
+//! and replicas on fenced brokers, and a digest of the image — equal on every broker once
 //! they have applied the same log, which is how a test (or an operator) sees that they agree.
 
+use spool_core::topic_config::TopicDefaults;
 use spool_raft::MetadataImage;
 
 use crate::controller::Controller;
@@ -21,7 +23,11 @@ pub fn image_digest(image: &MetadataImage) -> u32 {
 }
 
 /// Prometheus lines for this node's controller and image.
-pub fn render(image: &MetadataImage, controller: Option<&Controller>) -> String {
+pub fn render(
+    image: &MetadataImage,
+    defaults: &TopicDefaults,
+    controller: Option<&Controller>,
+) -> String {
     let mut out = String::new();
     let brokers = image.brokers().count();
     let fenced = image.brokers().filter(|b| b.fenced).count();
@@ -32,6 +38,33 @@ pub fn render(image: &MetadataImage, controller: Option<&Controller>) -> String 
     out.push_str(&format!("spool_metadata_topics {}\n", image.topic_count()));
     out.push_str(&format!("spool_registered_brokers {brokers}\n"));
     out.push_str(&format!("spool_fenced_brokers {fenced}\n"));
+    let (mut leaderless, mut under_replicated, mut under_min_isr, mut offline_replicas) =
+        (0u64, 0u64, 0u64, 0u64);
+    for t in image.topics() {
+        let required = t.config.resolve(defaults);
+        for p in &t.partitions {
+            if p.leader < 0 {
+                leaderless += 1;
+            }
+            if p.isr.len() < p.replicas.len() {
+                under_replicated += 1;
+            }
+            if p.isr.len() < required.required_isr(p.replicas.len()) {
+                under_min_isr += 1;
+            }
+            offline_replicas += p
+                .replicas
+                .iter()
+                .filter(|r| image.broker(**r).is_none_or(|b| b.fenced))
+                .count() as u64;
+        }
+    }
+    out.push_str(&format!("spool_leaderless_partitions {leaderless}\n"));
+    out.push_str(&format!(
+        "spool_under_replicated_partitions {under_replicated}\n"
+    ));
+    out.push_str(&format!("spool_under_min_isr_partitions {under_min_isr}\n"));
+    out.push_str(&format!("spool_offline_replicas {offline_replicas}\n"));
     let status = controller.and_then(|c| c.status.borrow().clone());
     if let (Some(c), Some(s)) = (controller, status) {
         out.push_str(&format!(

@@ -213,6 +213,7 @@ impl Services for Shard {
             let controller = self.controller.borrow().clone();
             text.push_str(&crate::controller_metrics::render(
                 &self.image.borrow(),
+                &self.config.topic_defaults,
                 controller.as_deref(),
             ));
         }

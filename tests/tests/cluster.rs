@@ -43,9 +43,104 @@ fn three_brokers_form_a_quorum_register_and_agree_on_metadata() {
         topics_everywhere.then(|| c.agreed_digest(&all)).flatten()
     });
     for i in all {
-        let described = spool_ok(cluster.node(i), &["topic", "describe", "orders"], "");
-        assert!(described.contains("orders"), "node {i}: {described}");
+        let rows = cluster.describe(i, "orders");
+        assert_eq!(rows.len(), 3, "node {i}: {rows:?}");
+        for r in &rows {
+            // Racks a, b, c are nodes 1, 2, 3: one replica per rack, the first one leading.
+            let mut replicas = r.replicas.clone();
+            replicas.sort_unstable();
+            assert_eq!(
+                replicas,
+                vec![1, 2, 3],
+                "node {i}: one replica per rack: {r:?}"
+            );
+            assert_eq!(
+                r.leader, r.replicas[0],
+                "the preferred leader leads a new partition"
+            );
+        }
+        let mut leaders: Vec<i32> = rows.iter().map(|r| r.leader).collect();
+        leaders.sort_unstable();
+        assert_eq!(leaders, vec![1, 2, 3], "leaders are balanced: {rows:?}");
     }
+}
+
+#[test]
+fn kcat_sees_three_brokers_and_the_leaders_and_produces_through_them() {
+    use spool_tests::kafka_clients::{kcat, run_client};
+    let cluster = Cluster::start(3);
+    let all = [1, 2, 3];
+    let leader = cluster.wait_until("an active controller", |c| c.agreed_controller(&all));
+    cluster.wait_until("three unfenced brokers", |c| {
+        all.iter()
+            .all(|&i| {
+                c.gauge(i, "spool_registered_brokers") == Some(3)
+                    && c.gauge(i, "spool_fenced_brokers") == Some(0)
+            })
+            .then_some(())
+    });
+    spool_ok(
+        cluster.node(leader),
+        &[
+            "topic",
+            "create",
+            "k",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+        ],
+        "",
+    );
+    let rows = cluster.wait_until("the topic on every node", |c| {
+        let rows = c.describe(3, "k");
+        (all.iter()
+            .all(|&i| c.gauge(i, "spool_metadata_topics") == Some(1))
+            && rows.len() == 3)
+            .then_some(rows)
+    });
+    let node = cluster.node(1);
+    let scratch = node.scratch().join("kcat");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let kcat_run = |args: &[&str], stdin: &[u8]| {
+        let mut cmd = std::process::Command::new(kcat());
+        cmd.arg("-b").arg(node.kafka_bootstrap()).args(args);
+        run_client(
+            &mut cmd,
+            stdin,
+            &scratch,
+            std::time::Duration::from_secs(60),
+        )
+    };
+    let listed = kcat_run(&["-L"], b"").stdout;
+    assert!(listed.contains(" 3 brokers:"), "{listed}");
+    for i in all {
+        let addr = cluster.node(i).kafka_bootstrap();
+        assert!(
+            listed.contains(&format!("broker {i} at {addr}")),
+            "{listed}"
+        );
+    }
+    for r in &rows {
+        let line = format!("partition {}, leader {},", r.partition, r.leader);
+        assert!(listed.contains(&line), "kcat -L lacks {line:?}:\n{listed}");
+    }
+    // Each partition's records go to its leader, wherever kcat bootstrapped.
+    let lines: String = (0..300).map(|i| format!("key-{i}:value-{i}\n")).collect();
+    let produced = kcat_run(&["-P", "-t", "k", "-K", ":"], lines.as_bytes());
+    assert!(produced.status.success(), "{}", produced.stderr);
+    let consumed = kcat_run(
+        &["-C", "-t", "k", "-o", "beginning", "-e", "-q", "-f", "%k\n"],
+        b"",
+    );
+    let keys: Vec<&str> = consumed.stdout.lines().collect();
+    let distinct: std::collections::BTreeSet<&str> = keys.iter().copied().collect();
+    assert_eq!(
+        (keys.len(), distinct.len()),
+        (300, 300),
+        "every record read back exactly once: {}",
+        consumed.stderr
+    );
 }
 
 #[test]

@@ -55,7 +55,8 @@ async fn offsets_topic(shard: &Rc<Shard>) -> Result<i32, ErrorCode> {
     let topic = NewTopic {
         name: OFFSETS_TOPIC.to_string(),
         partitions: shard.config.offsets_topic_partitions,
-        replication_factor: 1,
+        // Internal topics at RF = min(3, live brokers) (DESIGN §7).
+        replication_factor: shard.brokers("native").len().clamp(1, 3) as i16,
         configs: vec![
             ("cleanup.policy".into(), "compact".into()),
             ("segment.bytes".into(), OFFSETS_SEGMENT_BYTES.to_string()),
