@@ -19,8 +19,11 @@ use crate::calls::Services;
 use crate::controller::Controller;
 use crate::local::Local;
 
-/// How long one registration or heartbeat waits for its answer.
-const CALL_TIMEOUT_MS: u64 = 1_000;
+/// How long one registration or heartbeat waits for its answer, in heartbeat intervals: short,
+/// so that a broker whose controller vanished asks the new one before its grace runs out.
+const CALL_TIMEOUT_HEARTBEATS: u64 = 2;
+/// How long a registration waits (it waits for a commit; rare, so generous).
+const REGISTER_TIMEOUT_MS: u64 = 1_000;
 /// Wait before asking again when no controller answered.
 const RETRY_MS: u64 = 100;
 
@@ -80,6 +83,8 @@ pub fn spawn<S: Services>(
                 .borrow()
                 .as_ref()
                 .map_or(0, |s| s.applied_index);
+            let call_timeout_ms =
+                local.config.broker_heartbeat_interval_ms * CALL_TIMEOUT_HEARTBEATS;
             let h = Heartbeat {
                 broker_id: local.config.node_id,
                 broker_epoch: controller.broker_epoch.get(),
@@ -87,7 +92,7 @@ pub fn spawn<S: Services>(
                 want_fence: false,
                 want_shutdown: false,
             };
-            match heartbeat(&controller, &services, h).await {
+            match heartbeat(&controller, &services, h, call_timeout_ms).await {
                 Ok(()) => {}
                 Err(ErrorCode::StaleBrokerEpoch) | Err(ErrorCode::BrokerNotAvailable) => {
                     controller.broker_epoch.set(-1);
@@ -117,7 +122,11 @@ async fn register<S: Services>(
             return Err("no active controller yet".into());
         };
         match peers
-            .call(leader, InternalMessage::RegisterBroker(r), CALL_TIMEOUT_MS)
+            .call(
+                leader,
+                InternalMessage::RegisterBroker(r),
+                REGISTER_TIMEOUT_MS,
+            )
             .await
         {
             Ok(InternalMessage::RegisterBrokerAnswer(a)) => a,
@@ -135,6 +144,7 @@ async fn heartbeat<S: Services>(
     controller: &Rc<Controller>,
     services: &Rc<S>,
     h: Heartbeat,
+    call_timeout_ms: u64,
 ) -> Result<(), ErrorCode> {
     let answer = if controller.is_leader() {
         controller.heartbeat(services, h).await
@@ -144,7 +154,7 @@ async fn heartbeat<S: Services>(
             return Err(ErrorCode::NotController);
         };
         match peers
-            .call(leader, InternalMessage::Heartbeat(h), CALL_TIMEOUT_MS)
+            .call(leader, InternalMessage::Heartbeat(h), call_timeout_ms)
             .await
         {
             Ok(InternalMessage::HeartbeatAnswer(a)) => a,

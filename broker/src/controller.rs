@@ -30,8 +30,17 @@ use crate::peers::Peers;
 use crate::requests::{ApplyMetadata, ControllerOp, ProducerIdRange, TopicOutcome};
 use crate::router::Router;
 
-/// Wall-clock length of one raft tick.
-pub const TICK_INTERVAL_MS: u64 = 100;
+/// Wall-clock length of one raft tick. With raft's 10-tick election timeout (drawn in [10, 20)
+/// ticks) a follower campaigns 0.5–1 s after its leader went silent, and the leader heartbeats
+/// every 150 ms: together with the broker-session grace below, a new partition leader exists
+/// within 2 s of the controller's own `kill -9` (DESIGN §7). Raft traffic is a few small messages
+/// per tick on the internal port.
+pub const TICK_INTERVAL_MS: u64 = 50;
+/// Heartbeats a live broker gets to reach a newly active controller before its session counts:
+/// the new controller treats every broker as last heard from `session timeout − this many
+/// heartbeat intervals` ago, so a broker that died with the old controller is fenced that soon
+/// after the election instead of a whole session later (Kafka waits a whole session).
+pub const ACTIVATION_GRACE_HEARTBEATS: u64 = 3;
 
 /// What a proposer is told: the outcome and the committed record (which carries, e.g., the
 /// producer-id block that was handed out).
@@ -66,6 +75,7 @@ pub struct Controller {
     /// active starts a fresh one, giving every broker a grace period: a failover fences nobody).
     pub(crate) sessions: RefCell<Option<spool_core::liveness::BrokerSessions>>,
     session_timeout_ms: u64,
+    heartbeat_interval_ms: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -198,6 +208,7 @@ impl Controller {
             broker_epoch: Cell::new(-1),
             sessions: RefCell::new(None),
             session_timeout_ms: local.config.broker_session_timeout_ms,
+            heartbeat_interval_ms: local.config.broker_heartbeat_interval_ms,
         });
         Ok((c, image))
     }
@@ -316,10 +327,15 @@ impl Controller {
             return;
         }
         let timeout_ms = self.session_timeout_ms;
+        let grace_ms = (self.heartbeat_interval_ms * ACTIVATION_GRACE_HEARTBEATS).min(timeout_ms);
         let sessions = self
             .sessions
             .borrow_mut()
-            .get_or_insert_with(|| spool_core::liveness::BrokerSessions::new(now_ms))
+            .get_or_insert_with(|| {
+                spool_core::liveness::BrokerSessions::new(
+                    now_ms.saturating_sub(timeout_ms - grace_ms),
+                )
+            })
             .clone();
         let fenced = self
             .with_raft(move |raft| {
