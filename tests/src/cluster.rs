@@ -66,6 +66,25 @@ impl Cluster {
         &mut self.nodes[id as usize - 1]
     }
 
+    /// Waits until every node agrees on one active controller and sees every node registered
+    /// and unfenced; returns the controller's id.
+    pub fn wait_healthy(&self) -> i32 {
+        let all: Vec<i32> = (1..=self.nodes.len() as i32).collect();
+        let n = self.nodes.len() as i64;
+        let controller = self.wait_until("one active controller all agree on", |c| {
+            c.agreed_controller(&all)
+        });
+        self.wait_until("every broker registered and unfenced on every node", |c| {
+            all.iter()
+                .all(|&i| {
+                    c.gauge(i, "spool_registered_brokers") == Some(n)
+                        && c.gauge(i, "spool_fenced_brokers") == Some(0)
+                })
+                .then_some(())
+        });
+        controller
+    }
+
     /// One gauge of node `id`'s `/metrics` (`None` when absent or the node does not answer).
     pub fn gauge(&self, id: i32, name: &str) -> Option<i64> {
         let text = crate::http::get(self.node(id).admin_addr(), "/metrics").ok()?;

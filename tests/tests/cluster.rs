@@ -10,17 +10,7 @@ use spool_tests::cluster::Cluster;
 fn three_brokers_form_a_quorum_register_and_agree_on_metadata() {
     let cluster = Cluster::start(3);
     let all = [1, 2, 3];
-    let leader = cluster.wait_until("one active controller all agree on", |c| {
-        c.agreed_controller(&all)
-    });
-    cluster.wait_until("three registered, unfenced brokers on every node", |c| {
-        all.iter()
-            .all(|&i| {
-                c.gauge(i, "spool_registered_brokers") == Some(3)
-                    && c.gauge(i, "spool_fenced_brokers") == Some(0)
-            })
-            .then_some(())
-    });
+    let leader = cluster.wait_healthy();
     // A topic created through a node that is not the controller is forwarded to it.
     let other = all.iter().copied().find(|&i| i != leader).unwrap();
     spool_ok(
@@ -70,15 +60,7 @@ fn kcat_sees_three_brokers_and_the_leaders_and_produces_through_them() {
     use spool_tests::kafka_clients::{kcat, run_client};
     let cluster = Cluster::start(3);
     let all = [1, 2, 3];
-    let leader = cluster.wait_until("an active controller", |c| c.agreed_controller(&all));
-    cluster.wait_until("three unfenced brokers", |c| {
-        all.iter()
-            .all(|&i| {
-                c.gauge(i, "spool_registered_brokers") == Some(3)
-                    && c.gauge(i, "spool_fenced_brokers") == Some(0)
-            })
-            .then_some(())
-    });
+    let leader = cluster.wait_healthy();
     spool_ok(
         cluster.node(leader),
         &[
@@ -147,12 +129,7 @@ fn kcat_sees_three_brokers_and_the_leaders_and_produces_through_them() {
 fn killing_the_controller_elects_a_new_one_and_topic_creation_works_again() {
     let mut cluster = Cluster::start(3);
     let all = [1, 2, 3];
-    let first = cluster.wait_until("an active controller", |c| c.agreed_controller(&all));
-    cluster.wait_until("three registered brokers", |c| {
-        all.iter()
-            .all(|&i| c.gauge(i, "spool_registered_brokers") == Some(3))
-            .then_some(())
-    });
+    let first = cluster.wait_healthy();
     cluster.node_mut(first).kill9();
     let rest: Vec<i32> = all.iter().copied().filter(|&i| i != first).collect();
     let second = cluster.wait_until("a new controller among the survivors", |c| {
@@ -208,15 +185,7 @@ fn a_killed_broker_is_fenced_its_partitions_get_leaders_from_the_isr_and_it_is_u
 {
     let mut cluster = Cluster::start(3);
     let all = [1, 2, 3];
-    let controller = cluster.wait_until("an active controller", |c| c.agreed_controller(&all));
-    cluster.wait_until("three unfenced brokers", |c| {
-        all.iter()
-            .all(|&i| {
-                c.gauge(i, "spool_fenced_brokers") == Some(0)
-                    && c.gauge(i, "spool_registered_brokers") == Some(3)
-            })
-            .then_some(())
-    });
+    let controller = cluster.wait_healthy();
     spool_ok(
         cluster.node(controller),
         &[
@@ -288,15 +257,7 @@ fn a_killed_broker_is_fenced_its_partitions_get_leaders_from_the_isr_and_it_is_u
 fn a_paused_broker_is_fenced_and_rejoins_after_it_resumes() {
     let mut cluster = Cluster::start(3);
     let all = [1, 2, 3];
-    let controller = cluster.wait_until("an active controller", |c| c.agreed_controller(&all));
-    cluster.wait_until("three unfenced brokers", |c| {
-        all.iter()
-            .all(|&i| {
-                c.gauge(i, "spool_fenced_brokers") == Some(0)
-                    && c.gauge(i, "spool_registered_brokers") == Some(3)
-            })
-            .then_some(())
-    });
+    let controller = cluster.wait_healthy();
     let victim = all.iter().copied().find(|&i| i != controller).unwrap();
     cluster.node_mut(victim).pause();
     cluster.wait_until("the paused broker fenced", |c| {
