@@ -270,3 +270,77 @@ fn a_paused_broker_is_fenced_and_rejoins_after_it_resumes() {
             .then_some(())
     });
 }
+
+#[test]
+fn kafka_python_sees_three_brokers_and_each_partitions_leader() {
+    use spool_tests::kafka_clients::{python_with_kafka, run_client};
+    let cluster = Cluster::start(3);
+    let controller = cluster.wait_healthy();
+    spool_ok(
+        cluster.node(controller),
+        &[
+            "topic",
+            "create",
+            "py",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+        ],
+        "",
+    );
+    let rows = cluster.wait_until("the topic on every node", |c| {
+        let rows = c.describe(2, "py");
+        ((1..=3).all(|i| c.gauge(i, "spool_metadata_topics") == Some(1)) && rows.len() == 3)
+            .then_some(rows)
+    });
+    // kafka-python's own metadata client: the brokers it learned and the leader it would send
+    // each partition's records to.
+    let script = r#"
+import json, sys, time
+from kafka import KafkaConsumer, TopicPartition
+c = KafkaConsumer(bootstrap_servers=sys.argv[1], api_version_auto_timeout_ms=10000)
+deadline = time.time() + 30
+while time.time() < deadline:
+    c.topics()
+    cluster = c._client.cluster
+    if cluster.partitions_for_topic("py"):
+        break
+    time.sleep(0.1)
+brokers = sorted((b.nodeId, b.host, b.port) for b in cluster.brokers())
+leaders = {p: cluster.leader_for_partition(TopicPartition("py", p)) for p in sorted(cluster.partitions_for_topic("py") or [])}
+print(json.dumps({"brokers": brokers, "leaders": leaders}))
+c.close()
+"#;
+    let node = cluster.node(3);
+    let mut cmd = std::process::Command::new(python_with_kafka());
+    cmd.arg("-c").arg(script).arg(node.kafka_bootstrap());
+    let scratch = node.scratch().join("python");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let f = run_client(&mut cmd, b"", &scratch, std::time::Duration::from_secs(60));
+    let seen: serde_json::Value = serde_json::from_str(f.stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "no JSON from kafka-python ({e}): {}\n{}",
+            f.stdout, f.stderr
+        )
+    });
+    let brokers = seen["brokers"].as_array().expect("brokers");
+    assert_eq!(brokers.len(), 3, "{seen}");
+    for (i, b) in brokers.iter().enumerate() {
+        let addr = cluster.node(i as i32 + 1).kafka_bootstrap();
+        assert_eq!(b[0], i as i64 + 1, "{seen}");
+        assert_eq!(
+            format!("{}:{}", b[1].as_str().unwrap(), b[2]),
+            addr,
+            "{seen}"
+        );
+    }
+    for r in &rows {
+        assert_eq!(
+            seen["leaders"][r.partition.to_string()],
+            r.leader,
+            "partition {}: {seen}",
+            r.partition
+        );
+    }
+}
