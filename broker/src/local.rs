@@ -17,6 +17,26 @@ use crate::metrics::CoreMetrics;
 use crate::partition::Partition;
 use crate::requests::TopicPartition;
 
+/// The replicas of a partition whose broker is not alive (fenced, or not registered): Metadata's
+/// `offline_replicas`.
+pub fn offline_replicas(image: &MetadataImage, replicas: &[i32]) -> Vec<i32> {
+    replicas
+        .iter()
+        .copied()
+        .filter(|r| image.broker(*r).is_none_or(|b| b.fenced))
+        .collect()
+}
+
+/// A partition's error in Metadata: LEADER_NOT_AVAILABLE while it has no leader (an election is
+/// due or no ISR member is alive), as Kafka answers; clients retry.
+pub fn partition_error(leader: i32) -> spool_protocol::ErrorCode {
+    if leader < 0 {
+        spool_protocol::ErrorCode::LeaderNotAvailable
+    } else {
+        spool_protocol::ErrorCode::None
+    }
+}
+
 /// Where a broker listens, as Metadata tells clients.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerAddress {

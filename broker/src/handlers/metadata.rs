@@ -23,13 +23,13 @@ pub fn handle(shard: &Rc<Shard>, req: &MetadataRequestT) -> MetadataResponseT {
                     .iter()
                     .enumerate()
                     .map(|(i, p)| build!(MetadataPartitionT {
-                        error_code: wire::ErrorCode::from(ErrorCode::None),
+                        error_code: wire::ErrorCode::from(crate::local::partition_error(p.leader)),
                         partition_index: i as i32,
                         leader_id: p.leader,
                         leader_epoch: p.leader_epoch,
                         replica_nodes: Some(p.replicas.clone()),
                         isr_nodes: Some(p.isr.clone()),
-                        offline_replicas: Some(Vec::new()),
+                        offline_replicas: Some(crate::local::offline_replicas(&image, &p.replicas)),
                     }))
                     .collect(),
             ),

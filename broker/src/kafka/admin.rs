@@ -103,8 +103,15 @@ pub async fn metadata(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> 
                     .iter()
                     .enumerate()
                     .map(|(i, p)| {
+                        let offline = if version >= 5 {
+                            crate::local::offline_replicas(&image, &p.replicas)
+                        } else {
+                            Vec::new()
+                        };
                         metadata_response::MetadataResponsePartition::default()
+                            .with_error_code(crate::local::partition_error(p.leader) as i16)
                             .with_partition_index(i as i32)
+                            .with_offline_replicas(offline.into_iter().map(BrokerId).collect())
                             .with_leader_id(BrokerId(p.leader))
                             .with_leader_epoch(p.leader_epoch)
                             .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
