@@ -26,6 +26,11 @@ const CALL_TIMEOUT_HEARTBEATS: u64 = 2;
 const REGISTER_TIMEOUT_MS: u64 = 1_000;
 /// Wait before asking again when no controller answered.
 const RETRY_MS: u64 = 100;
+/// How long a registration refused as a duplicate keeps trying, in session timeouts: a broker
+/// restarted right after `kill -9` is refused until its previous incarnation's session runs
+/// out (one session timeout, plus the new controller's grace after a failover); a second
+/// process with a live broker's id is refused for good, and stops with the reason.
+const DUPLICATE_PATIENCE_SESSIONS: u64 = 3;
 
 /// This broker's registration, as the active controller will see it.
 fn registration(local: &Local, incarnation: (u64, u64)) -> RegisterBroker {
@@ -50,7 +55,7 @@ fn registration(local: &Local, incarnation: (u64, u64)) -> RegisterBroker {
         ],
         rack: cfg.rack.clone(),
         previous_broker_epoch: -1,
-        cluster_id: cfg.cluster_id.clone(),
+        cluster_id: local.cluster_id().unwrap_or_default(),
     }
 }
 
@@ -63,15 +68,40 @@ pub fn spawn<S: Services>(
 ) {
     glommio::spawn_local(async move {
         let interval = Duration::from_millis(local.config.broker_heartbeat_interval_ms);
+        let mut duplicate_since_ms: Option<u64> = None;
+        let mut attempt: usize = 0;
         while !local.stopping.get() {
             if controller.broker_epoch.get() < 0 {
                 let r = registration(&local, incarnation);
-                match register(&controller, &services, r).await {
+                attempt = attempt.wrapping_add(1);
+                match register(&controller, &services, r, attempt).await {
                     Ok(epoch) => {
                         tracing::info!(broker_epoch = epoch, "registered with the controller");
                         controller.broker_epoch.set(epoch);
+                        duplicate_since_ms = None;
                     }
-                    Err(why) => {
+                    Err((ErrorCode::InconsistentClusterId, why)) => {
+                        crate::stop_signal::fail(format!(
+                            "the controller quorum refused this broker: {why}"
+                        ));
+                        return;
+                    }
+                    Err((ErrorCode::DuplicateBrokerRegistration, why)) => {
+                        let now_ms = crate::clock::monotonic_ms();
+                        let since_ms = *duplicate_since_ms.get_or_insert(now_ms);
+                        let patience_ms =
+                            local.config.broker_session_timeout_ms * DUPLICATE_PATIENCE_SESSIONS;
+                        if now_ms.saturating_sub(since_ms) > patience_ms {
+                            crate::stop_signal::fail(format!(
+                                "the controller quorum refused this broker for {patience_ms} ms: {why}"
+                            ));
+                            return;
+                        }
+                        tracing::info!("registration refused, retrying: {why}");
+                        glommio::timer::sleep(Duration::from_millis(RETRY_MS)).await;
+                        continue;
+                    }
+                    Err((_, why)) => {
                         tracing::debug!("registration: {why}");
                         glommio::timer::sleep(Duration::from_millis(RETRY_MS)).await;
                         continue;
@@ -109,34 +139,59 @@ pub fn spawn<S: Services>(
     .detach();
 }
 
+/// Registers with the active controller — here, or wherever raft says it is; while nobody
+/// knows (this broker is a learner that has not been added yet, or an election runs), with the
+/// voters in turn (`attempt` picks one), which pass it on to the active controller.
 async fn register<S: Services>(
     controller: &Rc<Controller>,
     services: &Rc<S>,
     r: RegisterBroker,
-) -> Result<i64, String> {
+    attempt: usize,
+) -> Result<i64, (ErrorCode, String)> {
+    let me = r.broker_id;
     let answer = if controller.is_leader() {
-        controller.register(services, r).await
+        controller.register(services, r, me).await
     } else {
-        let (Some(leader), Some(peers)) = (controller.leader_node(), controller.peers.clone())
-        else {
-            return Err("no active controller yet".into());
+        let Some(peers) = controller.peers.clone() else {
+            return Err((ErrorCode::NotController, "no peers".into()));
+        };
+        let others: Vec<i32> = peers
+            .voter_ids()
+            .iter()
+            .copied()
+            .filter(|v| *v != me)
+            .collect();
+        let target = match controller.leader_node() {
+            Some(leader) => leader,
+            None if others.is_empty() => {
+                return Err((ErrorCode::NotController, "no active controller yet".into()))
+            }
+            None => others[attempt % others.len()],
         };
         match peers
             .call(
-                leader,
+                target,
                 InternalMessage::RegisterBroker(r),
                 REGISTER_TIMEOUT_MS,
             )
             .await
         {
             Ok(InternalMessage::RegisterBrokerAnswer(a)) => a,
-            Ok(other) => return Err(format!("node {leader} answered {other:?}")),
-            Err(e) => return Err(e.to_string()),
+            Ok(other) => {
+                return Err((
+                    ErrorCode::NotController,
+                    format!("node {target} answered {other:?}"),
+                ))
+            }
+            Err(e) => return Err((ErrorCode::NotController, e.to_string())),
         }
     };
     match answer.error {
         ErrorCode::None => Ok(answer.broker_epoch),
-        code => Err(format!("{code}: {}", answer.message.unwrap_or_default())),
+        code => Err((
+            code,
+            format!("{code}: {}", answer.message.unwrap_or_default()),
+        )),
     }
 }
 

@@ -19,7 +19,7 @@ use spool_core::group::{GroupAnswer, GroupCall};
 use crate::requests::{
     AllocateProducerIds, ApplyMetadata, ControllerOp, FetchPartition, FetchResult,
     ListOffsetsPartition, ListOffsetsResult, MetricsText, ProducePartition, ProduceResult,
-    ProducerIdRange, TopicOutcome, WatchPartitions,
+    ProducerIdRange, QuorumQuery, TopicOutcome, WatchPartitions,
 };
 
 /// A request one core can send another; [`Call::Reply`] is what comes back.
@@ -91,6 +91,8 @@ calls! {
     /// A producer-id block from the controller (core 0).
     AllocateProducerIds(AllocateProducerIds) -> ProducerIdRange => allocate_producer_ids;
     Metrics(MetricsText) -> String => metrics;
+    /// The controller's status (core 0), for Metadata's quorum section.
+    Quorum(QuorumQuery) -> Option<spool_raft::ControllerStatus> => quorum;
     /// A consumer-group request for the coordinator on this core.
     Group(GroupCall) -> GroupAnswer => group;
 }

@@ -110,6 +110,20 @@ pub(crate) fn bootstrap(b: &Brokers) -> Vec<&str> {
         .collect()
 }
 
+/// How long `cluster info` waits for one broker's own view before calling it unreachable.
+const BROKER_VIEW_TIMEOUT_MS: u64 = 3_000;
+
+/// An admin connection to `b` that gives up after [`BROKER_VIEW_TIMEOUT_MS`], or `None` when
+/// it cannot be reached (for per-broker views: one broker down must not stall the listing).
+fn admin_quietly(b: &Brokers) -> Option<Admin> {
+    let config = AdminConfig {
+        request_timeout_ms: BROKER_VIEW_TIMEOUT_MS,
+        operation_timeout_ms: BROKER_VIEW_TIMEOUT_MS,
+        ..AdminConfig::default()
+    };
+    Admin::new(&bootstrap(b), config).ok()
+}
+
 pub(crate) fn admin(b: &Brokers) -> Result<Admin, String> {
     Admin::new(&bootstrap(b), AdminConfig::default())
         .map_err(|e| format!("cannot reach {}: {e}", b.brokers))
@@ -176,18 +190,63 @@ pub fn cluster_info(b: &Brokers) -> Result<(), String> {
     let mut admin = admin(b)?;
     let cluster = admin.describe_cluster().map_err(|e| e.to_string())?;
     println!(
-        "cluster {} (asked {}; it forwards metadata changes to the active controller)",
+        "cluster {} (asked {})",
         cluster.cluster_id.as_deref().unwrap_or("-"),
         b.brokers
     );
-    println!("{:<6} {:<24} {:<8}", "BROKER", "ADDRESS", "RACK");
-    for broker in &cluster.brokers {
+    // Each broker reports the metadata offset it has applied; its lag is how far that is
+    // behind the furthest one (asked one by one, so a broker that is down shows as such).
+    let views: Vec<Option<spool_protocol::client::admin::QuorumDescription>> = cluster
+        .brokers
+        .iter()
+        .map(|broker| {
+            let addr = format!("{}:{}", broker.host, broker.port);
+            let one = Brokers { brokers: addr };
+            admin_quietly(&one).and_then(|mut a| a.describe_cluster().ok()?.quorum)
+        })
+        .collect();
+    let newest = views
+        .iter()
+        .flatten()
+        .map(|q| q.applied_offset)
+        .max()
+        .unwrap_or(0);
+    println!(
+        "{:<6} {:<22} {:<6} {:<7} {:<8} {:<9} {:<10}",
+        "BROKER", "ADDRESS", "RACK", "EPOCH", "STATE", "METADATA", "LAG"
+    );
+    for (broker, view) in cluster.brokers.iter().zip(&views) {
+        let (applied, lag) = match view {
+            Some(q) => (
+                q.applied_offset.to_string(),
+                (newest - q.applied_offset).to_string(),
+            ),
+            None => ("-".into(), "unreachable".into()),
+        };
         println!(
-            "{:<6} {:<24} {:<8}",
+            "{:<6} {:<22} {:<6} {:<7} {:<8} {:<9} {:<10}",
             broker.node_id,
             format!("{}:{}", broker.host, broker.port),
-            broker.rack.as_deref().unwrap_or("-")
+            broker.rack.as_deref().unwrap_or("-"),
+            broker.broker_epoch,
+            if broker.fenced { "fenced" } else { "active" },
+            applied,
+            lag
         );
+    }
+    match &cluster.quorum {
+        Some(q) => {
+            let leader = if q.leader_id < 0 {
+                "none (an election is under way)".to_string()
+            } else {
+                q.leader_id.to_string()
+            };
+            println!(
+                "controller {leader}  term {}  commit {}  voters {:?}  learners {:?}",
+                q.term, q.commit_index, q.voters, q.learners
+            );
+        }
+        None => println!("controller: not reported by {}", b.brokers),
     }
     let topics = admin.list_topics().map_err(|e| e.to_string())?;
     let described = admin

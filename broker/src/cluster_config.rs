@@ -28,6 +28,10 @@ pub use spool_core::liveness::{
     BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, BROKER_SESSION_TIMEOUT_MS_DEFAULT,
 };
 
+/// Applied metadata records between snapshots of the image (raft-rs compacts the log behind
+/// each one).
+pub const METADATA_SNAPSHOT_ENTRIES_DEFAULT: u64 = 1024;
+
 /// Parses `--controller-voters`: `ID@HOST:PORT` entries separated by commas, distinct ids and
 /// addresses.
 pub fn parse_voters(s: &str) -> Result<Vec<Voter>, String> {
@@ -67,15 +71,9 @@ pub fn parse_voters(s: &str) -> Result<Vec<Voter>, String> {
     Ok(voters)
 }
 
-/// The controller's raft id of a node (raft reserves 0, node ids start at 0).
-pub fn raft_id(node_id: i32) -> u64 {
-    node_id as u64 + 1
-}
-
-/// The node id behind a raft id (`None` for raft's "nobody", 0).
-pub fn node_of_raft_id(raft_id: u64) -> Option<i32> {
-    raft_id.checked_sub(1).and_then(|n| i32::try_from(n).ok())
-}
+/// The controller's raft id of a node (raft reserves 0, node ids start at 0), and back; decided
+/// in spool-raft so the controller can add registered brokers as learners.
+pub use spool_raft::{broker_of_raft_id as node_of_raft_id, raft_id_of_broker as raft_id};
 
 #[cfg(test)]
 mod tests {

@@ -116,6 +116,10 @@ pub struct ServeArgs {
     /// A broker without a heartbeat this long is fenced by the controller.
     #[arg(long, env = "SPOOL_BROKER_SESSION_TIMEOUT_MS", default_value_t = crate::cluster_config::BROKER_SESSION_TIMEOUT_MS_DEFAULT)]
     pub broker_session_timeout_ms: u64,
+    /// Snapshot the metadata image and compact the raft log after this many applied records
+    /// (a broker that lags past the compacted log is sent the snapshot).
+    #[arg(long, env = "SPOOL_METADATA_SNAPSHOT_ENTRIES", default_value_t = crate::cluster_config::METADATA_SNAPSHOT_ENTRIES_DEFAULT)]
+    pub metadata_snapshot_entries: u64,
 }
 
 /// The validated configuration every core shares (read-only).
@@ -135,7 +139,6 @@ pub struct BrokerConfig {
     pub flush_interval_ms: u64,
     pub segment_bytes: u64,
     pub retention_ms: Option<i64>,
-    pub cluster_id: String,
     pub kafka_port: u16,
     pub advertised_host: String,
     pub advertised_kafka_port: u16,
@@ -153,6 +156,7 @@ pub struct BrokerConfig {
     pub rack: Option<String>,
     pub broker_heartbeat_interval_ms: u64,
     pub broker_session_timeout_ms: u64,
+    pub metadata_snapshot_entries: u64,
 }
 
 impl BrokerConfig {
@@ -160,6 +164,16 @@ impl BrokerConfig {
     /// internal port) rather than a quorum of one.
     pub fn clustered(&self) -> bool {
         !self.controller_voters.is_empty()
+    }
+
+    /// Whether this broker votes in the controller quorum (a single node always does); one that
+    /// does not follows the metadata log as a learner.
+    pub fn is_voter(&self) -> bool {
+        !self.clustered()
+            || self
+                .controller_voters
+                .iter()
+                .any(|v| v.node_id == self.node_id)
     }
 }
 
@@ -215,14 +229,19 @@ impl BrokerConfig {
             None => Vec::new(),
             Some(s) => parse_voters(s)?,
         };
-        if !controller_voters.is_empty()
-            && !controller_voters.iter().any(|v| v.node_id == a.node_id)
-        {
-            return Err(format!(
-                "--node-id {} is not one of --controller-voters ({}); brokers that follow the metadata log without voting (learners) are not supported yet",
-                a.node_id,
-                a.controller_voters.as_deref().unwrap_or_default()
-            ));
+        // A node not among the voters follows the metadata log as a learner. A voter must
+        // listen where the voters list says it does: a second process started with a voter's id
+        // elsewhere would otherwise vote under that id.
+        if let Some(me) = controller_voters.iter().find(|v| v.node_id == a.node_id) {
+            if me.host != a.host || me.port != a.internal_port {
+                return Err(format!(
+                    "--controller-voters says node {} listens on {}:{}, but this broker is --host {} --internal-port {}; is node id {} already taken by another broker?",
+                    a.node_id, me.host, me.port, a.host, a.internal_port, a.node_id
+                ));
+            }
+        }
+        if a.metadata_snapshot_entries == 0 {
+            return Err("--metadata-snapshot-entries must be at least 1".into());
         }
         if a.broker_heartbeat_interval_ms == 0
             || a.broker_heartbeat_interval_ms * 2 > a.broker_session_timeout_ms
@@ -255,7 +274,6 @@ impl BrokerConfig {
             flush_interval_ms: a.flush_interval_ms.max(1),
             segment_bytes: a.segment_bytes,
             retention_ms: (a.retention_ms >= 0).then_some(a.retention_ms),
-            cluster_id: "spool".into(),
             kafka_port: a.kafka_port,
             advertised_host: a.advertised_host.clone().unwrap_or_else(|| a.host.clone()),
             advertised_kafka_port: a.advertised_kafka_port.unwrap_or(a.kafka_port),
@@ -276,6 +294,7 @@ impl BrokerConfig {
             rack: a.rack.clone(),
             broker_heartbeat_interval_ms: a.broker_heartbeat_interval_ms,
             broker_session_timeout_ms: a.broker_session_timeout_ms,
+            metadata_snapshot_entries: a.metadata_snapshot_entries,
         })
     }
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use glommio::channels::local_channel::{self, LocalSender};
 use glommio::sync::Semaphore;
 use spool_protocol::metadata_log;
-use spool_protocol::metadata_records::{MetadataRecordBody, MetadataRecordT};
+use spool_protocol::metadata_records::{MetadataRecordBody, MetadataRecordBodyT, MetadataRecordT};
 use spool_protocol::ErrorCode;
 use spool_raft::controller::{ControllerError, Polled};
 use spool_raft::validate::{HeartbeatRequest, Refusal, RegisterBrokerRequest};
@@ -74,7 +74,7 @@ pub struct Controller {
     /// The brokers' sessions, kept while this node is the active controller (a node that becomes
     /// active starts a fresh one, giving every broker a grace period: a failover fences nobody).
     pub(crate) sessions: RefCell<Option<spool_core::liveness::BrokerSessions>>,
-    session_timeout_ms: u64,
+    pub(crate) session_timeout_ms: u64,
     heartbeat_interval_ms: u64,
 }
 
@@ -94,24 +94,25 @@ fn open_blocking(
     incarnation_id: Uuid128,
     seed: u64,
 ) -> Result<(Raft, MetadataImage), StartError> {
-    let (raft, _) = if cfg.clustered() {
-        let mut config = spool_raft::ControllerConfig::single_node(raft_id(cfg.node_id), seed);
+    let mut config = spool_raft::ControllerConfig::single_node(raft_id(cfg.node_id), seed);
+    config.raft.snapshot_every_entries = cfg.metadata_snapshot_entries;
+    if cfg.clustered() {
         config.raft.initial_voters = cfg
             .controller_voters
             .iter()
             .map(|v| raft_id(v.node_id))
             .collect();
+        // A broker outside the voters starts as a learner of the same group: it never
+        // campaigns, and the active controller adds it to the configuration when it registers.
+        if !cfg.is_voter() {
+            config.raft.initial_learners = vec![raft_id(cfg.node_id)];
+        }
         config.tick_interval_ms = TICK_INTERVAL_MS;
-        spool_raft::Controller::open_with(&cfg.data_dir, config)?
-    } else {
-        spool_raft::Controller::open(&cfg.data_dir, raft_id(cfg.node_id), seed)?
-    };
+        config.brokers_learn = true;
+    }
+    let (raft, _) = spool_raft::Controller::open_with(&cfg.data_dir, config)?;
     let mut raft = Box::new(raft);
-    let voters: Vec<u64> = {
-        let mut v = raft.raft().log().conf_state().voters.clone();
-        v.sort_unstable();
-        v
-    };
+    let voters: Vec<u64> = raft.status().voters;
     let mut wanted: Vec<u64> = if cfg.clustered() {
         cfg.controller_voters
             .iter()
@@ -152,6 +153,8 @@ fn open_blocking(
             listener("kafka", &cfg.advertised_host, cfg.advertised_kafka_port),
         ],
         rack: cfg.rack.clone(),
+        cluster_id: None,
+        registered_session_live: false,
     };
     raft.register_broker(&reg)
         .map_err(|r| StartError::Register(r.message))?;
@@ -210,6 +213,7 @@ impl Controller {
             session_timeout_ms: local.config.broker_session_timeout_ms,
             heartbeat_interval_ms: local.config.broker_heartbeat_interval_ms,
         });
+        c.learn_peers(spool_raft::image_snapshot::image_records(&image).iter());
         Ok((c, image))
     }
 
@@ -465,36 +469,49 @@ impl Controller {
         }
     }
 
-    /// Broadcasts committed records to every core (in order), then answers their proposers.
+    /// Broadcasts committed records to every core (in order) — after a whole image first, when
+    /// a snapshot from the leader replaced this node's — then answers their proposers.
     async fn publish<S: Services>(&self, services: &Rc<S>, polled: Polled) {
         debug_assert!(polled.messages.is_empty() || self.peers.is_none());
-        if polled.committed.is_empty() && polled.abandoned.is_empty() {
+        if polled.committed.is_empty()
+            && polled.abandoned.is_empty()
+            && polled.replaced_image.is_none()
+        {
             return;
         }
         let Ok(_turn) = self.publish.acquire_permit(1).await else {
             return;
         };
-        let records: Vec<Vec<u8>> = polled
+        if let Some(image) = &polled.replaced_image {
+            tracing::info!(
+                brokers = image.brokers().count(),
+                topics = image.topic_count(),
+                "installed a metadata snapshot from the active controller"
+            );
+            let records: Vec<MetadataRecordT> = spool_raft::image_snapshot::image_records(image);
+            self.learn_peers(records.iter());
+            let encoded: Vec<Vec<u8>> = records
+                .iter()
+                .filter_map(|r| metadata_log::encode(r).ok())
+                .collect();
+            self.broadcast_records(services, encoded, true).await;
+        }
+        let applied: Vec<&MetadataRecordT> = polled
             .committed
             .iter()
             .filter(|c| c.outcome.is_ok())
-            .filter_map(|c| metadata_log::encode(&c.record).ok())
+            .map(|c| &c.record)
+            .collect();
+        self.learn_peers(applied.iter().copied());
+        let records: Vec<Vec<u8>> = applied
+            .iter()
+            .filter_map(|r| metadata_log::encode(r).ok())
             .collect();
         if !records.is_empty() {
-            for (core, applied) in self
-                .router
-                .broadcast(services, || ApplyMetadata(records.clone()))
-                .await
-                .into_iter()
-                .enumerate()
-            {
-                if let Err(e) = applied {
-                    tracing::warn!(core, "committed metadata not applied: {e}");
-                }
-            }
+            self.broadcast_records(services, records, false).await;
         }
         let mut waiting = self.waiting.borrow_mut();
-        for c in polled.committed {
+        for c in polled.superseded.into_iter().chain(polled.committed) {
             if let Some(tx) = c.proposal.and_then(|id| waiting.remove(&id)) {
                 let _ = tx.try_send((c.outcome, Some(c.record)));
             }
@@ -502,6 +519,53 @@ impl Controller {
         for id in polled.abandoned {
             if let Some(tx) = waiting.remove(&id) {
                 let _ = tx.try_send((Err(ErrorCode::NotController), None));
+            }
+        }
+    }
+
+    async fn broadcast_records<S: Services>(
+        &self,
+        services: &Rc<S>,
+        records: Vec<Vec<u8>>,
+        replace: bool,
+    ) {
+        for (core, applied) in self
+            .router
+            .broadcast(services, || ApplyMetadata {
+                records: records.clone(),
+                replace,
+            })
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            if let Err(e) = applied {
+                tracing::warn!(core, "committed metadata not applied: {e}");
+            }
+        }
+    }
+
+    /// Tells the peer connections what committed records say about them: where a registered
+    /// broker's internal port is (learners are reached there), and the cluster id every frame
+    /// carries.
+    pub(crate) fn learn_peers<'r>(&self, records: impl Iterator<Item = &'r MetadataRecordT>) {
+        let Some(peers) = &self.peers else {
+            return;
+        };
+        for record in records {
+            match &record.body {
+                MetadataRecordBodyT::RegisterBroker(r) => {
+                    let internal = r.listeners.iter().flatten().find(|l| l.name == "internal");
+                    if let Some(l) = internal {
+                        peers.set_address(r.broker_id, &l.host, l.port);
+                    }
+                }
+                MetadataRecordBodyT::ClusterId(c) => {
+                    if let Some(id) = c.id.as_ref() {
+                        peers.set_cluster_id(&Uuid128::from(id).to_hex());
+                    }
+                }
+                _ => {}
             }
         }
     }

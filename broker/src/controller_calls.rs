@@ -166,13 +166,68 @@ impl Controller {
         }
     }
 
-    /// Registers a broker (this one or a peer); answers with its new broker epoch.
+    /// Registers a broker (this one or a peer); answers with its new broker epoch. On a node
+    /// that is not the active controller, a broker's own registration (`sender` is the broker
+    /// being registered) is passed on to the active controller once — so a broker that does not
+    /// know who leads yet (a learner that just started) may ask any voter; a call passed on
+    /// is never passed on again.
     pub async fn register<S: Services>(
         self: &Rc<Self>,
         services: &Rc<S>,
         r: RegisterBroker,
+        sender: i32,
     ) -> RegisterBrokerAnswer {
+        let refused = |error: ErrorCode, message: String| RegisterBrokerAnswer {
+            error,
+            message: Some(message),
+            broker_epoch: -1,
+        };
+        if !self.is_leader() {
+            let (Some(leader), Some(peers)) = (self.leader_node(), self.peers.clone()) else {
+                return refused(
+                    ErrorCode::NotController,
+                    "no active controller (an election is under way)".into(),
+                );
+            };
+            if sender != r.broker_id || leader == self.node_id {
+                return refused(
+                    ErrorCode::NotController,
+                    format!("node {} is not the active controller", self.node_id),
+                );
+            }
+            return match peers
+                .call(
+                    leader,
+                    InternalMessage::RegisterBroker(r),
+                    FORWARD_TIMEOUT_MS,
+                )
+                .await
+            {
+                Ok(InternalMessage::RegisterBrokerAnswer(a)) => a,
+                Ok(other) => refused(
+                    ErrorCode::NotController,
+                    format!("node {leader} answered {other:?}"),
+                ),
+                Err(e) => refused(ErrorCode::NotController, e.to_string()),
+            };
+        }
         let broker_id = r.broker_id;
+        let cluster_id = match r.cluster_id.as_str() {
+            "" => None,
+            hex => match Uuid128::parse_hex(hex) {
+                Some(id) => Some(id),
+                None => {
+                    return refused(
+                        ErrorCode::InconsistentClusterId,
+                        format!("{hex:?} is not a cluster id"),
+                    )
+                }
+            },
+        };
+        let now_ms = crate::clock::monotonic_ms();
+        let registered_session_live = self.sessions.borrow().as_ref().is_some_and(|s| {
+            now_ms.saturating_sub(s.last_contact_ms(broker_id)) < self.session_timeout_ms
+        });
         let request = RegisterBrokerRequest {
             broker_id,
             incarnation_id: Uuid128 {
@@ -189,6 +244,8 @@ impl Controller {
                 })
                 .collect(),
             rack: r.rack,
+            cluster_id,
+            registered_session_live,
         };
         let done = self
             .propose_and_wait(services, move |raft| {

@@ -1,6 +1,7 @@
 //! The controller's and the metadata image's gauges for `/metrics` (DESIGN §10), from core 0: is
 //! this node the active controller, its raft term and commit index, the metadata offset applied
-//! here, registered and fenced brokers, leaderless, under-replicated and under-min-ISR partitions
+//! here, the quorum's voters and learners (and whether this node is one), snapshots installed
+//! from the leader, registered and fenced brokers, leaderless, under-replicated and under-min-ISR partitions
 //! and replicas on fenced brokers, and a digest of the image — equal on every broker once
 //! they have applied the same log, which is how a test (or an operator) sees that they agree.
 
@@ -83,6 +84,16 @@ pub fn render(
         out.push_str(&format!(
             "spool_metadata_applied_offset {}\n",
             s.applied_index
+        ));
+        out.push_str(&format!("spool_controller_voters {}\n", s.voters.len()));
+        out.push_str(&format!("spool_controller_learners {}\n", s.learners.len()));
+        out.push_str(&format!(
+            "spool_controller_is_learner {}\n",
+            u8::from(s.learners.contains(&s.node_id))
+        ));
+        out.push_str(&format!(
+            "spool_metadata_snapshots_installed_total {}\n",
+            s.snapshots_installed
         ));
     }
     out

@@ -42,6 +42,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let tx = Rc::new(tx);
     let calls = Rc::new(Semaphore::new(CALLS_PER_CONNECTION_MAX as u64));
     let limits = internal_limits();
+    let mut warned_cluster = false;
     loop {
         let read = crate::frame_io::read_frame(&mut reader, |p| {
             frame::frame_bytes_from_prefix(p, &limits)
@@ -73,8 +74,20 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             from_node,
             correlation_id,
             message,
+            cluster_id,
         } = frame;
         if let InternalMessage::Raft(messages) = message {
+            // A node of another cluster (started with that cluster's data directory) must not
+            // vote or append here, nor this cluster there: drop its raft messages. Its
+            // registration is refused by the active controller, which stops it.
+            let ours = shard.cluster_id();
+            if let Some(ours) = ours.filter(|o| !cluster_id.is_empty() && *o != cluster_id) {
+                if !warned_cluster {
+                    warned_cluster = true;
+                    tracing::warn!(%peer, from_node, theirs = %cluster_id, %ours, "dropping raft messages from a node of another cluster");
+                }
+                continue;
+            }
             let shard = Rc::clone(&shard);
             glommio::spawn_local(async move {
                 controller.step_raft(&shard, from_node, messages).await;
@@ -89,9 +102,9 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         glommio::spawn_local(async move {
             let _permit = permit;
             let answer = match message {
-                InternalMessage::RegisterBroker(r) => {
-                    InternalMessage::RegisterBrokerAnswer(controller.register(&shard, r).await)
-                }
+                InternalMessage::RegisterBroker(r) => InternalMessage::RegisterBrokerAnswer(
+                    controller.register(&shard, r, from_node).await,
+                ),
                 InternalMessage::Heartbeat(h) => {
                     InternalMessage::HeartbeatAnswer(controller.heartbeat(&shard, h).await)
                 }
@@ -106,6 +119,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                 from_node: shard.config.node_id,
                 correlation_id,
                 message: answer,
+                cluster_id: shard.cluster_id().unwrap_or_default(),
             };
             match internal::encode(&frame) {
                 Ok(bytes) => {

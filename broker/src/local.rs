@@ -95,6 +95,12 @@ impl Local {
     /// The live (registered, unfenced) brokers with where their `listener` (`native` or `kafka`)
     /// is, ascending by id; this broker is always among them (before its registration is
     /// committed it is listed from its own config).
+    /// The cluster's id as clients and peers see it (32 hex digits), once the controller has
+    /// written one.
+    pub fn cluster_id(&self) -> Option<String> {
+        self.image.borrow().cluster_id().map(|id| id.to_hex())
+    }
+
     pub fn brokers(&self, listener: &str) -> Vec<BrokerAddress> {
         let image = self.image.borrow();
         let mut out: Vec<BrokerAddress> = image

@@ -46,8 +46,25 @@ enum ClusterCmd {
     Local(spool_broker::cli_cluster_local::LocalArgs),
 }
 
+/// The administrative commands print for a pipe (`spool consume … | head`): when the reader
+/// goes away they should end quietly, as Unix tools do, rather than panic on a failed print.
+/// Rust ignores SIGPIPE by default; the default action is restored for those commands only — a
+/// broker keeps ignoring it (a client that hangs up mid-write is an error on that connection).
+fn end_quietly_on_closed_pipe() {
+    // SAFETY: `signal` with SIG_DFL installs no handler; it is called before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
+    if !matches!(
+        cli.command,
+        Command::Serve(_) | Command::Cluster(ClusterCmd::Local(_))
+    ) {
+        end_quietly_on_closed_pipe();
+    }
     let result = match cli.command {
         Command::Serve(args) => {
             tracing_subscriber::fmt()

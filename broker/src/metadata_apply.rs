@@ -59,6 +59,48 @@ pub async fn apply(
     }
 }
 
+/// Replaces this core's image with the one `records` describe (a snapshot's records, from an
+/// empty image): topics that are gone (by name, or recreated under a new id) have their
+/// partitions closed and removed, as a DeleteTopic would; then the assigned partitions open.
+pub async fn replace(
+    local: &Rc<Local>,
+    router: &Router,
+    groups: &Rc<GroupDriver>,
+    records: &[Vec<u8>],
+) {
+    let mut fresh = spool_raft::MetadataImage::new();
+    for bytes in records {
+        match spool_protocol::metadata_log::decode(bytes) {
+            Ok(r) => {
+                if let Err(code) = fresh.apply(&r) {
+                    tracing::error!(core = local.core, ?code, "a snapshot record does not apply");
+                }
+            }
+            Err(e) => tracing::error!(core = local.core, "undecodable snapshot record: {e}"),
+        }
+    }
+    let gone: Vec<(String, i32)> = local
+        .image
+        .borrow()
+        .topics()
+        .filter(|t| {
+            fresh
+                .topic(&t.name)
+                .is_none_or(|n| n.topic_id != t.topic_id)
+        })
+        .map(|t| (t.name.clone(), t.partitions.len() as i32))
+        .collect();
+    *local.image.borrow_mut() = fresh;
+    for (name, partitions) in gone {
+        for p in 0..partitions {
+            drop_partition(local, router, groups, &TopicPartition::new(name.clone(), p)).await;
+        }
+        let groups = Rc::clone(groups);
+        glommio::spawn_local(async move { groups.topic_deleted(&name).await }).detach();
+    }
+    open_assigned_partitions(local, router, groups).await;
+}
+
 /// For a DeleteTopic record: the topic's name and partition count before it goes.
 fn topic_being_deleted(local: &Local, record: &MetadataRecordT) -> Option<(String, i32)> {
     if record.body.metadata_record_body_type() != MetadataRecordBody::DeleteTopic {

@@ -4,6 +4,9 @@
 //! (registration, heartbeats, forwarded metadata changes), whose answers come back on the same
 //! connection matched by correlation id.
 //!
+//! Voters' addresses come from `--controller-voters`; a learner's (a broker that follows the
+//! metadata log without voting) from its registration, as the controller driver learns it.
+//!
 //! Bounded: each peer has a queue of [`PEER_QUEUE_FRAMES`] frames; when it is full a raft message
 //! is dropped (raft sends it again) and a call fails at once. A call waits at most its timeout.
 //! Nothing here decides anything: the controller driver chooses whom to tell what.
@@ -68,17 +71,27 @@ struct Peer {
 pub struct Peers {
     me: i32,
     peers: RefCell<HashMap<i32, Peer>>,
-    voters: Vec<Voter>,
+    /// The voters' ids, from `--controller-voters`, ascending.
+    voter_ids: Vec<i32>,
+    /// Where each node's internal port is: the voters from `--controller-voters`, learners from
+    /// their registrations in the metadata image.
+    addresses: RefCell<HashMap<i32, Voter>>,
+    /// This node's cluster id as every frame carries it (empty until the image has one).
+    cluster_id: RefCell<String>,
     next_correlation_id: Cell<i32>,
 }
 
 impl Peers {
     /// Peers of node `me` among `voters` (connections open lazily).
     pub fn new(me: i32, voters: Vec<Voter>) -> Rc<Self> {
+        let mut voter_ids: Vec<i32> = voters.iter().map(|v| v.node_id).collect();
+        voter_ids.sort_unstable();
         Rc::new(Self {
             me,
             peers: RefCell::new(HashMap::new()),
-            voters,
+            voter_ids,
+            addresses: RefCell::new(voters.into_iter().map(|v| (v.node_id, v)).collect()),
+            cluster_id: RefCell::new(String::new()),
             next_correlation_id: Cell::new(1),
         })
     }
@@ -87,13 +100,48 @@ impl Peers {
         self.me
     }
 
+    /// The controller voters' node ids, ascending.
+    pub fn voter_ids(&self) -> &[i32] {
+        &self.voter_ids
+    }
+
+    /// Learns (or updates) where a non-voter listens for raft messages. Voters' addresses are
+    /// fixed by `--controller-voters` and never change here. A changed address drops the old
+    /// connection (its task ends when its queue closes).
+    pub fn set_address(&self, node: i32, host: &str, port: u16) {
+        if node == self.me || self.voter_ids.contains(&node) {
+            return;
+        }
+        let fresh = Voter {
+            node_id: node,
+            host: host.to_string(),
+            port,
+        };
+        let changed = self.addresses.borrow_mut().insert(node, fresh.clone()) != Some(fresh);
+        if changed {
+            self.peers.borrow_mut().remove(&node);
+        }
+    }
+
+    /// The cluster id every frame from here carries (set once the image has one).
+    pub fn set_cluster_id(&self, cluster_id: &str) {
+        if *self.cluster_id.borrow() != cluster_id {
+            *self.cluster_id.borrow_mut() = cluster_id.to_string();
+        }
+    }
+
+    fn frame(&self, correlation_id: i32, message: InternalMessage) -> InternalFrame {
+        InternalFrame {
+            from_node: self.me,
+            correlation_id,
+            message,
+            cluster_id: self.cluster_id.borrow().clone(),
+        }
+    }
+
     /// Sends raft messages to `node` without waiting; dropped when its queue is full.
     pub fn send_raft(&self, node: i32, messages: Vec<Vec<u8>>) {
-        let frame = InternalFrame {
-            from_node: self.me,
-            correlation_id: 0,
-            message: InternalMessage::Raft(messages),
-        };
+        let frame = self.frame(0, InternalMessage::Raft(messages));
         match internal::encode(&frame) {
             Ok(bytes) => {
                 if let Err(e) = self.enqueue(node, bytes) {
@@ -114,11 +162,7 @@ impl Peers {
         let correlation_id = self.next_correlation_id.get();
         self.next_correlation_id
             .set(correlation_id.checked_add(1).unwrap_or(1));
-        let frame = InternalFrame {
-            from_node: self.me,
-            correlation_id,
-            message,
-        };
+        let frame = self.frame(correlation_id, message);
         let bytes = internal::encode(&frame).map_err(|e| PeerError::Encode(e.to_string()))?;
         self.ensure(node)?;
         let waiting = match self.peers.borrow().get(&node) {
@@ -161,9 +205,10 @@ impl Peers {
             return Ok(());
         }
         let voter = self
-            .voters
-            .iter()
-            .find(|v| v.node_id == node && node != self.me)
+            .addresses
+            .borrow()
+            .get(&node)
+            .filter(|_| node != self.me)
             .ok_or(PeerError::Unknown(node))?
             .clone();
         let (tx, rx) = local_channel::new_bounded(PEER_QUEUE_FRAMES);

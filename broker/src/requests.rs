@@ -153,9 +153,14 @@ pub struct TopicOutcome {
 }
 
 /// Committed metadata records (encoded `MetadataRecord`s) in commit order, from core 0, for
-/// every core to apply to its image.
+/// every core to apply to its image — or, with `replace`, a whole image (the records of a
+/// snapshot) that takes the place of the core's image: how a broker that lagged past the
+/// compacted raft log catches up.
 #[derive(Debug, Clone)]
-pub struct ApplyMetadata(pub Vec<Vec<u8>>);
+pub struct ApplyMetadata {
+    pub records: Vec<Vec<u8>>,
+    pub replace: bool,
+}
 
 /// A block of producer ids for the asking core (core 0 only).
 #[derive(Debug, Clone, Copy)]
@@ -163,6 +168,10 @@ pub struct AllocateProducerIds;
 
 /// (first producer id, block size).
 pub type ProducerIdRange = Result<(i64, i32), ErrorCode>;
+
+/// The controller quorum as core 0 last saw it (raft role, term, commit, membership).
+#[derive(Debug, Clone, Copy)]
+pub struct QuorumQuery;
 
 /// This core's metrics, as Prometheus text lines.
 #[derive(Debug, Clone, Copy)]

@@ -120,6 +120,9 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
             }
         }
     }
+    if let Some(reason) = crate::stop_signal::failure() {
+        first_error.get_or_insert_with(|| reason.to_string());
+    }
     match first_error {
         Some(e) => Err(e),
         None => {
@@ -195,7 +198,10 @@ async fn run_core(
             .filter_map(|r| spool_protocol::metadata_log::encode(r).ok())
             .collect();
         for (core, applied) in shard
-            .broadcast(|| ApplyMetadata(records.clone()))
+            .broadcast(|| ApplyMetadata {
+                records: records.clone(),
+                replace: true,
+            })
             .await
             .into_iter()
             .enumerate()

@@ -29,7 +29,7 @@ use crate::local::Local;
 use crate::requests::{
     AllocateProducerIds, ApplyMetadata, ControllerOp, FetchPartition, FetchResult,
     ListOffsetsPartition, ListOffsetsResult, MetricsText, ProducePartition, ProduceResult,
-    ProducerIdRange, TopicOutcome, TopicPartition, WatchPartitions,
+    ProducerIdRange, QuorumQuery, TopicOutcome, TopicPartition, WatchPartitions,
 };
 use crate::router::{Envelope, RouteError, Router};
 
@@ -190,7 +190,18 @@ impl Services for Shard {
     }
 
     async fn apply_metadata(self: &Rc<Self>, records: ApplyMetadata) {
-        crate::metadata_apply::apply(&self.local, &self.router, &self.groups, &records.0).await;
+        if records.replace {
+            crate::metadata_apply::replace(
+                &self.local,
+                &self.router,
+                &self.groups,
+                &records.records,
+            )
+            .await;
+        } else {
+            crate::metadata_apply::apply(&self.local, &self.router, &self.groups, &records.records)
+                .await;
+        }
         self.mark_ready();
     }
 
@@ -200,6 +211,11 @@ impl Services for Shard {
             Some(c) => c.allocate_or_forward(self).await,
             None => Err(ErrorCode::NotController),
         }
+    }
+
+    async fn quorum(self: &Rc<Self>, _: QuorumQuery) -> Option<spool_raft::ControllerStatus> {
+        let controller = self.controller.borrow().clone();
+        controller.and_then(|c| c.status.borrow().clone())
     }
 
     async fn metrics(self: &Rc<Self>, _: MetricsText) -> String {

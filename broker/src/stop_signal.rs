@@ -5,8 +5,11 @@
 //! inside the signal context.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Why the process stops on its own, when it does (the first reason wins).
+static FAILURE: OnceLock<String> = OnceLock::new();
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -31,4 +34,17 @@ pub fn requested() -> bool {
 /// Asks for a stop from inside the process (a core that cannot start, say).
 pub fn request() {
     STOP.store(true, Ordering::SeqCst);
+}
+
+/// Stops the process because it must not run on (the quorum refused it, say): the broker
+/// shuts down cleanly and `spool serve` then exits non-zero with `reason`.
+pub fn fail(reason: String) {
+    tracing::error!("stopping: {reason}");
+    let _ = FAILURE.set(reason);
+    request();
+}
+
+/// The reason given to [`fail`], if any.
+pub fn failure() -> Option<&'static str> {
+    FAILURE.get().map(String::as_str)
 }

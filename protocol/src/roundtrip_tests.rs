@@ -238,10 +238,25 @@ fn response_body() -> BoxedStrategy<ResponseBodyT> {
             node_id: any::<i32>(),
             host: s(),
             port: any::<i32>(),
-            rack: os()
+            rack: os(),
+            broker_epoch: any::<i64>(),
+            fenced: any::<bool>(),
         })),
         cluster_id: os(),
         controller_id: any::<i32>(),
+        quorum: option::of(
+            st!(MetadataQuorumT {
+                node_id: any::<i32>(),
+                voters: oints(),
+                learners: oints(),
+                leader_id: any::<i32>(),
+                term: any::<u64>(),
+                commit_index: any::<u64>(),
+                applied_offset: any::<u64>(),
+            })
+            .prop_map(Box::new)
+        )
+        .boxed(),
         topics: ov(st!(MetadataTopicT {
             error_code: ec(),
             name: s(),

@@ -166,13 +166,20 @@ fn internal_message() -> impl Strategy<Value = InternalMessage> {
 }
 
 fn internal_frame() -> impl Strategy<Value = InternalFrame> {
-    (any::<i32>(), any::<i32>(), internal_message()).prop_map(
-        |(from_node, correlation_id, message)| InternalFrame {
-            from_node,
-            correlation_id,
-            message,
-        },
+    (
+        any::<i32>(),
+        any::<i32>(),
+        internal_message(),
+        "[0-9a-f]{0,32}",
     )
+        .prop_map(
+            |(from_node, correlation_id, message, cluster_id)| InternalFrame {
+                from_node,
+                correlation_id,
+                message,
+                cluster_id,
+            },
+        )
 }
 
 // ---- helpers ----
@@ -208,6 +215,7 @@ fn hand_built(
             correlation_id: 2,
             body_type,
             body,
+            cluster_id: None,
         },
     );
     fbb.finish_minimal(root);
@@ -219,6 +227,7 @@ fn frame_of(message: InternalMessage) -> InternalFrame {
         from_node: 3,
         correlation_id: 9,
         message,
+        cluster_id: String::new(),
     }
 }
 
@@ -776,6 +785,7 @@ fn a_known_frame_has_known_bytes() {
     let frame = InternalFrame {
         from_node: 1,
         correlation_id: 7,
+        cluster_id: String::new(),
         message: InternalMessage::Heartbeat(Heartbeat {
             broker_id: 1,
             broker_epoch: 5,

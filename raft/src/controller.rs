@@ -35,6 +35,8 @@
 //!     incarnation_id: spool_raft::Uuid128 { high: 7, low: 7 },
 //!     listeners: vec![],
 //!     rack: None,
+//!     cluster_id: None,
+//!     registered_session_live: false,
 //! };
 //! controller.register_broker(&me).unwrap();
 //! controller.poll().unwrap();
@@ -95,6 +97,10 @@ pub struct ControllerConfig {
     /// Wall-clock length of one raft tick.
     pub tick_interval_ms: u64,
     pub create_topic_policy: CreateTopicPolicy,
+    /// Make every registered broker a learner of the group (its raft id is
+    /// [`crate::raft_id_of_broker`] of its broker id): set by a broker whose quorum spans
+    /// nodes. Off for a single node, and for drivers whose raft ids follow another scheme.
+    pub brokers_learn: bool,
 }
 
 impl ControllerConfig {
@@ -104,6 +110,7 @@ impl ControllerConfig {
             raft: RaftConfig::single_voter(node_id, seed),
             tick_interval_ms: 100,
             create_topic_policy: CreateTopicPolicy::default(),
+            brokers_learn: false,
         }
     }
 }
@@ -130,6 +137,12 @@ pub struct Polled {
     pub messages: Vec<Message>,
     /// Proposals that will not be answered by a commit: answer `NOT_CONTROLLER`.
     pub abandoned: Vec<ProposalId>,
+    /// Set when a snapshot from the leader replaced the image during this poll: mirrors of the
+    /// image take this one wholesale, and `committed` then holds only what came after it.
+    pub replaced_image: Option<MetadataImage>,
+    /// Entries committed before that snapshot in the same poll: already inside
+    /// `replaced_image`, listed only so their proposers can be answered.
+    pub superseded: Vec<Committed>,
 }
 
 /// A point-in-time view of the controller for status pages and `/metrics` (the broker's probe
@@ -148,6 +161,11 @@ pub struct ControllerStatus {
     pub log_entries: u64,
     pub log_bytes: u64,
     pub incarnation: u64,
+    /// Raft ids that vote, and that only follow the metadata log (ascending).
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+    /// Snapshots received from a leader and installed since start.
+    pub snapshots_installed: u64,
 }
 
 // The broker moves the controller onto glommio's blocking pool for each poll/tick (the raft
@@ -256,6 +274,9 @@ impl Controller {
             log_entries: log.last() - log.snapshot_index(),
             log_bytes: self.disk.log_size_bytes(),
             incarnation: self.raft.incarnation(),
+            voters: sorted(&log.conf_state().voters),
+            learners: sorted(&log.conf_state().learners),
+            snapshots_installed: self.raft.snapshots_installed(),
         }
     }
 
@@ -313,6 +334,13 @@ impl Controller {
         self.require_leader()?;
         let record = validate_delete_topic(self.raft.latest_image(), name)?;
         self.raft.propose(record)
+    }
+
+    /// On the leader: makes `raft_id` a learner of the metadata group unless it already votes
+    /// or learns ([`MetadataRaft::propose_add_learner`]).
+    pub fn add_learner(&mut self, raft_id: u64) -> Result<bool, Refusal> {
+        self.require_leader()?;
+        self.raft.propose_add_learner(raft_id)
     }
 
     /// Validates and proposes a broker registration (the broker starts fenced).
@@ -436,8 +464,57 @@ impl Controller {
         self.poll()
     }
 
+    /// On the leader of a quorum whose image has no cluster id yet (a fresh one, or a data
+    /// directory from before cluster ids): proposes one, drawn from this node's seeded stream.
+    /// The speculative image carries it while in flight, so it is proposed once; if the
+    /// proposal is lost with a leadership, the next leader proposes again.
+    fn ensure_cluster_id(&mut self) {
+        if !self.raft.is_leader() || self.raft.latest_image().cluster_id().is_some() {
+            return;
+        }
+        let id = loop {
+            let id: TopicId = self.topic_ids.next_uuid();
+            if !id.is_zero() {
+                break id;
+            }
+        };
+        if let Err(r) = self.raft.propose(crate::records::cluster_id(id)) {
+            tracing::debug!("proposing the cluster id: {r}");
+        }
+    }
+
+    /// On the leader: every registered broker follows the metadata log (DESIGN §7), so one that
+    /// neither votes nor learns yet is proposed as a learner — one at a time (raft-rs takes one
+    /// membership change at a time), the next at a later poll. A fixpoint over the committed
+    /// image and configuration: nothing is proposed twice, and a change lost with a leadership
+    /// is proposed again by the next leader.
+    fn ensure_learners(&mut self) {
+        if !self.config.brokers_learn || !self.raft.is_leader() {
+            return;
+        }
+        let cs = self.raft.conf_state();
+        let missing = self
+            .raft
+            .image()
+            .brokers()
+            .map(|b| crate::raft_id_of_broker(b.broker_id))
+            .find(|id| *id != 0 && !cs.voters.contains(id) && !cs.learners.contains(id));
+        if let Some(id) = missing {
+            match self.raft.propose_add_learner(id) {
+                Ok(true) => tracing::info!(
+                    raft_id = id,
+                    "adding a broker to the metadata quorum as a learner"
+                ),
+                Ok(false) => {}
+                Err(r) => tracing::debug!(raft_id = id, "adding a learner: {r}"),
+            }
+        }
+    }
+
     /// Persists and applies everything raft has ready, until it has nothing more.
     pub fn poll(&mut self) -> Result<Polled, ControllerError> {
+        self.ensure_cluster_id();
+        self.ensure_learners();
         let mut polled = Polled {
             messages: std::mem::take(&mut self.outbox),
             ..Default::default()
@@ -453,9 +530,22 @@ impl Controller {
                 advanced.snapshot_taken.as_ref(),
             )?;
             polled.messages.extend(advanced.messages);
-            polled.committed.extend(advanced.committed);
+            if advanced.snapshot_installed {
+                let before = std::mem::take(&mut polled.committed);
+                polled.superseded.extend(before);
+                polled.superseded.extend(advanced.committed);
+                polled.replaced_image = Some(self.raft.image().clone());
+            } else {
+                polled.committed.extend(advanced.committed);
+            }
             polled.abandoned.extend(advanced.abandoned);
         }
         Ok(polled)
     }
+}
+
+fn sorted(ids: &[u64]) -> Vec<u64> {
+    let mut v = ids.to_vec();
+    v.sort_unstable();
+    v
 }

@@ -113,6 +113,8 @@ pub struct MetadataImage {
     topics: BTreeMap<String, TopicImage>,
     topic_names_by_id: BTreeMap<TopicId, String>,
     last_producer_id_block: Option<ProducerIdBlock>,
+    /// Set once by the first `ClusterId` record, never changed.
+    cluster_id: Option<Uuid128>,
 }
 
 impl MetadataImage {
@@ -156,6 +158,11 @@ impl MetadataImage {
         self.topics.len()
     }
 
+    /// The cluster's id (`None` until the first active controller has written it).
+    pub fn cluster_id(&self) -> Option<Uuid128> {
+        self.cluster_id
+    }
+
     pub fn last_producer_id_block(&self) -> Option<ProducerIdBlock> {
         self.last_producer_id_block
     }
@@ -187,6 +194,19 @@ impl MetadataImage {
             MetadataRecordBodyT::DeleteTopic(r) => self.apply_delete_topic(r),
             MetadataRecordBodyT::PartitionChange(r) => self.apply_partition_change(r),
             MetadataRecordBodyT::ProducerIdBlock(r) => self.apply_producer_id_block(r),
+            MetadataRecordBodyT::ClusterId(r) => {
+                let id = r.id.as_ref().map(Uuid128::from).filter(|id| !id.is_zero());
+                match (id, self.cluster_id) {
+                    (None, _) => Err(ErrorCode::InvalidRequest),
+                    (Some(id), None) => {
+                        self.cluster_id = Some(id);
+                        Ok(())
+                    }
+                    (Some(id), Some(current)) if id == current => Ok(()),
+                    // A second id (a proposal that raced a leader change): the first one stays.
+                    (Some(_), Some(_)) => Err(ErrorCode::InconsistentClusterId),
+                }
+            }
             // A union member added to the schema after this build: not ours to interpret.
             _ => Err(ErrorCode::UnsupportedVersion),
         }

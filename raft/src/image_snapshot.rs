@@ -46,6 +46,9 @@ pub enum ImageSnapshotError {
 /// The records that rebuild `image` when applied, in order, to an empty image.
 pub fn image_records(image: &MetadataImage) -> Vec<MetadataRecordT> {
     let mut out = Vec::new();
+    if let Some(id) = image.cluster_id() {
+        out.push(records::cluster_id(id));
+    }
     for b in image.brokers() {
         let listeners = b
             .listeners

@@ -43,6 +43,16 @@ pub mod topic_config;
 pub mod uuid128;
 pub mod validate;
 
+/// The raft id of a broker's metadata replica: raft reserves 0, broker ids start at 0.
+pub fn raft_id_of_broker(broker_id: i32) -> u64 {
+    u64::try_from(broker_id).map_or(0, |b| b + 1)
+}
+
+/// The broker behind a raft id (`None` for raft's "nobody", 0).
+pub fn broker_of_raft_id(raft_id: u64) -> Option<i32> {
+    raft_id.checked_sub(1).and_then(|n| i32::try_from(n).ok())
+}
+
 pub use controller::{Controller, ControllerConfig, ControllerError, ControllerStatus, Polled};
 pub use id_source::IdSource;
 pub use image::{MetadataImage, TopicId, TopicImage};

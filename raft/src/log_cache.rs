@@ -224,8 +224,13 @@ impl Storage for LogCache {
         Ok(self.last())
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        if self.snapshot_index() < request_index {
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
+        // A snapshot taken before `to` joined the configuration would be refused by it (raft-rs
+        // restores only a snapshot whose configuration names the node); the node takes a fresh
+        // one right after every membership change, so this is only until then.
+        let cs = self.snapshot.get_metadata().get_conf_state();
+        let names_to = cs.voters.contains(&to) || cs.learners.contains(&to);
+        if self.snapshot_index() < request_index || !names_to {
             return Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             ));

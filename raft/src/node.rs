@@ -171,6 +171,10 @@ pub struct Advanced {
     /// Proposals that will never be answered by a commit from this node's view (leadership
     /// moved while they were in flight): tell their proposers `NOT_CONTROLLER`.
     pub abandoned: Vec<ProposalId>,
+    /// The leader sent a snapshot (this node lagged past its log) and it replaced the image
+    /// wholesale: whoever mirrors the image must take [`MetadataRaft::image`] anew, not
+    /// `committed` alone.
+    pub snapshot_installed: bool,
 }
 
 /// The sans-IO metadata raft node.
@@ -192,6 +196,11 @@ pub struct MetadataRaft {
     /// raft-rs's range for the randomized election timeout, `min..max` ticks.
     election_timeout_ticks_min: usize,
     election_timeout_ticks_max: usize,
+    /// Snapshots received from a leader and installed since this node started.
+    snapshots_installed: u64,
+    /// A membership change was applied: snapshot at the next chance, so a snapshot sent to a
+    /// new learner names it.
+    snapshot_due: bool,
 }
 
 impl MetadataRaft {
@@ -285,6 +294,8 @@ impl MetadataRaft {
             ),
             election_timeout_ticks_min: raft_config.min_election_tick(),
             election_timeout_ticks_max: raft_config.max_election_tick(),
+            snapshots_installed: 0,
+            snapshot_due: false,
         };
         // RawNode::new became a follower, which reset the timer from thread_rng.
         node.reseed_election_timeout();
@@ -337,6 +348,51 @@ impl MetadataRaft {
     /// draw of this node's seeded stream, in `[election_ticks, 2 * election_ticks)`.
     pub fn election_timeout_ticks(&self) -> usize {
         self.raw.raft.randomized_election_timeout()
+    }
+
+    /// Snapshots received from a leader and installed since this node started.
+    pub fn snapshots_installed(&self) -> u64 {
+        self.snapshots_installed
+    }
+
+    /// Who votes and who only follows, as raft ids (the newest applied configuration).
+    pub fn conf_state(&self) -> &ConfState {
+        self.raw.store().conf_state()
+    }
+
+    /// On the leader: proposes adding `raft_id` as a learner (DESIGN §7: a broker that is not a
+    /// controller voter follows the metadata log without voting). `Ok(false)`: nothing to do,
+    /// it already votes or learns. Refused while another configuration change is in flight
+    /// (raft-rs takes one at a time); the caller asks again at the broker's next registration.
+    pub fn propose_add_learner(&mut self, raft_id: u64) -> Result<bool, Refusal> {
+        if !self.is_leader() {
+            return Err(Refusal::new(
+                ErrorCode::NotController,
+                format!("node {} is not the metadata leader", self.node_id),
+            ));
+        }
+        let cs = self.raw.store().conf_state();
+        if raft_id == 0 || cs.voters.contains(&raft_id) || cs.learners.contains(&raft_id) {
+            return Ok(false);
+        }
+        if self.raw.raft.has_pending_conf() {
+            return Err(Refusal::new(
+                ErrorCode::ThrottlingQuotaExceeded,
+                "a controller quorum membership change is already in flight",
+            ));
+        }
+        let mut cc = ConfChange::default();
+        cc.set_change_type(raft::eraftpb::ConfChangeType::AddLearnerNode);
+        cc.node_id = raft_id;
+        let proposed = self.raw.propose_conf_change(Vec::new(), cc);
+        self.reseed_election_timeout();
+        proposed.map_err(|e| {
+            Refusal::new(
+                ErrorCode::NotController,
+                format!("raft dropped the membership change: {e}"),
+            )
+        })?;
+        Ok(true)
     }
 
     /// The raft-rs storage mirror (read-only; for tests and status pages).
@@ -478,6 +534,8 @@ impl MetadataRaft {
             }
             self.speculative = None;
             out.conf_state = Some(self.raw.store().conf_state().clone());
+            out.snapshot_installed = true;
+            self.snapshots_installed += 1;
         }
         let committed = ready.inner.take_committed_entries();
         self.apply_committed(committed, &mut out)?;
@@ -547,6 +605,7 @@ impl MetadataRaft {
                     let cs = self.raw.apply_conf_change(&cc)?;
                     self.raw.mut_store().set_conf_state(cs.clone());
                     out.conf_state = Some(cs);
+                    self.snapshot_due = true;
                     continue;
                 }
                 EntryType::EntryConfChangeV2 => {
@@ -560,6 +619,7 @@ impl MetadataRaft {
                     let cs = self.raw.apply_conf_change(&cc)?;
                     self.raw.mut_store().set_conf_state(cs.clone());
                     out.conf_state = Some(cs);
+                    self.snapshot_due = true;
                     continue;
                 }
             }
@@ -617,7 +677,8 @@ impl MetadataRaft {
 
     fn maybe_snapshot(&mut self, out: &mut Advanced) -> Result<(), NodeError> {
         let store = self.raw.store();
-        if self.applied < store.snapshot_index() + self.snapshot_every_entries {
+        let due = self.snapshot_due && self.applied > store.snapshot_index();
+        if !due && self.applied < store.snapshot_index() + self.snapshot_every_entries {
             return Ok(());
         }
         let index = self.applied;
@@ -638,6 +699,7 @@ impl MetadataRaft {
         snap.mut_metadata()
             .set_conf_state(store.conf_state().clone());
         self.raw.mut_store().compact_to_snapshot(snap.clone())?;
+        self.snapshot_due = false;
         out.snapshot_taken = Some(snap);
         Ok(())
     }

@@ -9,9 +9,9 @@
 #![allow(clippy::field_reassign_with_default)]
 
 use spool_protocol::metadata_records::{
-    BrokerHeartbeatT, CreateTopicT, DeleteTopicT, FenceBrokerT, ListenerT, MetadataRecordBodyT,
-    MetadataRecordT, PartitionAssignmentT, PartitionChangeT, ProducerIdBlockT, RegisterBrokerT,
-    TopicConfigT, UnfenceBrokerT, UuidT,
+    BrokerHeartbeatT, ClusterIdT, CreateTopicT, DeleteTopicT, FenceBrokerT, ListenerT,
+    MetadataRecordBodyT, MetadataRecordT, PartitionAssignmentT, PartitionChangeT, ProducerIdBlockT,
+    RegisterBrokerT, TopicConfigT, UnfenceBrokerT, UuidT,
 };
 
 use crate::uuid128::Uuid128;
@@ -32,6 +32,12 @@ pub fn listener(name: &str, host: &str, port: u16) -> ListenerT {
     l.host = host.to_owned();
     l.port = port;
     l
+}
+
+pub fn cluster_id(id: Uuid128) -> MetadataRecordT {
+    let mut r = ClusterIdT::default();
+    r.id = Some(uuid(id));
+    record(MetadataRecordBodyT::ClusterId(Box::new(r)))
 }
 
 pub fn register_broker(

@@ -25,6 +25,22 @@ impl Uuid128 {
         self == Self::ZERO
     }
 
+    /// 32 lowercase hex digits (how cluster ids are shown and sent between brokers).
+    pub fn to_hex(self) -> String {
+        format!("{:016x}{:016x}", self.high, self.low)
+    }
+
+    /// The inverse of [`Uuid128::to_hex`]; `None` for anything but 32 hex digits.
+    pub fn parse_hex(s: &str) -> Option<Self> {
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        Some(Uuid128 {
+            high: u64::from_str_radix(&s[..16], 16).ok()?,
+            low: u64::from_str_radix(&s[16..], 16).ok()?,
+        })
+    }
+
     /// The flatbuffers form written into metadata records.
     pub fn to_uuid(self) -> UuidT {
         let mut u = UuidT::default();
@@ -58,5 +74,15 @@ mod tests {
         assert_eq!(Uuid128::from(&u), id);
         assert!(!id.is_zero());
         assert!(Uuid128::default().is_zero());
+        assert_eq!(id.to_hex(), "0123456789abcdeffedcba9876543210");
+        assert_eq!(Uuid128::parse_hex(&id.to_hex()), Some(id));
+        for bad in [
+            "",
+            "0123",
+            "0123456789abcdeffedcba987654321g",
+            "+123456789abcdeffedcba9876543210",
+        ] {
+            assert_eq!(Uuid128::parse_hex(bad), None, "{bad}");
+        }
     }
 }

@@ -109,6 +109,12 @@ pub struct RegisterBrokerRequest {
     pub incarnation_id: Uuid128,
     pub listeners: Vec<BrokerListener>,
     pub rack: Option<String>,
+    /// The cluster the broker's data directory belongs to (`None`: a fresh directory, which
+    /// joins whichever cluster it registers with).
+    pub cluster_id: Option<Uuid128>,
+    /// Filled in by the active controller, not the broker: whether the broker id's current
+    /// registration still has a live session (a heartbeat within the session timeout).
+    pub registered_session_live: bool,
 }
 
 /// A broker's heartbeat.
@@ -300,6 +306,42 @@ pub fn validate_register_broker(
             ErrorCode::InvalidRequest,
             format!("broker id {} is negative", request.broker_id),
         ));
+    }
+    if let (Some(theirs), Some(ours)) = (request.cluster_id, image.cluster_id()) {
+        if theirs != ours {
+            return Err(Refusal::new(
+                ErrorCode::InconsistentClusterId,
+                format!(
+                    "broker {}'s data directory belongs to cluster {}, not to this cluster ({}); start it with an empty data directory to join this cluster",
+                    request.broker_id,
+                    theirs.to_hex(),
+                    ours.to_hex()
+                ),
+            ));
+        }
+    }
+    if let Some(current) = image.broker(request.broker_id) {
+        // Kafka's rule (KIP-631): a different incarnation may take over an id only once the
+        // current one's session is gone — fenced, and no heartbeat within the session timeout.
+        // A restart after `kill -9` waits for that; a second process given the same id is
+        // refused for as long as the first one lives.
+        let other_incarnation = current.incarnation_id != Some(request.incarnation_id);
+        if other_incarnation && (!current.fenced || request.registered_session_live) {
+            let address = current
+                .listeners
+                .iter()
+                .find(|l| l.name == "internal")
+                .or_else(|| current.listeners.first())
+                .map(|l| format!("{}:{}", l.host, l.port))
+                .unwrap_or_else(|| "an unknown address".into());
+            return Err(Refusal::new(
+                ErrorCode::DuplicateBrokerRegistration,
+                format!(
+                    "node id {} is in use by a live broker at {address}; give this broker another --node-id, or stop that one first",
+                    request.broker_id
+                ),
+            ));
+        }
     }
     let listeners = request
         .listeners

@@ -39,6 +39,8 @@ fn start_broker(controller: &mut Controller) {
                 port: 9093,
             }],
             rack: None,
+            cluster_id: None,
+            registered_session_live: false,
         })
         .expect("register");
     assert_eq!(commit(controller, id).outcome, Ok(()));
@@ -73,8 +75,14 @@ fn open(dir: &Path) -> (Controller, MetadataImage) {
 fn create_restart_delete() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut c, image) = open(dir.path());
-    assert_eq!(image, MetadataImage::new());
     assert!(c.is_leader(), "a sole voter leads as soon as it opens");
+    // A fresh quorum's first leader writes the cluster id before anything else.
+    let cluster_id = image
+        .cluster_id()
+        .expect("a fresh quorum names its cluster at once");
+    assert!(!cluster_id.is_zero());
+    assert_eq!(image.topic_count(), 0);
+    assert_eq!(image.brokers().count(), 0);
     start_broker(&mut c);
 
     let req = CreateTopicRequest::new("orders", 3)
@@ -112,6 +120,11 @@ fn create_restart_delete() {
     let (mut c, image) = open(dir.path());
     assert_eq!(image.topic("orders"), Some(&topic));
     assert_eq!(c.image(), &image);
+    assert_eq!(
+        image.cluster_id(),
+        Some(cluster_id),
+        "the cluster id never changes"
+    );
 
     // Delete, then delete again.
     let id = c.delete_topic("orders").expect("delete");

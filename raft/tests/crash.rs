@@ -56,6 +56,8 @@ fn start_broker(c: &mut Controller) {
         incarnation_id: Uuid128 { high: 3, low: 4 },
         listeners: vec![],
         rack: None,
+        cluster_id: None,
+        registered_session_live: false,
     })
     .expect("register");
     c.poll().expect("poll");

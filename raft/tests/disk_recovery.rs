@@ -132,6 +132,8 @@ fn controller_with_topics(dir: &std::path::Path, topics: usize) -> spool_raft::M
             incarnation_id: spool_raft::Uuid128 { high: 1, low: 1 },
             listeners: vec![],
             rack: None,
+            cluster_id: None,
+            registered_session_live: false,
         })
         .expect("register");
     c.poll().expect("poll");

@@ -63,6 +63,8 @@ fn cluster(dir: &std::path::Path) -> Controller {
                 },
                 listeners: vec![],
                 rack: Some(rack.into()),
+                cluster_id: None,
+                registered_session_live: false,
             })
             .expect("register");
         commit_all(&mut c, &[reg]);

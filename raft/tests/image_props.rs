@@ -235,6 +235,8 @@ proptest! {
                             port: 1,
                         }],
                         rack: None,
+                        cluster_id: None,
+                        registered_session_live: false,
                     },
                 )
                 .ok(),

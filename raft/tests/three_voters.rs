@@ -33,8 +33,44 @@ impl Cluster {
         Self::with(|id| (10 + 3 * id as usize, 100 + id))
     }
 
+    /// Three fresh voters that snapshot and compact their log every `entries` applied entries.
+    fn compacting_every(entries: u64) -> Self {
+        let mut cluster = Self::with_snapshots(|id| (10 + 3 * id as usize, 100 + id), entries);
+        cluster.trace.clear();
+        cluster
+    }
+
+    /// A fresh learner with raft id `id` (the next after the voters), empty, as a broker that
+    /// is not a controller voter starts; the leader adds it with `propose_add_learner`.
+    fn start_learner(&mut self, id: u64) {
+        assert_eq!(id as usize, self.nodes.len() + 1, "ids are dense");
+        let config = RaftConfig {
+            initial_voters: vec![1, 2, 3],
+            initial_learners: vec![id],
+            ..RaftConfig::single_voter(id, 7)
+        };
+        let node = MetadataRaft::new(
+            &config,
+            RecoveredState {
+                incarnation: 1,
+                ..Default::default()
+            },
+        )
+        .expect("learner");
+        self.nodes.push(node);
+        self.committed.push(Vec::new());
+        self.election_ticks.push(10);
+    }
+
     /// Three fresh voters; `config(id)` gives node `id`'s (election ticks, seed).
     fn with(config: impl Fn(u64) -> (usize, u64)) -> Self {
+        Self::with_snapshots(
+            config,
+            RaftConfig::single_voter(1, 0).snapshot_every_entries,
+        )
+    }
+
+    fn with_snapshots(config: impl Fn(u64) -> (usize, u64), snapshot_every_entries: u64) -> Self {
         let election_ticks = (1..=3).map(|id| config(id).0).collect();
         let nodes = (1..=3)
             .map(|id| {
@@ -42,6 +78,7 @@ impl Cluster {
                 let config = RaftConfig {
                     initial_voters: vec![1, 2, 3],
                     election_ticks,
+                    snapshot_every_entries,
                     ..RaftConfig::single_voter(id, seed)
                 };
                 MetadataRaft::new(
@@ -153,6 +190,8 @@ fn three_voters_replicate_metadata_and_survive_a_leader_loss() {
                 },
                 listeners: vec![],
                 rack: None,
+                cluster_id: None,
+                registered_session_live: false,
             },
         )
         .expect("register");
@@ -264,6 +303,8 @@ fn run(seeds: [u64; 3]) -> Outcome {
             incarnation_id: Uuid128 { high: 0, low: 1 },
             listeners: vec![],
             rack: None,
+            cluster_id: None,
+            registered_session_live: false,
         },
     )
     .expect("register");
@@ -307,5 +348,96 @@ fn other_seeds_give_another_run() {
     assert!(
         others.iter().all(|o| o.trace != base.trace),
         "a different seed replayed the same trace"
+    );
+}
+
+/// A broker that is not a voter joins after the voters compacted their log: the leader adds it
+/// as a learner, it is sent a snapshot (one that names it — a snapshot from before it joined
+/// would be refused by raft-rs), ends with the voters' image, and never campaigns, even when
+/// the leader is cut off.
+#[test]
+fn a_learner_that_joins_after_compaction_is_sent_a_snapshot_and_never_votes() {
+    let mut cluster = Cluster::compacting_every(8);
+    let leader = cluster.tick_until_leader(&[1, 2, 3]);
+    for broker in 0..20 {
+        let image = cluster.node(leader).latest_image().clone();
+        let record = validate_register_broker(
+            &image,
+            &RegisterBrokerRequest {
+                broker_id: broker,
+                incarnation_id: Uuid128 {
+                    high: 9,
+                    low: broker as u64,
+                },
+                listeners: vec![],
+                rack: None,
+                cluster_id: None,
+                registered_session_live: false,
+            },
+        )
+        .expect("register");
+        cluster.node(leader).propose(record).expect("propose");
+        cluster.settle();
+    }
+    let epoch = cluster
+        .node(leader)
+        .image()
+        .broker(0)
+        .expect("b")
+        .broker_epoch;
+    let unfence = spool_raft::records::unfence_broker(0, epoch);
+    cluster.node(leader).propose(unfence).expect("unfence");
+    cluster.settle();
+    assert!(
+        cluster.node(leader).log().snapshot_index() > 1,
+        "the leader compacted its log"
+    );
+
+    cluster.start_learner(4);
+    assert_eq!(cluster.node(leader).propose_add_learner(4), Ok(true));
+    assert_eq!(
+        cluster
+            .node(leader)
+            .propose_add_learner(4)
+            .map_err(|r| r.code),
+        Err(ErrorCode::ThrottlingQuotaExceeded),
+        "one membership change at a time"
+    );
+    for _ in 0..20 {
+        cluster.tick_all();
+    }
+    assert_eq!(
+        cluster.node(leader).propose_add_learner(4),
+        Ok(false),
+        "already a learner"
+    );
+    let learner_image = cluster.node(4).image().clone();
+    assert_eq!(&learner_image, cluster.node(leader).image());
+    assert_eq!(learner_image.brokers().count(), 20);
+    assert_eq!(cluster.node(4).snapshots_installed(), 1);
+    assert_eq!(cluster.node(4).conf_state().learners, vec![4]);
+    assert_eq!(cluster.node(leader).conf_state().learners, vec![4]);
+
+    // Cut off the leader: the other two voters elect one; the learner never leads.
+    cluster.cut_off.insert(leader);
+    let others: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    let new_leader = cluster.tick_until_leader(&others);
+    for _ in 0..100 {
+        cluster.tick_all();
+        assert!(!cluster.node(4).is_leader(), "a learner never campaigns");
+    }
+    let image = cluster.node(new_leader).latest_image().clone();
+    let record = validate_create_topic(
+        &image,
+        &CreateTopicRequest::new("after-failover", 1),
+        Uuid128 { high: 3, low: 3 },
+        &CreateTopicPolicy::default(),
+    )
+    .expect("valid");
+    cluster.node(new_leader).propose(record).expect("propose");
+    cluster.settle();
+    assert!(
+        cluster.node(4).image().topic("after-failover").is_some(),
+        "the learner follows the new leader"
     );
 }

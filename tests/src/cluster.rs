@@ -16,13 +16,26 @@ pub const AGREE_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(50);
 
 pub struct Cluster {
-    /// Node `i` (1-based id) is `nodes[i - 1]`.
+    /// Node `i` (1-based id) is `nodes[i - 1]`: the voters first, then learners.
     pub nodes: Vec<Broker>,
+    /// The `--controller-voters` every node was started with.
+    voters: String,
+    /// The `--controller-voters` count.
+    voter_count: usize,
 }
+
+/// How long a broker the cluster must refuse may run before the test calls it a failure (the
+/// duplicate-id refusal waits out three session timeouts, 4.5 s by default).
+pub const REFUSAL_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Cluster {
     /// Starts `n` voters, one core each.
     pub fn start(n: usize) -> Self {
+        Self::start_with_args(n, &[])
+    }
+
+    /// Starts `n` voters, one core each, each with `extra` flags too.
+    pub fn start_with_args(n: usize, extra: &[&str]) -> Self {
         let addrs: Vec<(Ipv4Addr, Vec<u16>)> = (0..n)
             .map(|_| {
                 let ip = crate::addr::next_address();
@@ -52,10 +65,82 @@ impl Cluster {
                 .arg(ports[3].to_string())
                 .arg("--rack")
                 .arg(char::from(b'a' + i as u8).to_string());
+                let options = extra.iter().fold(options, |o, a| o.arg(*a));
                 Broker::start_with(options)
             })
             .collect();
-        Cluster { nodes }
+        Cluster {
+            nodes,
+            voters,
+            voter_count: n,
+        }
+    }
+
+    /// The options of a broker with node id `node_id` that joins this cluster without voting,
+    /// on a fresh address.
+    fn joiner(&self, node_id: i32, extra: &[&str]) -> BrokerOptions {
+        let ip = crate::addr::next_address();
+        let ports = crate::addr::free_ports(ip, 4);
+        let options = BrokerOptions {
+            cores: 1,
+            address: Some((ip, [ports[0], ports[1], ports[2]])),
+            ..BrokerOptions::default()
+        }
+        .arg("--node-id")
+        .arg(node_id.to_string())
+        .arg("--controller-voters")
+        .arg(self.voters.clone())
+        .arg("--internal-port")
+        .arg(ports[3].to_string());
+        extra.iter().fold(options, |o, a| o.arg(*a))
+    }
+
+    /// Starts the next node id as a broker outside the voters (it follows the metadata log as
+    /// a learner); returns its id.
+    pub fn add_learner(&mut self, extra: &[&str]) -> i32 {
+        let id = self.nodes.len() as i32 + 1;
+        let broker = Broker::start_with(self.joiner(id, extra));
+        self.nodes.push(broker);
+        id
+    }
+
+    /// The node ids that vote.
+    pub fn voter_ids(&self) -> Vec<i32> {
+        (1..=self.voter_count as i32).collect()
+    }
+
+    /// Runs `spool serve` as node `node_id` joining this cluster from a fresh address (with its
+    /// data in `data_dir`), expecting to be refused: returns how it ended and its output once
+    /// it exits; panics if it is still running after [`REFUSAL_TIMEOUT`].
+    pub fn serve_refused(
+        &self,
+        node_id: i32,
+        data_dir: &std::path::Path,
+        extra: &[&str],
+    ) -> crate::process::Finished {
+        let options = BrokerOptions {
+            data_dir: Some(data_dir.to_path_buf()),
+            ..self.joiner(node_id, extra)
+        };
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let mut cmd = std::process::Command::new(crate::binary::spool_binary());
+        let (ip, ports) = options.address.expect("an address");
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--host")
+            .arg(ip.to_string())
+            .arg("--native-port")
+            .arg(ports[0].to_string())
+            .arg("--admin-port")
+            .arg(ports[1].to_string())
+            .arg("--kafka-port")
+            .arg(ports[2].to_string())
+            .arg("--cores")
+            .arg("1")
+            .args(&options.extra_args);
+        crate::broker::clear_spool_env(&mut cmd);
+        crate::process::run_to_end(&mut cmd, b"", scratch.path(), REFUSAL_TIMEOUT)
     }
 
     pub fn node(&self, id: i32) -> &Broker {
@@ -207,5 +292,82 @@ mod tests {
                 isr: vec![3],
             }
         );
+    }
+}
+
+/// One broker row of `spool cluster info`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InfoRow {
+    pub node_id: i32,
+    pub epoch: i64,
+    /// `active` or `fenced`.
+    pub state: String,
+    /// The metadata offset it reports having applied; `None` when it did not answer.
+    pub applied: Option<u64>,
+    pub lag: Option<u64>,
+}
+
+/// What `spool cluster info` printed: the cluster id, the broker rows, and the quorum line's
+/// controller, voters and learners.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterInfo {
+    pub cluster_id: String,
+    pub brokers: Vec<InfoRow>,
+    pub controller: Option<i32>,
+    pub voters: Vec<i32>,
+    pub learners: Vec<i32>,
+}
+
+fn ids_after(line: &str, key: &str) -> Vec<i32> {
+    line.split(key)
+        .nth(1)
+        .and_then(|rest| rest.split_once('[').map(|(_, r)| r))
+        .and_then(|rest| rest.split_once(']').map(|(l, _)| l))
+        .map(|l| l.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Parses `spool cluster info`'s output (its columns: BROKER ADDRESS RACK EPOCH STATE METADATA
+/// LAG, then a `controller N  term …  voters [..]  learners [..]` line).
+pub fn parse_cluster_info(out: &str) -> ClusterInfo {
+    let mut info = ClusterInfo {
+        cluster_id: String::new(),
+        brokers: Vec::new(),
+        controller: None,
+        voters: Vec::new(),
+        learners: Vec::new(),
+    };
+    for line in out.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        match cols.first() {
+            Some(&"cluster") => info.cluster_id = cols.get(1).unwrap_or(&"").to_string(),
+            Some(&"controller") => {
+                info.controller = cols.get(1).and_then(|c| c.parse().ok());
+                info.voters = ids_after(line, "voters");
+                info.learners = ids_after(line, "learners");
+            }
+            Some(first) if cols.len() == 7 && first.parse::<i32>().is_ok() => {
+                info.brokers.push(InfoRow {
+                    node_id: first.parse().unwrap_or(-1),
+                    epoch: cols[3].parse().unwrap_or(-1),
+                    state: cols[4].to_string(),
+                    applied: cols[5].parse().ok(),
+                    lag: cols[6].parse().ok(),
+                });
+            }
+            _ => {}
+        }
+    }
+    info
+}
+
+impl Cluster {
+    /// `spool cluster info` asked through node `id`, parsed.
+    pub fn info(&self, id: i32) -> ClusterInfo {
+        parse_cluster_info(&crate::cli::spool_ok(
+            self.node(id),
+            &["cluster", "info"],
+            "",
+        ))
     }
 }

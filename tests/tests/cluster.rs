@@ -243,14 +243,39 @@ fn a_killed_broker_is_fenced_its_partitions_get_leaders_from_the_isr_and_it_is_u
             );
         }
     }
-    // Back: registers again, catches up with the metadata log and is unfenced. (It rejoins the
-    // ISRs only once it has caught up with each leader's log: the replication milestone.)
+    // `cluster info` shows it fenced and not answering, the others active.
+    let info = cluster.info(controller);
+    let row = |info: &spool_tests::cluster::ClusterInfo, id: i32| {
+        info.brokers
+            .iter()
+            .find(|b| b.node_id == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("broker {id} listed: {info:?}"))
+    };
+    let fenced = row(&info, victim);
+    assert_eq!(
+        (fenced.state.as_str(), fenced.applied),
+        ("fenced", None),
+        "{info:?}"
+    );
+    assert!(
+        all.iter()
+            .filter(|&&i| i != victim)
+            .all(|&i| row(&info, i).state == "active"),
+        "{info:?}"
+    );
+    // Back: registers again (a new incarnation, so a new broker epoch), catches up with the
+    // metadata log and is unfenced. (It rejoins the ISRs only once it has caught up with each
+    // leader's log: the replication milestone.)
     cluster.node_mut(victim).restart();
     cluster.wait_until("the victim unfenced again", |c| {
         all.iter()
             .all(|&i| c.gauge(i, "spool_fenced_brokers") == Some(0))
             .then_some(())
     });
+    let back = row(&cluster.info(controller), victim);
+    assert_eq!(back.state, "active");
+    assert!(back.epoch > fenced.epoch, "{back:?} after {fenced:?}");
 }
 
 #[test]

@@ -1,16 +1,45 @@
-//! Metadata: answered from this core's replica of the metadata image, no mesh hop.
+//! Metadata: answered from this core's replica of the metadata image; the quorum section (who
+//! votes, who leads, this broker's applied offset) from core 0's controller, one mesh hop.
 
 use std::rc::Rc;
 
 use spool_protocol::wire::{
-    self, MetadataBrokerT, MetadataPartitionT, MetadataRequestT, MetadataResponseT, MetadataTopicT,
+    self, MetadataBrokerT, MetadataPartitionT, MetadataQuorumT, MetadataRequestT,
+    MetadataResponseT, MetadataTopicT,
 };
 use spool_protocol::ErrorCode;
 
 use crate::front_rules::build;
 use crate::shard::Shard;
 
-pub fn handle(shard: &Rc<Shard>, req: &MetadataRequestT) -> MetadataResponseT {
+pub async fn handle(shard: &Rc<Shard>, req: &MetadataRequestT) -> MetadataResponseT {
+    let status = shard
+        .router
+        .call(shard, 0, crate::requests::QuorumQuery)
+        .await
+        .ok()
+        .flatten();
+    let mut resp = answer(shard, req);
+    resp.quorum = status.map(|s| {
+        let nodes = |ids: &[u64]| -> Vec<i32> {
+            ids.iter()
+                .filter_map(|r| crate::cluster_config::node_of_raft_id(*r))
+                .collect()
+        };
+        Box::new(build!(MetadataQuorumT {
+            node_id: shard.config.node_id,
+            voters: Some(nodes(&s.voters)),
+            learners: Some(nodes(&s.learners)),
+            leader_id: crate::cluster_config::node_of_raft_id(s.leader_id).unwrap_or(-1),
+            term: s.term,
+            commit_index: s.commit_index,
+            applied_offset: s.applied_index,
+        }))
+    });
+    resp
+}
+
+fn answer(shard: &Rc<Shard>, req: &MetadataRequestT) -> MetadataResponseT {
     let image = shard.image.borrow();
     let cfg = &shard.config;
     let topic_t = |t: &spool_raft::image::TopicImage| {
@@ -50,21 +79,49 @@ pub fn handle(shard: &Rc<Shard>, req: &MetadataRequestT) -> MetadataResponseT {
             })
             .collect(),
     };
+    // Live brokers (what clients route by), then fenced ones flagged as such, each with its
+    // epoch: `spool cluster info` shows both.
+    let registration = |id: i32| {
+        image
+            .broker(id)
+            .map_or((-1, false), |b| (b.broker_epoch, b.fenced))
+    };
+    let mut brokers: Vec<MetadataBrokerT> = shard
+        .brokers("native")
+        .into_iter()
+        .map(|b| {
+            let (broker_epoch, fenced) = registration(b.node_id);
+            build!(MetadataBrokerT {
+                node_id: b.node_id,
+                host: b.host,
+                port: i32::from(b.port),
+                rack: b.rack,
+                broker_epoch: broker_epoch,
+                fenced: fenced,
+            })
+        })
+        .collect();
+    for b in image
+        .brokers()
+        .filter(|b| b.fenced && b.broker_id != cfg.node_id)
+    {
+        if let Some(l) = b.listeners.iter().find(|l| l.name == "native") {
+            brokers.push(build!(MetadataBrokerT {
+                node_id: b.broker_id,
+                host: l.host.clone(),
+                port: i32::from(l.port),
+                rack: b.rack.clone(),
+                broker_epoch: b.broker_epoch,
+                fenced: true,
+            }));
+        }
+    }
+    brokers.sort_by_key(|b| b.node_id);
     build!(MetadataResponseT {
-        brokers: Some(
-            shard
-                .brokers("native")
-                .into_iter()
-                .map(|b| build!(MetadataBrokerT {
-                    node_id: b.node_id,
-                    host: b.host,
-                    port: i32::from(b.port),
-                    rack: b.rack,
-                }))
-                .collect()
-        ),
-        cluster_id: Some(cfg.cluster_id.clone()),
+        brokers: Some(brokers),
+        cluster_id: shard.cluster_id(),
         controller_id: cfg.node_id,
         topics: Some(topics),
+        quorum: None,
     })
 }

@@ -89,7 +89,7 @@ api_table! {
         versions::api_versions_response(NATIVE_APIS),
     ),
     Metadata 0..=0 MetadataRequest(r) => {
-        cx.reply(R::MetadataResponse, metadata::handle(cx.shard, &r))
+        cx.reply(R::MetadataResponse, metadata::handle(cx.shard, &r).await)
     },
     CreateTopics 0..=0 CreateTopicsRequest(r) => {
         cx.reply(R::CreateTopicsResponse, topics::create(cx.shard, *r).await)

@@ -156,7 +156,7 @@ pub async fn metadata(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> 
     // As in KRaft, clients are given a live broker as "the controller" (any broker forwards
     // metadata changes to the active controller): this one.
     resp.with_brokers(brokers)
-        .with_cluster_id(Some(kstr(cfg.cluster_id.clone())))
+        .with_cluster_id(shard.cluster_id().map(kstr))
         .with_controller_id(BrokerId(cfg.node_id))
         .with_topics(topics)
 }

@@ -104,11 +104,29 @@ pub enum ErrorCode {
     UnstableOffsetCommit = 88,
     ThrottlingQuotaExceeded = 89,
     ProducerFenced = 90,
+    ResourceNotFound = 91,
+    DuplicateResource = 92,
+    UnacceptableCredential = 93,
+    InconsistentVoterSet = 94,
+    InvalidUpdateVersion = 95,
+    FeatureUpdateFailed = 96,
+    PrincipalDeserializationFailure = 97,
+    SnapshotNotFound = 98,
+    PositionOutOfRange = 99,
+    UnknownTopicId = 100,
+    DuplicateBrokerRegistration = 101,
+    BrokerIdNotRegistered = 102,
+    InconsistentTopicId = 103,
+    InconsistentClusterId = 104,
+    TransactionalIdNotFound = 105,
+    FetchSessionTopicIdError = 106,
+    IneligibleReplica = 107,
+    NewLeaderElected = 108,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order.
-    pub const ALL: [ErrorCode; 92] = [
+    pub const ALL: [ErrorCode; 110] = [
         ErrorCode::UnknownServerError,
         ErrorCode::None,
         ErrorCode::OffsetOutOfRange,
@@ -201,6 +219,24 @@ impl ErrorCode {
         ErrorCode::UnstableOffsetCommit,
         ErrorCode::ThrottlingQuotaExceeded,
         ErrorCode::ProducerFenced,
+        ErrorCode::ResourceNotFound,
+        ErrorCode::DuplicateResource,
+        ErrorCode::UnacceptableCredential,
+        ErrorCode::InconsistentVoterSet,
+        ErrorCode::InvalidUpdateVersion,
+        ErrorCode::FeatureUpdateFailed,
+        ErrorCode::PrincipalDeserializationFailure,
+        ErrorCode::SnapshotNotFound,
+        ErrorCode::PositionOutOfRange,
+        ErrorCode::UnknownTopicId,
+        ErrorCode::DuplicateBrokerRegistration,
+        ErrorCode::BrokerIdNotRegistered,
+        ErrorCode::InconsistentTopicId,
+        ErrorCode::InconsistentClusterId,
+        ErrorCode::TransactionalIdNotFound,
+        ErrorCode::FetchSessionTopicIdError,
+        ErrorCode::IneligibleReplica,
+        ErrorCode::NewLeaderElected,
     ];
 
     /// The code for a wire number, or `None` for a number this build does not know.
@@ -298,6 +334,24 @@ impl ErrorCode {
             88 => Some(Self::UnstableOffsetCommit),
             89 => Some(Self::ThrottlingQuotaExceeded),
             90 => Some(Self::ProducerFenced),
+            91 => Some(Self::ResourceNotFound),
+            92 => Some(Self::DuplicateResource),
+            93 => Some(Self::UnacceptableCredential),
+            94 => Some(Self::InconsistentVoterSet),
+            95 => Some(Self::InvalidUpdateVersion),
+            96 => Some(Self::FeatureUpdateFailed),
+            97 => Some(Self::PrincipalDeserializationFailure),
+            98 => Some(Self::SnapshotNotFound),
+            99 => Some(Self::PositionOutOfRange),
+            100 => Some(Self::UnknownTopicId),
+            101 => Some(Self::DuplicateBrokerRegistration),
+            102 => Some(Self::BrokerIdNotRegistered),
+            103 => Some(Self::InconsistentTopicId),
+            104 => Some(Self::InconsistentClusterId),
+            105 => Some(Self::TransactionalIdNotFound),
+            106 => Some(Self::FetchSessionTopicIdError),
+            107 => Some(Self::IneligibleReplica),
+            108 => Some(Self::NewLeaderElected),
             _ => None,
         }
     }
@@ -412,6 +466,24 @@ impl ErrorCode {
             Self::UnstableOffsetCommit => "UNSTABLE_OFFSET_COMMIT",
             Self::ThrottlingQuotaExceeded => "THROTTLING_QUOTA_EXCEEDED",
             Self::ProducerFenced => "PRODUCER_FENCED",
+            Self::ResourceNotFound => "RESOURCE_NOT_FOUND",
+            Self::DuplicateResource => "DUPLICATE_RESOURCE",
+            Self::UnacceptableCredential => "UNACCEPTABLE_CREDENTIAL",
+            Self::InconsistentVoterSet => "INCONSISTENT_VOTER_SET",
+            Self::InvalidUpdateVersion => "INVALID_UPDATE_VERSION",
+            Self::FeatureUpdateFailed => "FEATURE_UPDATE_FAILED",
+            Self::PrincipalDeserializationFailure => "PRINCIPAL_DESERIALIZATION_FAILURE",
+            Self::SnapshotNotFound => "SNAPSHOT_NOT_FOUND",
+            Self::PositionOutOfRange => "POSITION_OUT_OF_RANGE",
+            Self::UnknownTopicId => "UNKNOWN_TOPIC_ID",
+            Self::DuplicateBrokerRegistration => "DUPLICATE_BROKER_REGISTRATION",
+            Self::BrokerIdNotRegistered => "BROKER_ID_NOT_REGISTERED",
+            Self::InconsistentTopicId => "INCONSISTENT_TOPIC_ID",
+            Self::InconsistentClusterId => "INCONSISTENT_CLUSTER_ID",
+            Self::TransactionalIdNotFound => "TRANSACTIONAL_ID_NOT_FOUND",
+            Self::FetchSessionTopicIdError => "FETCH_SESSION_TOPIC_ID_ERROR",
+            Self::IneligibleReplica => "INELIGIBLE_REPLICA",
+            Self::NewLeaderElected => "NEW_LEADER_ELECTED",
         }
     }
 
@@ -445,6 +517,9 @@ impl ErrorCode {
                 | Self::ElectionNotNeeded
                 | Self::UnstableOffsetCommit
                 | Self::ThrottlingQuotaExceeded
+                | Self::UnknownTopicId
+                | Self::InconsistentTopicId
+                | Self::FetchSessionTopicIdError
         )
     }
 
@@ -505,7 +580,7 @@ mod tests {
 
     #[test]
     fn unknown_numbers_are_unknown_server_error() {
-        assert_eq!(ErrorCode::from_i16(91), None);
+        assert_eq!(ErrorCode::from_i16(109), None);
         assert_eq!(ErrorCode::from_wire(1234), ErrorCode::UnknownServerError);
         for code in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_i16(code.code()), Some(code));

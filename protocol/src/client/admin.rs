@@ -65,6 +65,26 @@ pub struct BrokerDescription {
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    /// From its last registration (-1: not registered yet).
+    pub broker_epoch: i64,
+    /// Fenced by the controller: it leads nothing until it catches up again.
+    pub fenced: bool,
+}
+
+/// The controller quorum as the broker asked sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumDescription {
+    /// The broker that answered.
+    pub node_id: i32,
+    /// Node ids that vote, and that only follow the metadata log.
+    pub voters: Vec<i32>,
+    pub learners: Vec<i32>,
+    /// The active controller (-1: an election is under way).
+    pub leader_id: i32,
+    pub term: u64,
+    pub commit_index: u64,
+    /// The metadata offset the answering broker has applied.
+    pub applied_offset: u64,
 }
 
 /// The cluster as the broker asked sees it.
@@ -73,8 +93,10 @@ pub struct ClusterDescription {
     pub cluster_id: Option<String>,
     /// The broker clients send metadata changes to (it forwards them to the active controller).
     pub controller_id: i32,
-    /// Live brokers, ascending by id.
+    /// Registered brokers (live and fenced), ascending by id.
     pub brokers: Vec<BrokerDescription>,
+    /// `None` from a broker that does not report it.
+    pub quorum: Option<QuorumDescription>,
 }
 
 /// An admin operation.
@@ -356,6 +378,8 @@ impl AdminCore {
                         host: b.host.clone(),
                         port: b.port,
                         rack: b.rack.clone(),
+                        broker_epoch: b.broker_epoch,
+                        fenced: b.fenced,
                     })
                     .collect();
                 brokers.sort_by_key(|b| b.node_id);
@@ -363,6 +387,15 @@ impl AdminCore {
                     cluster_id: r.cluster_id.clone(),
                     controller_id: r.controller_id,
                     brokers,
+                    quorum: r.quorum.as_ref().map(|q| QuorumDescription {
+                        node_id: q.node_id,
+                        voters: q.voters.clone().unwrap_or_default(),
+                        learners: q.learners.clone().unwrap_or_default(),
+                        leader_id: q.leader_id,
+                        term: q.term,
+                        commit_index: q.commit_index,
+                        applied_offset: q.applied_offset,
+                    }),
                 })
             }
             (AdminOp::ListTopics { include_internal }, ResponseBodyT::MetadataResponse(r)) => {

@@ -275,12 +275,16 @@ mod tests {
                 host: "h1".into(),
                 port: 1,
                 rack: None,
+                broker_epoch: 1,
+                fenced: false,
             },
             MetadataBrokerT {
                 node_id: 2,
                 host: "h2".into(),
                 port: 2,
                 rack: None,
+                broker_epoch: 2,
+                fenced: false,
             },
         ]);
         let mut p = MetadataPartitionT::default();

@@ -168,6 +168,9 @@ pub fn encode_with_limits(
     }
     let mut fbb = FlatBufferBuilder::with_capacity(capacity_bytes);
     let (body_type, body) = encode_body(&mut fbb, &frame.message)?;
+    let cluster_id = (!frame.cluster_id.is_empty())
+        .then(|| encode_name(&mut fbb, "cluster id", &frame.cluster_id))
+        .transpose()?;
     let root = fb::InternalFrame::create(
         &mut fbb,
         &fb::InternalFrameArgs {
@@ -175,6 +178,7 @@ pub fn encode_with_limits(
             correlation_id: frame.correlation_id,
             body_type,
             body: Some(body),
+            cluster_id,
         },
     );
     fbb.finish_minimal(root);
@@ -555,6 +559,7 @@ pub fn decode(frame: &[u8], limits: &FrameLimits) -> Result<InternalFrame, Inter
         from_node: root.from_node(),
         correlation_id: root.correlation_id(),
         message,
+        cluster_id: decode_name("cluster id", root.cluster_id().unwrap_or_default())?,
     })
 }
 

@@ -12,6 +12,8 @@ pub struct InternalFrame {
     /// Chosen by the requester; an answer repeats its request's. Raft messages use 0.
     pub correlation_id: i32,
     pub message: InternalMessage,
+    /// The sender's cluster id; empty while it knows none yet (a fresh data directory).
+    pub cluster_id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

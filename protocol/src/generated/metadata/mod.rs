@@ -30,6 +30,8 @@ pub mod spool {
     pub use self::partition_change_generated::*;
     mod producer_id_block_generated;
     pub use self::producer_id_block_generated::*;
+    mod cluster_id_generated;
+    pub use self::cluster_id_generated::*;
     mod metadata_record_generated;
     pub use self::metadata_record_generated::*;
   } // metadata

@@ -30,6 +30,8 @@ pub mod spool {
     pub use self::metadata_request_generated::*;
     mod metadata_broker_generated;
     pub use self::metadata_broker_generated::*;
+    mod metadata_quorum_generated;
+    pub use self::metadata_quorum_generated::*;
     mod metadata_partition_generated;
     pub use self::metadata_partition_generated::*;
     mod metadata_topic_generated;

@@ -24,6 +24,7 @@ impl<'a> InternalFrame<'a> {
   pub const VT_CORRELATION_ID: ::flatbuffers::VOffsetT = 6;
   pub const VT_BODY_TYPE: ::flatbuffers::VOffsetT = 8;
   pub const VT_BODY: ::flatbuffers::VOffsetT = 10;
+  pub const VT_CLUSTER_ID: ::flatbuffers::VOffsetT = 12;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -32,9 +33,10 @@ impl<'a> InternalFrame<'a> {
   #[allow(unused_mut)]
   pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
     _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args InternalFrameArgs
+    args: &'args InternalFrameArgs<'args>
   ) -> ::flatbuffers::WIPOffset<InternalFrame<'bldr>> {
     let mut builder = InternalFrameBuilder::new(_fbb);
+    if let Some(x) = args.cluster_id { builder.add_cluster_id(x); }
     if let Some(x) = args.body { builder.add_body(x); }
     builder.add_correlation_id(args.correlation_id);
     builder.add_from_node(args.from_node);
@@ -84,10 +86,14 @@ impl<'a> InternalFrame<'a> {
       )),
       _ => InternalBodyT::NONE,
     };
+    let cluster_id = self.cluster_id().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
     InternalFrameT {
       from_node,
       correlation_id,
       body,
+      cluster_id,
     }
   }
 
@@ -118,6 +124,13 @@ impl<'a> InternalFrame<'a> {
     // Created from valid Table for this object
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(InternalFrame::VT_BODY, None)}
+  }
+  #[inline]
+  pub fn cluster_id(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(InternalFrame::VT_CLUSTER_ID, None)}
   }
   #[inline]
   #[allow(non_snake_case)]
@@ -246,17 +259,19 @@ impl ::flatbuffers::Verifiable for InternalFrame<'_> {
           _ => Ok(()),
         }
      })?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("cluster_id", Self::VT_CLUSTER_ID, false)?
      .finish();
     Ok(())
   }
 }
-pub struct InternalFrameArgs {
+pub struct InternalFrameArgs<'a> {
     pub from_node: i32,
     pub correlation_id: i32,
     pub body_type: InternalBody,
     pub body: Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>>,
+    pub cluster_id: Option<::flatbuffers::WIPOffset<&'a str>>,
 }
-impl<'a> Default for InternalFrameArgs {
+impl<'a> Default for InternalFrameArgs<'a> {
   #[inline]
   fn default() -> Self {
     InternalFrameArgs {
@@ -264,6 +279,7 @@ impl<'a> Default for InternalFrameArgs {
       correlation_id: 0,
       body_type: InternalBody::NONE,
       body: None,
+      cluster_id: None,
     }
   }
 }
@@ -288,6 +304,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> InternalFrameBuilder<'a, 'b, 
   #[inline]
   pub fn add_body(&mut self, body: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(InternalFrame::VT_BODY, body);
+  }
+  #[inline]
+  pub fn add_cluster_id(&mut self, cluster_id: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(InternalFrame::VT_CLUSTER_ID, cluster_id);
   }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> InternalFrameBuilder<'a, 'b, A> {
@@ -365,6 +385,7 @@ impl ::core::fmt::Debug for InternalFrame<'_> {
           ds.field("body", &x)
         },
       };
+      ds.field("cluster_id", &self.cluster_id());
       ds.finish()
   }
 }
@@ -374,6 +395,7 @@ pub struct InternalFrameT {
   pub from_node: i32,
   pub correlation_id: i32,
   pub body: InternalBodyT,
+  pub cluster_id: Option<alloc::string::String>,
 }
 impl Default for InternalFrameT {
   fn default() -> Self {
@@ -381,6 +403,7 @@ impl Default for InternalFrameT {
       from_node: 0,
       correlation_id: 0,
       body: InternalBodyT::NONE,
+      cluster_id: None,
     }
   }
 }
@@ -393,11 +416,15 @@ impl InternalFrameT {
     let correlation_id = self.correlation_id;
     let body_type = self.body.internal_body_type();
     let body = self.body.pack(_fbb);
+    let cluster_id = self.cluster_id.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
     InternalFrame::create(_fbb, &InternalFrameArgs{
       from_node,
       correlation_id,
       body_type,
       body,
+      cluster_id,
     })
   }
 }

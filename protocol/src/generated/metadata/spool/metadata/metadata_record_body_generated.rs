@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_METADATA_RECORD_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_METADATA_RECORD_BODY: u8 = 8;
+pub const ENUM_MAX_METADATA_RECORD_BODY: u8 = 9;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_METADATA_RECORD_BODY: [MetadataRecordBody; 9] = [
+pub const ENUM_VALUES_METADATA_RECORD_BODY: [MetadataRecordBody; 10] = [
   MetadataRecordBody::NONE,
   MetadataRecordBody::RegisterBroker,
   MetadataRecordBody::BrokerHeartbeat,
@@ -18,6 +18,7 @@ pub const ENUM_VALUES_METADATA_RECORD_BODY: [MetadataRecordBody; 9] = [
   MetadataRecordBody::DeleteTopic,
   MetadataRecordBody::PartitionChange,
   MetadataRecordBody::ProducerIdBlock,
+  MetadataRecordBody::ClusterId,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -34,9 +35,10 @@ impl MetadataRecordBody {
   pub const DeleteTopic: Self = Self(6);
   pub const PartitionChange: Self = Self(7);
   pub const ProducerIdBlock: Self = Self(8);
+  pub const ClusterId: Self = Self(9);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 8;
+  pub const ENUM_MAX: u8 = 9;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::RegisterBroker,
@@ -47,6 +49,7 @@ impl MetadataRecordBody {
     Self::DeleteTopic,
     Self::PartitionChange,
     Self::ProducerIdBlock,
+    Self::ClusterId,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -60,6 +63,7 @@ impl MetadataRecordBody {
       Self::DeleteTopic => Some("DeleteTopic"),
       Self::PartitionChange => Some("PartitionChange"),
       Self::ProducerIdBlock => Some("ProducerIdBlock"),
+      Self::ClusterId => Some("ClusterId"),
       _ => None,
     }
   }
@@ -129,6 +133,7 @@ pub enum MetadataRecordBodyT {
   DeleteTopic(alloc::boxed::Box<DeleteTopicT>),
   PartitionChange(alloc::boxed::Box<PartitionChangeT>),
   ProducerIdBlock(alloc::boxed::Box<ProducerIdBlockT>),
+  ClusterId(alloc::boxed::Box<ClusterIdT>),
 }
 impl Default for MetadataRecordBodyT {
   fn default() -> Self {
@@ -147,6 +152,7 @@ impl MetadataRecordBodyT {
       Self::DeleteTopic(_) => MetadataRecordBody::DeleteTopic,
       Self::PartitionChange(_) => MetadataRecordBody::PartitionChange,
       Self::ProducerIdBlock(_) => MetadataRecordBody::ProducerIdBlock,
+      Self::ClusterId(_) => MetadataRecordBody::ClusterId,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -160,6 +166,7 @@ impl MetadataRecordBodyT {
       Self::DeleteTopic(v) => Some(v.pack(fbb).as_union_value()),
       Self::PartitionChange(v) => Some(v.pack(fbb).as_union_value()),
       Self::ProducerIdBlock(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ClusterId(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned RegisterBrokerT, setting the union to NONE.
@@ -329,5 +336,26 @@ impl MetadataRecordBodyT {
   /// If the union variant matches, return a mutable reference to the ProducerIdBlockT.
   pub fn as_producer_id_block_mut(&mut self) -> Option<&mut ProducerIdBlockT> {
     if let Self::ProducerIdBlock(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ClusterIdT, setting the union to NONE.
+  pub fn take_cluster_id(&mut self) -> Option<alloc::boxed::Box<ClusterIdT>> {
+    if let Self::ClusterId(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ClusterId(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ClusterIdT.
+  pub fn as_cluster_id(&self) -> Option<&ClusterIdT> {
+    if let Self::ClusterId(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ClusterIdT.
+  pub fn as_cluster_id_mut(&mut self) -> Option<&mut ClusterIdT> {
+    if let Self::ClusterId(v) = self { Some(v.as_mut()) } else { None }
   }
 }

@@ -79,6 +79,11 @@ impl<'a> MetadataRecord<'a> {
             .expect("Invalid union table, expected `MetadataRecordBody::ProducerIdBlock`.")
             .unpack()
       )),
+      MetadataRecordBody::ClusterId => MetadataRecordBodyT::ClusterId(alloc::boxed::Box::new(
+        self.body_as_cluster_id()
+            .expect("Invalid union table, expected `MetadataRecordBody::ClusterId`.")
+            .unpack()
+      )),
       _ => MetadataRecordBodyT::NONE,
     };
     MetadataRecordT {
@@ -212,6 +217,20 @@ impl<'a> MetadataRecord<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_cluster_id(&self) -> Option<ClusterId<'a>> {
+    if self.body_type() == MetadataRecordBody::ClusterId {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { ClusterId::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for MetadataRecord<'_> {
@@ -230,6 +249,7 @@ impl ::flatbuffers::Verifiable for MetadataRecord<'_> {
           MetadataRecordBody::DeleteTopic => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DeleteTopic>>("MetadataRecordBody::DeleteTopic", pos),
           MetadataRecordBody::PartitionChange => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<PartitionChange>>("MetadataRecordBody::PartitionChange", pos),
           MetadataRecordBody::ProducerIdBlock => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ProducerIdBlock>>("MetadataRecordBody::ProducerIdBlock", pos),
+          MetadataRecordBody::ClusterId => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ClusterId>>("MetadataRecordBody::ClusterId", pos),
           _ => Ok(()),
         }
      })?
@@ -336,6 +356,13 @@ impl ::core::fmt::Debug for MetadataRecord<'_> {
         },
         MetadataRecordBody::ProducerIdBlock => {
           if let Some(x) = self.body_as_producer_id_block() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        MetadataRecordBody::ClusterId => {
+          if let Some(x) = self.body_as_cluster_id() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")

@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_ERROR_CODE: i16 = -1;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_ERROR_CODE: i16 = 90;
+pub const ENUM_MAX_ERROR_CODE: i16 = 108;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_ERROR_CODE: [ErrorCode; 92] = [
+pub const ENUM_VALUES_ERROR_CODE: [ErrorCode; 110] = [
   ErrorCode::UNKNOWN_SERVER_ERROR,
   ErrorCode::NONE,
   ErrorCode::OFFSET_OUT_OF_RANGE,
@@ -101,6 +101,24 @@ pub const ENUM_VALUES_ERROR_CODE: [ErrorCode; 92] = [
   ErrorCode::UNSTABLE_OFFSET_COMMIT,
   ErrorCode::THROTTLING_QUOTA_EXCEEDED,
   ErrorCode::PRODUCER_FENCED,
+  ErrorCode::RESOURCE_NOT_FOUND,
+  ErrorCode::DUPLICATE_RESOURCE,
+  ErrorCode::UNACCEPTABLE_CREDENTIAL,
+  ErrorCode::INCONSISTENT_VOTER_SET,
+  ErrorCode::INVALID_UPDATE_VERSION,
+  ErrorCode::FEATURE_UPDATE_FAILED,
+  ErrorCode::PRINCIPAL_DESERIALIZATION_FAILURE,
+  ErrorCode::SNAPSHOT_NOT_FOUND,
+  ErrorCode::POSITION_OUT_OF_RANGE,
+  ErrorCode::UNKNOWN_TOPIC_ID,
+  ErrorCode::DUPLICATE_BROKER_REGISTRATION,
+  ErrorCode::BROKER_ID_NOT_REGISTERED,
+  ErrorCode::INCONSISTENT_TOPIC_ID,
+  ErrorCode::INCONSISTENT_CLUSTER_ID,
+  ErrorCode::TRANSACTIONAL_ID_NOT_FOUND,
+  ErrorCode::FETCH_SESSION_TOPIC_ID_ERROR,
+  ErrorCode::INELIGIBLE_REPLICA,
+  ErrorCode::NEW_LEADER_ELECTED,
 ];
 
 /// Kafka's error codes (org.apache.kafka.common.protocol.Errors), -1 and 0 through 90.
@@ -201,9 +219,27 @@ impl ErrorCode {
   pub const UNSTABLE_OFFSET_COMMIT: Self = Self(88);
   pub const THROTTLING_QUOTA_EXCEEDED: Self = Self(89);
   pub const PRODUCER_FENCED: Self = Self(90);
+  pub const RESOURCE_NOT_FOUND: Self = Self(91);
+  pub const DUPLICATE_RESOURCE: Self = Self(92);
+  pub const UNACCEPTABLE_CREDENTIAL: Self = Self(93);
+  pub const INCONSISTENT_VOTER_SET: Self = Self(94);
+  pub const INVALID_UPDATE_VERSION: Self = Self(95);
+  pub const FEATURE_UPDATE_FAILED: Self = Self(96);
+  pub const PRINCIPAL_DESERIALIZATION_FAILURE: Self = Self(97);
+  pub const SNAPSHOT_NOT_FOUND: Self = Self(98);
+  pub const POSITION_OUT_OF_RANGE: Self = Self(99);
+  pub const UNKNOWN_TOPIC_ID: Self = Self(100);
+  pub const DUPLICATE_BROKER_REGISTRATION: Self = Self(101);
+  pub const BROKER_ID_NOT_REGISTERED: Self = Self(102);
+  pub const INCONSISTENT_TOPIC_ID: Self = Self(103);
+  pub const INCONSISTENT_CLUSTER_ID: Self = Self(104);
+  pub const TRANSACTIONAL_ID_NOT_FOUND: Self = Self(105);
+  pub const FETCH_SESSION_TOPIC_ID_ERROR: Self = Self(106);
+  pub const INELIGIBLE_REPLICA: Self = Self(107);
+  pub const NEW_LEADER_ELECTED: Self = Self(108);
 
   pub const ENUM_MIN: i16 = -1;
-  pub const ENUM_MAX: i16 = 90;
+  pub const ENUM_MAX: i16 = 108;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::UNKNOWN_SERVER_ERROR,
     Self::NONE,
@@ -297,6 +333,24 @@ impl ErrorCode {
     Self::UNSTABLE_OFFSET_COMMIT,
     Self::THROTTLING_QUOTA_EXCEEDED,
     Self::PRODUCER_FENCED,
+    Self::RESOURCE_NOT_FOUND,
+    Self::DUPLICATE_RESOURCE,
+    Self::UNACCEPTABLE_CREDENTIAL,
+    Self::INCONSISTENT_VOTER_SET,
+    Self::INVALID_UPDATE_VERSION,
+    Self::FEATURE_UPDATE_FAILED,
+    Self::PRINCIPAL_DESERIALIZATION_FAILURE,
+    Self::SNAPSHOT_NOT_FOUND,
+    Self::POSITION_OUT_OF_RANGE,
+    Self::UNKNOWN_TOPIC_ID,
+    Self::DUPLICATE_BROKER_REGISTRATION,
+    Self::BROKER_ID_NOT_REGISTERED,
+    Self::INCONSISTENT_TOPIC_ID,
+    Self::INCONSISTENT_CLUSTER_ID,
+    Self::TRANSACTIONAL_ID_NOT_FOUND,
+    Self::FETCH_SESSION_TOPIC_ID_ERROR,
+    Self::INELIGIBLE_REPLICA,
+    Self::NEW_LEADER_ELECTED,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -393,6 +447,24 @@ impl ErrorCode {
       Self::UNSTABLE_OFFSET_COMMIT => Some("UNSTABLE_OFFSET_COMMIT"),
       Self::THROTTLING_QUOTA_EXCEEDED => Some("THROTTLING_QUOTA_EXCEEDED"),
       Self::PRODUCER_FENCED => Some("PRODUCER_FENCED"),
+      Self::RESOURCE_NOT_FOUND => Some("RESOURCE_NOT_FOUND"),
+      Self::DUPLICATE_RESOURCE => Some("DUPLICATE_RESOURCE"),
+      Self::UNACCEPTABLE_CREDENTIAL => Some("UNACCEPTABLE_CREDENTIAL"),
+      Self::INCONSISTENT_VOTER_SET => Some("INCONSISTENT_VOTER_SET"),
+      Self::INVALID_UPDATE_VERSION => Some("INVALID_UPDATE_VERSION"),
+      Self::FEATURE_UPDATE_FAILED => Some("FEATURE_UPDATE_FAILED"),
+      Self::PRINCIPAL_DESERIALIZATION_FAILURE => Some("PRINCIPAL_DESERIALIZATION_FAILURE"),
+      Self::SNAPSHOT_NOT_FOUND => Some("SNAPSHOT_NOT_FOUND"),
+      Self::POSITION_OUT_OF_RANGE => Some("POSITION_OUT_OF_RANGE"),
+      Self::UNKNOWN_TOPIC_ID => Some("UNKNOWN_TOPIC_ID"),
+      Self::DUPLICATE_BROKER_REGISTRATION => Some("DUPLICATE_BROKER_REGISTRATION"),
+      Self::BROKER_ID_NOT_REGISTERED => Some("BROKER_ID_NOT_REGISTERED"),
+      Self::INCONSISTENT_TOPIC_ID => Some("INCONSISTENT_TOPIC_ID"),
+      Self::INCONSISTENT_CLUSTER_ID => Some("INCONSISTENT_CLUSTER_ID"),
+      Self::TRANSACTIONAL_ID_NOT_FOUND => Some("TRANSACTIONAL_ID_NOT_FOUND"),
+      Self::FETCH_SESSION_TOPIC_ID_ERROR => Some("FETCH_SESSION_TOPIC_ID_ERROR"),
+      Self::INELIGIBLE_REPLICA => Some("INELIGIBLE_REPLICA"),
+      Self::NEW_LEADER_ELECTED => Some("NEW_LEADER_ELECTED"),
       _ => None,
     }
   }

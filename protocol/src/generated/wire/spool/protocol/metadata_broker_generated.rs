@@ -22,6 +22,8 @@ impl<'a> MetadataBroker<'a> {
   pub const VT_HOST: ::flatbuffers::VOffsetT = 6;
   pub const VT_PORT: ::flatbuffers::VOffsetT = 8;
   pub const VT_RACK: ::flatbuffers::VOffsetT = 10;
+  pub const VT_BROKER_EPOCH: ::flatbuffers::VOffsetT = 12;
+  pub const VT_FENCED: ::flatbuffers::VOffsetT = 14;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -33,10 +35,12 @@ impl<'a> MetadataBroker<'a> {
     args: &'args MetadataBrokerArgs<'args>
   ) -> ::flatbuffers::WIPOffset<MetadataBroker<'bldr>> {
     let mut builder = MetadataBrokerBuilder::new(_fbb);
+    builder.add_broker_epoch(args.broker_epoch);
     if let Some(x) = args.rack { builder.add_rack(x); }
     builder.add_port(args.port);
     if let Some(x) = args.host { builder.add_host(x); }
     builder.add_node_id(args.node_id);
+    builder.add_fenced(args.fenced);
     builder.finish()
   }
 
@@ -50,11 +54,15 @@ impl<'a> MetadataBroker<'a> {
     let rack = self.rack().map(|x| {
       alloc::string::ToString::to_string(x)
     });
+    let broker_epoch = self.broker_epoch();
+    let fenced = self.fenced();
     MetadataBrokerT {
       node_id,
       host,
       port,
       rack,
+      broker_epoch,
+      fenced,
     }
   }
 
@@ -86,6 +94,20 @@ impl<'a> MetadataBroker<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(MetadataBroker::VT_RACK, None)}
   }
+  #[inline]
+  pub fn broker_epoch(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(MetadataBroker::VT_BROKER_EPOCH, Some(-1)).unwrap()}
+  }
+  #[inline]
+  pub fn fenced(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(MetadataBroker::VT_FENCED, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for MetadataBroker<'_> {
@@ -98,6 +120,8 @@ impl ::flatbuffers::Verifiable for MetadataBroker<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("host", Self::VT_HOST, true)?
      .visit_field::<i32>("port", Self::VT_PORT, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("rack", Self::VT_RACK, false)?
+     .visit_field::<i64>("broker_epoch", Self::VT_BROKER_EPOCH, false)?
+     .visit_field::<bool>("fenced", Self::VT_FENCED, false)?
      .finish();
     Ok(())
   }
@@ -107,6 +131,8 @@ pub struct MetadataBrokerArgs<'a> {
     pub host: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub port: i32,
     pub rack: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub broker_epoch: i64,
+    pub fenced: bool,
 }
 impl<'a> Default for MetadataBrokerArgs<'a> {
   #[inline]
@@ -116,6 +142,8 @@ impl<'a> Default for MetadataBrokerArgs<'a> {
       host: None, // required field
       port: 0,
       rack: None,
+      broker_epoch: -1,
+      fenced: false,
     }
   }
 }
@@ -142,6 +170,14 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MetadataBrokerBuilder<'a, 'b,
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(MetadataBroker::VT_RACK, rack);
   }
   #[inline]
+  pub fn add_broker_epoch(&mut self, broker_epoch: i64) {
+    self.fbb_.push_slot::<i64>(MetadataBroker::VT_BROKER_EPOCH, broker_epoch, -1);
+  }
+  #[inline]
+  pub fn add_fenced(&mut self, fenced: bool) {
+    self.fbb_.push_slot::<bool>(MetadataBroker::VT_FENCED, fenced, false);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MetadataBrokerBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     MetadataBrokerBuilder {
@@ -164,6 +200,8 @@ impl ::core::fmt::Debug for MetadataBroker<'_> {
       ds.field("host", &self.host());
       ds.field("port", &self.port());
       ds.field("rack", &self.rack());
+      ds.field("broker_epoch", &self.broker_epoch());
+      ds.field("fenced", &self.fenced());
       ds.finish()
   }
 }
@@ -174,6 +212,8 @@ pub struct MetadataBrokerT {
   pub host: alloc::string::String,
   pub port: i32,
   pub rack: Option<alloc::string::String>,
+  pub broker_epoch: i64,
+  pub fenced: bool,
 }
 impl Default for MetadataBrokerT {
   fn default() -> Self {
@@ -182,6 +222,8 @@ impl Default for MetadataBrokerT {
       host: alloc::string::ToString::to_string(""),
       port: 0,
       rack: None,
+      broker_epoch: -1,
+      fenced: false,
     }
   }
 }
@@ -199,11 +241,15 @@ impl MetadataBrokerT {
     let rack = self.rack.as_ref().map(|x|{
       _fbb.create_string(x)
     });
+    let broker_epoch = self.broker_epoch;
+    let fenced = self.fenced;
     MetadataBroker::create(_fbb, &MetadataBrokerArgs{
       node_id,
       host,
       port,
       rack,
+      broker_epoch,
+      fenced,
     })
   }
 }

@@ -22,6 +22,7 @@ impl<'a> MetadataResponse<'a> {
   pub const VT_CLUSTER_ID: ::flatbuffers::VOffsetT = 6;
   pub const VT_CONTROLLER_ID: ::flatbuffers::VOffsetT = 8;
   pub const VT_TOPICS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_QUORUM: ::flatbuffers::VOffsetT = 12;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -33,6 +34,7 @@ impl<'a> MetadataResponse<'a> {
     args: &'args MetadataResponseArgs<'args>
   ) -> ::flatbuffers::WIPOffset<MetadataResponse<'bldr>> {
     let mut builder = MetadataResponseBuilder::new(_fbb);
+    if let Some(x) = args.quorum { builder.add_quorum(x); }
     if let Some(x) = args.topics { builder.add_topics(x); }
     builder.add_controller_id(args.controller_id);
     if let Some(x) = args.cluster_id { builder.add_cluster_id(x); }
@@ -51,11 +53,15 @@ impl<'a> MetadataResponse<'a> {
     let topics = self.topics().map(|x| {
       x.iter().map(|t| t.unpack()).collect()
     });
+    let quorum = self.quorum().map(|x| {
+      alloc::boxed::Box::new(x.unpack())
+    });
     MetadataResponseT {
       brokers,
       cluster_id,
       controller_id,
       topics,
+      quorum,
     }
   }
 
@@ -87,6 +93,13 @@ impl<'a> MetadataResponse<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<MetadataTopic>>>>(MetadataResponse::VT_TOPICS, None)}
   }
+  #[inline]
+  pub fn quorum(&self) -> Option<MetadataQuorum<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<MetadataQuorum>>(MetadataResponse::VT_QUORUM, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for MetadataResponse<'_> {
@@ -99,6 +112,7 @@ impl ::flatbuffers::Verifiable for MetadataResponse<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("cluster_id", Self::VT_CLUSTER_ID, false)?
      .visit_field::<i32>("controller_id", Self::VT_CONTROLLER_ID, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<MetadataTopic>>>>("topics", Self::VT_TOPICS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<MetadataQuorum>>("quorum", Self::VT_QUORUM, false)?
      .finish();
     Ok(())
   }
@@ -108,6 +122,7 @@ pub struct MetadataResponseArgs<'a> {
     pub cluster_id: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub controller_id: i32,
     pub topics: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<MetadataTopic<'a>>>>>,
+    pub quorum: Option<::flatbuffers::WIPOffset<MetadataQuorum<'a>>>,
 }
 impl<'a> Default for MetadataResponseArgs<'a> {
   #[inline]
@@ -117,6 +132,7 @@ impl<'a> Default for MetadataResponseArgs<'a> {
       cluster_id: None,
       controller_id: -1,
       topics: None,
+      quorum: None,
     }
   }
 }
@@ -143,6 +159,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MetadataResponseBuilder<'a, '
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(MetadataResponse::VT_TOPICS, topics);
   }
   #[inline]
+  pub fn add_quorum(&mut self, quorum: ::flatbuffers::WIPOffset<MetadataQuorum<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<MetadataQuorum>>(MetadataResponse::VT_QUORUM, quorum);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MetadataResponseBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     MetadataResponseBuilder {
@@ -164,6 +184,7 @@ impl ::core::fmt::Debug for MetadataResponse<'_> {
       ds.field("cluster_id", &self.cluster_id());
       ds.field("controller_id", &self.controller_id());
       ds.field("topics", &self.topics());
+      ds.field("quorum", &self.quorum());
       ds.finish()
   }
 }
@@ -174,6 +195,7 @@ pub struct MetadataResponseT {
   pub cluster_id: Option<alloc::string::String>,
   pub controller_id: i32,
   pub topics: Option<alloc::vec::Vec<MetadataTopicT>>,
+  pub quorum: Option<alloc::boxed::Box<MetadataQuorumT>>,
 }
 impl Default for MetadataResponseT {
   fn default() -> Self {
@@ -182,6 +204,7 @@ impl Default for MetadataResponseT {
       cluster_id: None,
       controller_id: -1,
       topics: None,
+      quorum: None,
     }
   }
 }
@@ -200,11 +223,15 @@ impl MetadataResponseT {
     let topics = self.topics.as_ref().map(|x|{
       let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
     });
+    let quorum = self.quorum.as_ref().map(|x|{
+      x.pack(_fbb)
+    });
     MetadataResponse::create(_fbb, &MetadataResponseArgs{
       brokers,
       cluster_id,
       controller_id,
       topics,
+      quorum,
     })
   }
 }

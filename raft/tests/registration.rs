@@ -1,0 +1,142 @@
+//! Who may register under a broker id (DESIGN §7, KIP-631): a second incarnation takes an id over
+//! only once the first one's session is gone, and a broker whose data directory belongs to
+//! another cluster is refused — both as pure decisions of `validate_register_broker` over an
+//! image, with the error codes Kafka uses. Also the cluster id's own rules: set once, never
+//! changed, carried by the image's snapshot records.
+
+use spool_protocol::ErrorCode;
+use spool_raft::image::BrokerListener;
+use spool_raft::image_snapshot::image_records;
+use spool_raft::validate::validate_register_broker;
+use spool_raft::{records, MetadataImage, RegisterBrokerRequest, Uuid128};
+
+const CLUSTER: Uuid128 = Uuid128 { high: 7, low: 7 };
+
+fn request(broker_id: i32, incarnation: u64) -> RegisterBrokerRequest {
+    RegisterBrokerRequest {
+        broker_id,
+        incarnation_id: Uuid128 {
+            high: 1,
+            low: incarnation,
+        },
+        listeners: vec![BrokerListener {
+            name: "internal".into(),
+            host: "127.0.0.4".into(),
+            port: 9094,
+        }],
+        rack: None,
+        cluster_id: None,
+        registered_session_live: false,
+    }
+}
+
+/// An image of cluster [`CLUSTER`] with broker 4 registered under incarnation 1.
+fn image_with_broker(unfenced: bool) -> MetadataImage {
+    let mut image = MetadataImage::new();
+    image
+        .apply(&records::cluster_id(CLUSTER))
+        .expect("cluster id");
+    let record = validate_register_broker(&image, &request(4, 1)).expect("first registration");
+    image.apply(&record).expect("applies");
+    if unfenced {
+        let epoch = image.broker(4).expect("registered").broker_epoch;
+        image
+            .apply(&records::unfence_broker(4, epoch))
+            .expect("unfence");
+    }
+    image
+}
+
+#[test]
+fn a_second_incarnation_is_refused_while_the_first_lives() {
+    // Unfenced: the first incarnation is serving.
+    let image = image_with_broker(true);
+    let refused = validate_register_broker(&image, &request(4, 2)).expect_err("duplicate");
+    assert_eq!(refused.code, ErrorCode::DuplicateBrokerRegistration);
+    assert!(
+        refused.message.contains("127.0.0.4:9094"),
+        "{}",
+        refused.message
+    );
+
+    // Fenced but still heartbeating (its session is live at the controller).
+    let image = image_with_broker(false);
+    let live = RegisterBrokerRequest {
+        registered_session_live: true,
+        ..request(4, 2)
+    };
+    let refused = validate_register_broker(&image, &live).expect_err("duplicate");
+    assert_eq!(refused.code, ErrorCode::DuplicateBrokerRegistration);
+}
+
+#[test]
+fn a_restart_takes_the_id_over_once_the_old_session_is_gone() {
+    // Fenced and silent: a restart after kill -9, once the session timed out.
+    let image = image_with_broker(false);
+    let record = validate_register_broker(&image, &request(4, 2)).expect("takes over");
+    let mut next = image.clone();
+    next.apply(&record).expect("applies");
+    let b = next.broker(4).expect("registered");
+    assert_eq!(b.incarnation_id, Some(Uuid128 { high: 1, low: 2 }));
+    assert!(b.broker_epoch > image.broker(4).expect("old").broker_epoch);
+
+    // The same incarnation registering again (its answer was lost) is not a duplicate.
+    let image = image_with_broker(true);
+    assert!(validate_register_broker(&image, &request(4, 1)).is_ok());
+    // Another id is free.
+    assert!(validate_register_broker(&image, &request(5, 9)).is_ok());
+}
+
+#[test]
+fn another_clusters_data_directory_is_refused() {
+    let image = image_with_broker(true);
+    let stranger = RegisterBrokerRequest {
+        cluster_id: Some(Uuid128 { high: 8, low: 8 }),
+        ..request(5, 1)
+    };
+    let refused = validate_register_broker(&image, &stranger).expect_err("other cluster");
+    assert_eq!(refused.code, ErrorCode::InconsistentClusterId);
+    assert!(
+        refused
+            .message
+            .contains(&Uuid128 { high: 8, low: 8 }.to_hex())
+            && refused.message.contains(&CLUSTER.to_hex()),
+        "{}",
+        refused.message
+    );
+    // Its own cluster, or a fresh directory (no id yet), is welcome.
+    for cluster_id in [Some(CLUSTER), None] {
+        let ok = RegisterBrokerRequest {
+            cluster_id,
+            ..request(5, 1)
+        };
+        assert!(validate_register_broker(&image, &ok).is_ok());
+    }
+}
+
+#[test]
+fn the_cluster_id_is_set_once_and_travels_in_snapshots() {
+    let mut image = MetadataImage::new();
+    assert_eq!(image.cluster_id(), None);
+    image.apply(&records::cluster_id(CLUSTER)).expect("first");
+    assert_eq!(
+        image.apply(&records::cluster_id(CLUSTER)),
+        Ok(()),
+        "same id: no-op"
+    );
+    let before = image.clone();
+    assert_eq!(
+        image.apply(&records::cluster_id(Uuid128 { high: 1, low: 1 })),
+        Err(ErrorCode::InconsistentClusterId)
+    );
+    assert_eq!(image, before, "a refused record changes nothing");
+    assert_eq!(
+        image.apply(&records::cluster_id(Uuid128::ZERO)),
+        Err(ErrorCode::InvalidRequest)
+    );
+    let mut rebuilt = MetadataImage::new();
+    for r in image_records(&image) {
+        rebuilt.apply(&r).expect("snapshot record applies");
+    }
+    assert_eq!(rebuilt.cluster_id(), Some(CLUSTER));
+}
