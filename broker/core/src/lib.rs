@@ -14,6 +14,8 @@
 //! - [`topic_config`]: the typed topic configuration, the known keys and their legal values, and
 //!   the defaults in one place;
 //! - [`fetch_wait`]: when a long-polling fetch answers;
+//! - [`epoch_cache`]: the leader-epoch cache (which epoch wrote which offsets), its
+//!   OffsetForLeaderEpoch lookup and its checkpoint text;
 //! - [`election`]: a partition's leader and ISR after brokers are fenced or unfenced (clean
 //!   elections from the ISR, never an empty ISR, epochs bumped exactly once per change);
 //! - [`liveness`]: the active controller's broker sessions (who to fence for silence) and the
@@ -22,6 +24,7 @@
 //!   racks, balanced replicas and preferred leaders).
 
 pub mod election;
+pub mod epoch_cache;
 pub mod fetch_wait;
 pub mod group;
 pub mod liveness;
