@@ -13,6 +13,8 @@
 //! - [`shard_map`]: which core owns which partition (DESIGN §4);
 //! - [`topic_config`]: the typed topic configuration, the known keys and their legal values, and
 //!   the defaults in one place;
+//! - [`follower_fetch`]: the leader's answer to one partition of a follower's fetch (epoch
+//!   checks, diverging epoch, range) and to OffsetForLeaderEpoch;
 //! - [`fetch_wait`]: when a long-polling fetch answers;
 //! - [`epoch_cache`]: the leader-epoch cache (which epoch wrote which offsets), its
 //!   OffsetForLeaderEpoch lookup and its checkpoint text;
@@ -26,6 +28,7 @@
 pub mod election;
 pub mod epoch_cache;
 pub mod fetch_wait;
+pub mod follower_fetch;
 pub mod group;
 pub mod liveness;
 pub mod placement;

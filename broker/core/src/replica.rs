@@ -16,8 +16,15 @@
 //!   that what a consumer sees was on enough replicas.
 //!
 //! Never does: change the ISR by itself. Every ISR change goes through the controller (a
-//! partition-change record); this state reports candidates ([`ReplicaState::out_of_sync`]) and
+//! partition-change record); this state reports candidates ([`ReplicaState::out_of_sync`]), holds
+//! the one change in flight ([`ReplicaState::begin_isr_change`]; `isr_change` decides which) and
 //! takes the committed result ([`ReplicaState::on_partition_change`]).
+//!
+//! While a change is in flight the watermark is computed over the "maximal ISR" (Kafka's
+//! `maximalIsr`): the committed ISR plus any member the pending change adds. A follower being
+//! added already holds the watermark, so that the moment the controller commits it, every offset
+//! below the watermark is on it; a member being removed keeps holding it until the removal is
+//! committed. `min.insync.replicas` counts the committed ISR only.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +39,24 @@ pub struct FollowerState {
     pub last_caught_up_ms: u64,
     /// When its last fetch arrived.
     pub last_fetch_ms: u64,
+    /// The leader's log end when that last fetch was read (Kafka's `lastFetchLeaderLogEndOffset`):
+    /// a follower that reaches it by its next fetch was caught up as of that earlier fetch, even
+    /// if the leader appended meanwhile — without this, a follower of a busy leader would never
+    /// count as caught up.
+    pub last_fetch_leader_log_end: u64,
+}
+
+impl FollowerState {
+    fn unknown(now_ms: u64) -> Self {
+        FollowerState {
+            // Unknown until it fetches; only ISR members count for the watermark, and an ISR
+            // follower that has not fetched yet holds it where it is.
+            log_end_offset: 0,
+            last_caught_up_ms: now_ms,
+            last_fetch_ms: now_ms,
+            last_fetch_leader_log_end: 0,
+        }
+    }
 }
 
 /// A partition's leadership and replica set as the controller committed them.
@@ -66,6 +91,8 @@ pub struct ReplicaState {
     leader_log_end: u64,
     followers: BTreeMap<i32, FollowerState>,
     high_watermark: u64,
+    /// The ISR proposed to the controller and not yet answered: at most one per partition.
+    pending_isr: Option<Vec<i32>>,
 }
 
 impl ReplicaState {
@@ -83,18 +110,7 @@ impl ReplicaState {
             .replicas
             .iter()
             .filter(|&&b| b != leadership.leader_id)
-            .map(|&b| {
-                (
-                    b,
-                    FollowerState {
-                        // Unknown until it fetches; only ISR members count for the watermark,
-                        // and an ISR follower that has not fetched yet holds it where it is.
-                        log_end_offset: 0,
-                        last_caught_up_ms: now_ms,
-                        last_fetch_ms: now_ms,
-                    },
-                )
-            })
+            .map(|&b| (b, FollowerState::unknown(now_ms)))
             .collect();
         let required_isr = min_insync_replicas.clamp(1, leadership.replicas.len().max(1));
         let state = Self {
@@ -105,6 +121,7 @@ impl ReplicaState {
             // A new leader starts from what it may expose; followers then hold it there until
             // they report (the watermark is never lowered to their unknown ends).
             high_watermark: start_offset,
+            pending_isr: None,
         };
         state.assert_invariants();
         state
@@ -145,6 +162,66 @@ impl ReplicaState {
         self.followers.get(&broker_id)
     }
 
+    /// The leader's exposable log end, as last reported.
+    pub fn leader_log_end(&self) -> u64 {
+        self.leader_log_end
+    }
+
+    /// `min.insync.replicas` as this partition applies it (capped by the replication factor).
+    pub fn required_isr(&self) -> usize {
+        self.required_isr
+    }
+
+    /// The ISR proposed to the controller and not answered yet.
+    pub fn pending_isr(&self) -> Option<&[i32]> {
+        self.pending_isr.as_deref()
+    }
+
+    /// The committed ISR plus any member the pending change adds (module docs): the set the
+    /// watermark waits for.
+    pub fn maximal_isr(&self) -> Vec<i32> {
+        let mut isr = self.leadership.isr.clone();
+        for b in self.pending_isr.iter().flatten() {
+            if !isr.contains(b) {
+                isr.push(*b);
+            }
+        }
+        isr
+    }
+
+    /// Whether a follower's fetches count as caught up at `now_ms` (Kafka's `isCaughtUp`): its
+    /// log end reached the leader's, or it last caught up within `lag_time_max_ms`.
+    pub fn is_caught_up(&self, broker_id: i32, now_ms: u64, lag_time_max_ms: u64) -> bool {
+        self.followers.get(&broker_id).is_some_and(|f| {
+            f.log_end_offset >= self.leader_log_end
+                || now_ms.saturating_sub(f.last_caught_up_ms) <= lag_time_max_ms
+        })
+    }
+
+    /// An ISR change `new_isr` was sent to the controller. Panics if one is already in flight
+    /// (`isr_change` never proposes then) or if `new_isr` breaks the ISR's invariants.
+    pub fn begin_isr_change(&mut self, new_isr: Vec<i32>) {
+        assert!(
+            self.pending_isr.is_none(),
+            "a second ISR change {new_isr:?} while {:?} is in flight",
+            self.pending_isr
+        );
+        assert!(
+            new_isr.contains(&self.leadership.leader_id)
+                && new_isr.iter().all(|b| self.leadership.replicas.contains(b)),
+            "proposed ISR {new_isr:?} lacks the leader or leaves the replicas {:?}",
+            self.leadership.replicas
+        );
+        self.pending_isr = Some(new_isr);
+        self.recompute_high_watermark();
+    }
+
+    /// The controller refused the change in flight, or it got lost: the slot is free again. The
+    /// watermark stays (it never decreases); it simply stops waiting for a refused addition.
+    pub fn abandon_isr_change(&mut self) {
+        self.pending_isr = None;
+    }
+
     /// The leader's exposable log end moved to `offset` (never backwards: the durable offset
     /// only grows). Returns the high watermark.
     pub fn on_leader_log_end(&mut self, offset: u64) -> u64 {
@@ -165,10 +242,15 @@ impl ReplicaState {
             // A follower may fetch from below what it reported earlier only after truncating,
             // which a new leader epoch starts afresh; within one epoch its end only grows.
             f.log_end_offset = f.log_end_offset.max(fetch_offset);
-            f.last_fetch_ms = f.last_fetch_ms.max(now_ms);
+            // Kafka's two rules: caught up now if it reached the leader's end, or caught up as
+            // of its previous fetch if it reached the leader's end as of that fetch.
             if f.log_end_offset >= leader_end {
                 f.last_caught_up_ms = f.last_caught_up_ms.max(now_ms);
+            } else if f.log_end_offset >= f.last_fetch_leader_log_end {
+                f.last_caught_up_ms = f.last_caught_up_ms.max(f.last_fetch_ms);
             }
+            f.last_fetch_leader_log_end = leader_end;
+            f.last_fetch_ms = f.last_fetch_ms.max(now_ms);
         }
         self.recompute_high_watermark()
     }
@@ -197,17 +279,17 @@ impl ReplicaState {
         }
         for &b in &leadership.replicas {
             if b != leadership.leader_id {
-                self.followers.entry(b).or_insert(FollowerState {
-                    log_end_offset: 0,
-                    last_caught_up_ms: now_ms,
-                    last_fetch_ms: now_ms,
-                });
+                self.followers
+                    .entry(b)
+                    .or_insert(FollowerState::unknown(now_ms));
             }
         }
         self.followers
             .retain(|b, _| leadership.replicas.contains(b));
         self.required_isr = self.required_isr.min(leadership.replicas.len().max(1));
         self.leadership = leadership;
+        // Whatever was in flight is answered by this record (or made moot by it).
+        self.pending_isr = None;
         self.assert_invariants();
         self.recompute_high_watermark();
         true
@@ -230,8 +312,7 @@ impl ReplicaState {
     }
 
     fn isr_min_log_end(&self) -> u64 {
-        self.leadership
-            .isr
+        self.maximal_isr()
             .iter()
             .map(|b| {
                 if *b == self.leadership.leader_id {
