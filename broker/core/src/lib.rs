@@ -15,6 +15,8 @@
 //!   the defaults in one place;
 //! - [`follower_fetch`]: the leader's answer to one partition of a follower's fetch (epoch
 //!   checks, diverging epoch, range) and to OffsetForLeaderEpoch;
+//! - [`follower_state`]: one partition on a follower — its next fetch, appends, HW, and
+//!   truncation on a diverging epoch;
 //! - [`fetch_wait`]: when a long-polling fetch answers;
 //! - [`epoch_cache`]: the leader-epoch cache (which epoch wrote which offsets), its
 //!   OffsetForLeaderEpoch lookup and its checkpoint text;
@@ -29,6 +31,7 @@ pub mod election;
 pub mod epoch_cache;
 pub mod fetch_wait;
 pub mod follower_fetch;
+pub mod follower_state;
 pub mod group;
 pub mod liveness;
 pub mod placement;
