@@ -22,6 +22,8 @@
 //!   OffsetForLeaderEpoch lookup and its checkpoint text;
 //! - [`election`]: a partition's leader and ISR after brokers are fenced or unfenced (clean
 //!   elections from the ISR, never an empty ISR, epochs bumped exactly once per change);
+//! - [`isr_change`]: ISR shrink/expand proposals on the leader (one in flight), the
+//!   controller's AlterPartition checks, KIP-966's eligible leader replicas;
 //! - [`liveness`]: the active controller's broker sessions (who to fence for silence) and the
 //!   unfence rule;
 //! - [`placement`]: the controller's replica placement for a new topic (distinct brokers and
@@ -33,6 +35,7 @@ pub mod fetch_wait;
 pub mod follower_fetch;
 pub mod follower_state;
 pub mod group;
+pub mod isr_change;
 pub mod liveness;
 pub mod placement;
 pub mod producer_state;

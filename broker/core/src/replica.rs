@@ -44,6 +44,10 @@ pub struct FollowerState {
     /// if the leader appended meanwhile — without this, a follower of a busy leader would never
     /// count as caught up.
     pub last_fetch_leader_log_end: u64,
+    /// The broker epoch its last fetch carried (KIP-903), `None` until one does or when the
+    /// request version has none: an ISR expansion requires it to match the registration, so a
+    /// stale fetch from before a restart with an empty disk cannot put it back in the ISR.
+    pub broker_epoch: Option<i64>,
 }
 
 impl FollowerState {
@@ -55,6 +59,7 @@ impl FollowerState {
             last_caught_up_ms: now_ms,
             last_fetch_ms: now_ms,
             last_fetch_leader_log_end: 0,
+            broker_epoch: None,
         }
     }
 }
@@ -237,8 +242,22 @@ impl ReplicaState {
     /// A follower fetched from `fetch_offset` (so it has everything below it) at `now_ms`.
     /// Returns the high watermark. A fetch from a broker that is not a replica changes nothing.
     pub fn on_follower_fetch(&mut self, broker_id: i32, fetch_offset: u64, now_ms: u64) -> u64 {
+        self.on_follower_fetch_with_epoch(broker_id, None, fetch_offset, now_ms)
+    }
+
+    /// [`Self::on_follower_fetch`] for a fetch that carried the follower's broker epoch.
+    pub fn on_follower_fetch_with_epoch(
+        &mut self,
+        broker_id: i32,
+        broker_epoch: Option<i64>,
+        fetch_offset: u64,
+        now_ms: u64,
+    ) -> u64 {
         let leader_end = self.leader_log_end;
         if let Some(f) = self.followers.get_mut(&broker_id) {
+            if broker_epoch.is_some() {
+                f.broker_epoch = broker_epoch;
+            }
             // A follower may fetch from below what it reported earlier only after truncating,
             // which a new leader epoch starts afresh; within one epoch its end only grows.
             f.log_end_offset = f.log_end_offset.max(fetch_offset);
