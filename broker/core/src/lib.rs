@@ -8,6 +8,7 @@
 //!
 //! - [`replica`]: one partition's replica state on its leader — leader epoch, ISR, follower
 //!   progress, high watermark (never decreasing, never past the ISR's minimum);
+//! - [`ack_wait`]: acks=all admission and the requests waiting for the high watermark;
 //! - [`producer_state`]: the idempotent producers' recent batches per partition (DESIGN §9);
 //! - [`group`]: the consumer-group state machine and one core's coordinator (DESIGN §8);
 //! - [`shard_map`]: which core owns which partition (DESIGN §4);
@@ -29,6 +30,7 @@
 //! - [`placement`]: the controller's replica placement for a new topic (distinct brokers and
 //!   racks, balanced replicas and preferred leaders).
 
+pub mod ack_wait;
 pub mod election;
 pub mod epoch_cache;
 pub mod fetch_wait;
