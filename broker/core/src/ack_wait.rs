@@ -130,7 +130,7 @@ impl AckWaiters {
 
     /// The append for a reserved slot failed: nothing waits.
     pub fn cancel(&mut self, slot: Slot) {
-        drop(slot);
+        let Slot { _private: () } = slot;
         assert!(self.reserved > 0, "cancelled a slot never reserved");
         self.reserved -= 1;
     }
@@ -149,7 +149,7 @@ impl AckWaiters {
         high_watermark: u64,
         now_ms: u64,
     ) -> Option<Released> {
-        drop(slot);
+        let Slot { _private: () } = slot;
         assert!(self.reserved > 0, "registered without a reserved slot");
         self.reserved -= 1;
         if required_offset <= high_watermark {
