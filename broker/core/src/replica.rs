@@ -132,6 +132,28 @@ impl ReplicaState {
         state
     }
 
+    /// A replica that was following becomes the leader with `log_end_offset` and the watermark
+    /// it learned as a follower. Unlike [`Self::new`], the watermark does not jump to the log
+    /// end: the records above it may be missing from other ISR members (the new leader may be
+    /// ahead of them), and exposing them now would let consumers read records that a second
+    /// failover loses. It rises as the followers report (Kafka: a new leader's HW may lag, and
+    /// ListOffsets answers OFFSET_NOT_AVAILABLE meanwhile).
+    pub fn for_new_leader(
+        leadership: Leadership,
+        min_insync_replicas: usize,
+        log_end_offset: u64,
+        high_watermark: u64,
+        now_ms: u64,
+    ) -> Self {
+        assert!(
+            high_watermark <= log_end_offset,
+            "watermark {high_watermark} past the log end {log_end_offset}"
+        );
+        let mut state = Self::new(leadership, min_insync_replicas, high_watermark, now_ms);
+        state.on_leader_log_end(log_end_offset);
+        state
+    }
+
     /// The single-node case: one replica, in sync with itself.
     pub fn sole_leader(broker_id: i32, leader_epoch: i32, start_offset: u64) -> Self {
         Self::new(
@@ -307,8 +329,13 @@ impl ReplicaState {
             .retain(|b, _| leadership.replicas.contains(b));
         self.required_isr = self.required_isr.min(leadership.replicas.len().max(1));
         self.leadership = leadership;
-        // Whatever was in flight is answered by this record (or made moot by it).
-        self.pending_isr = None;
+        // The change in flight stays in flight until its answer comes (`isr_change::on_answer`):
+        // the controller still holds it, so a second one now would make two. A member that left
+        // the replicas leaves the pending set too.
+        if let Some(pending) = &mut self.pending_isr {
+            let replicas = &self.leadership.replicas;
+            pending.retain(|b| replicas.contains(b));
+        }
         self.assert_invariants();
         self.recompute_high_watermark();
         true
