@@ -189,6 +189,21 @@ impl ReplicaState {
         self.followers.get(&broker_id)
     }
 
+    /// Whether a consumer's ListOffsets may be answered (Kafka's rule): not while the watermark
+    /// is below the start of this leader's own epoch (`leader_epoch_start_offset`, from its epoch
+    /// cache) — a new leader's watermark lags, and an answer from it could point below what the
+    /// old leader already exposed. OFFSET_NOT_AVAILABLE is retriable.
+    pub fn check_list_offsets(
+        &self,
+        leader_epoch_start_offset: u64,
+    ) -> Result<(), crate::ErrorCode> {
+        if self.high_watermark < leader_epoch_start_offset {
+            Err(crate::ErrorCode::OffsetNotAvailable)
+        } else {
+            Ok(())
+        }
+    }
+
     /// The leader's exposable log end, as last reported.
     pub fn leader_log_end(&self) -> u64 {
         self.leader_log_end
@@ -431,6 +446,46 @@ mod tests {
                 last = hw;
             }
         }
+    }
+
+    #[test]
+    fn a_new_leader_keeps_its_follower_watermark_until_the_isr_reports() {
+        let l = Leadership {
+            leader_id: 0,
+            leader_epoch: 2,
+            partition_epoch: 3,
+            replicas: vec![0, 1, 2],
+            isr: vec![0, 1, 2],
+        };
+        let mut r = ReplicaState::for_new_leader(l, 2, 120, 100, 0);
+        assert_eq!(
+            r.high_watermark(),
+            100,
+            "not its log end: 1 and 2 may lack 100..120"
+        );
+        assert_eq!(
+            r.check_list_offsets(120),
+            Err(crate::ErrorCode::OffsetNotAvailable)
+        );
+        r.on_follower_fetch(1, 120, 1);
+        r.on_follower_fetch(2, 110, 1);
+        assert_eq!(r.high_watermark(), 110);
+        r.on_follower_fetch(2, 120, 2);
+        assert_eq!(r.check_list_offsets(120), Ok(()));
+    }
+
+    #[test]
+    fn a_busy_leaders_follower_counts_as_caught_up_as_of_its_previous_fetch() {
+        let mut r = three(2);
+        r.on_leader_log_end(100);
+        r.on_follower_fetch(1, 50, 10_000);
+        r.on_leader_log_end(200);
+        // It reached 100 (the leader's end at its previous fetch) but never the current end.
+        r.on_follower_fetch(1, 100, 20_000);
+        r.on_leader_log_end(300);
+        r.on_follower_fetch(1, 200, 30_000);
+        assert_eq!(r.follower(1).map(|f| f.last_caught_up_ms), Some(20_000));
+        assert!(!r.out_of_sync(45_000, 30_000).contains(&1));
     }
 
     #[test]

@@ -15,12 +15,14 @@
 //!   stronger form of "never below the leader's HW": records it holds that no leader committed,
 //!   such as a deposed leader's acks=1 tail, may go);
 //! - at most one ISR change in flight per (leader, leader epoch);
-//! - every broker's epoch cache describes its log's records exactly.
+//! - every broker's epoch cache describes its log's records exactly;
+//! - every record acknowledged to an acks=all producer (through `ack_wait`) is committed.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
+use spool_core::ack_wait::{AckWaiters, Acks, Admission};
 use spool_core::election::{reconcile, ElectionPolicy, PartitionView, NO_LEADER};
 use spool_core::epoch_cache::LeaderEpochCache;
 use spool_core::follower_fetch::{self, FetchDecision, FetchRefusal, LeaderView};
@@ -159,21 +161,39 @@ impl Broker {
 
 #[derive(Debug, Clone)]
 enum Ev {
-    Produce { broker: i32, count: u64 },
-    Fetch { follower: i32, max: u64 },
-    Tick { ms: u64 },
-    Propose { broker: i32 },
+    Produce {
+        broker: i32,
+        count: u64,
+        acks_all: bool,
+    },
+    Fetch {
+        follower: i32,
+        max: u64,
+    },
+    Tick {
+        ms: u64,
+    },
+    Propose {
+        broker: i32,
+    },
     ControllerHandles,
     DeliverAnswer,
-    DeliverMetadata { broker: i32 },
-    Fence { broker: i32 },
-    Unfence { broker: i32 },
+    DeliverMetadata {
+        broker: i32,
+    },
+    Fence {
+        broker: i32,
+    },
+    Unfence {
+        broker: i32,
+    },
 }
 
 fn ev() -> impl Strategy<Value = Ev> {
     let b = 0..BROKERS;
     prop_oneof![
-        3 => (b.clone(), 1u64..4).prop_map(|(broker, count)| Ev::Produce { broker, count }),
+        3 => (b.clone(), 1u64..4, any::<bool>())
+            .prop_map(|(broker, count, acks_all)| Ev::Produce { broker, count, acks_all }),
         6 => (b.clone(), 1u64..5).prop_map(|(follower, max)| Ev::Fetch { follower, max }),
         2 => (1u64..40).prop_map(|ms| Ev::Tick { ms }),
         2 => b.clone().prop_map(|broker| Ev::Propose { broker }),
@@ -194,6 +214,8 @@ struct Stats {
     refusals: u64,
     records_truncated: u64,
     committed: u64,
+    acked: u64,
+    refused_not_enough_replicas: u64,
 }
 
 struct Model {
@@ -209,6 +231,11 @@ struct Model {
     in_flight: BTreeMap<(i32, i32), usize>,
     committed: Vec<Rec>,
     leader_hw: BTreeMap<(i32, i32), u64>,
+    /// acks=all waiters per (leader, leader epoch), the record ids each request wrote, and the
+    /// ids acknowledged.
+    waiters: BTreeMap<(i32, i32), AckWaiters>,
+    request_ids: BTreeMap<u64, Vec<u64>>,
+    acked: BTreeSet<u64>,
 }
 
 impl Model {
@@ -257,6 +284,9 @@ impl Model {
             in_flight: BTreeMap::new(),
             committed: vec![],
             leader_hw: BTreeMap::new(),
+            waiters: BTreeMap::new(),
+            request_ids: BTreeMap::new(),
+            acked: BTreeSet::new(),
         }
     }
 
@@ -294,7 +324,11 @@ impl Model {
 
     fn step(&mut self, ev: &Ev) -> Result<(), TestCaseError> {
         match *ev {
-            Ev::Produce { broker, count } => {
+            Ev::Produce {
+                broker,
+                count,
+                acks_all,
+            } => {
                 let b = &mut self.brokers[broker as usize];
                 if let Role::Leader {
                     state,
@@ -302,14 +336,43 @@ impl Model {
                     ..
                 } = &mut b.role
                 {
+                    let waiters = self.waiters.entry((broker, *leader_epoch)).or_default();
+                    let acks = if acks_all { Acks::All } else { Acks::Leader };
+                    let admission = match waiters.admit(acks, state.has_min_isr()) {
+                        Ok(a) => a,
+                        Err(e) => {
+                            prop_assert_eq!(e, spool_core::ErrorCode::NotEnoughReplicas);
+                            self.stats.refused_not_enough_replicas += 1;
+                            return self.check();
+                        }
+                    };
+                    let mut ids = vec![];
                     for _ in 0..count {
                         self.next_id += 1;
+                        ids.push(self.next_id);
                         b.log.push(Rec {
                             epoch: *leader_epoch,
                             id: self.next_id,
                         });
                     }
-                    state.on_leader_log_end(b.log.len() as u64);
+                    let hw = state.on_leader_log_end(b.log.len() as u64);
+                    if let Admission::Wait(slot) = admission {
+                        let request_id = ids[0];
+                        self.request_ids.insert(request_id, ids);
+                        let released = waiters.register(
+                            slot,
+                            request_id,
+                            b.log.len() as u64,
+                            self.now_ms + 200,
+                            hw,
+                            self.now_ms,
+                        );
+                        if let Some(r) = released {
+                            if r.result == spool_core::ErrorCode::None {
+                                self.acked.extend(&self.request_ids[&r.request_id]);
+                            }
+                        }
+                    }
                 }
             }
             Ev::Fetch { follower, max } => self.fetch(follower, max)?,
@@ -539,6 +602,36 @@ impl Model {
                 self.stats.committed = hw as u64;
             }
         }
+        // acks=all: release what the events allow; everything acknowledged is committed.
+        for ((broker, epoch), waiters) in &mut self.waiters {
+            let released = match &self.brokers[*broker as usize].role {
+                Role::Leader {
+                    state,
+                    leader_epoch,
+                    ..
+                } if leader_epoch == epoch => {
+                    let mut r = waiters.on_high_watermark(state.high_watermark());
+                    if !state.has_min_isr() {
+                        r.extend(waiters.on_below_min_isr());
+                    }
+                    r.extend(waiters.on_tick(self.now_ms));
+                    r
+                }
+                _ => waiters.on_leadership_lost(),
+            };
+            for r in released {
+                if r.result == spool_core::ErrorCode::None {
+                    self.acked.extend(&self.request_ids[&r.request_id]);
+                }
+            }
+        }
+        let committed_ids: BTreeSet<u64> = self.committed.iter().map(|r| r.id).collect();
+        prop_assert!(
+            self.acked.is_subset(&committed_ids),
+            "acknowledged records missing from the committed prefix: {:?}",
+            self.acked.difference(&committed_ids).collect::<Vec<_>>()
+        );
+        self.stats.acked = self.acked.len() as u64;
         // The current leader's HW is on every controller-ISR member, identically.
         if self.view.leader != NO_LEADER {
             let l = &self.brokers[self.view.leader as usize];
@@ -632,14 +725,17 @@ fn the_model_exercises_failover_isr_changes_and_truncation() {
         total.refusals += s.refusals;
         total.records_truncated += s.records_truncated;
         total.committed += s.committed;
+        total.acked += s.acked;
+        total.refused_not_enough_replicas += s.refused_not_enough_replicas;
     }
     eprintln!("{total:?}");
     assert!(total.elections > 50, "{total:?}");
-    assert!(
-        total.isr_shrinks > 5 && total.isr_expands > 20,
-        "{total:?}"
-    );
+    assert!(total.isr_shrinks > 5 && total.isr_expands > 20, "{total:?}");
     assert!(total.refusals > 0, "{total:?}");
     assert!(total.records_truncated > 20, "{total:?}");
     assert!(total.committed > 200, "{total:?}");
+    assert!(
+        total.acked > 50 && total.refused_not_enough_replicas > 10,
+        "{total:?}"
+    );
 }
