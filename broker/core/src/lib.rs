@@ -8,22 +8,36 @@
 //!
 //! - [`replica`]: one partition's replica state on its leader — leader epoch, ISR, follower
 //!   progress, high watermark (never decreasing, never past the ISR's minimum);
+//! - [`ack_wait`]: acks=all admission and the requests waiting for the high watermark;
 //! - [`producer_state`]: the idempotent producers' recent batches per partition (DESIGN §9);
 //! - [`group`]: the consumer-group state machine and one core's coordinator (DESIGN §8);
 //! - [`shard_map`]: which core owns which partition (DESIGN §4);
 //! - [`topic_config`]: the typed topic configuration, the known keys and their legal values, and
 //!   the defaults in one place;
+//! - [`follower_fetch`]: the leader's answer to one partition of a follower's fetch (epoch
+//!   checks, diverging epoch, range) and to OffsetForLeaderEpoch;
+//! - [`follower_state`]: one partition on a follower — its next fetch, appends, HW, and
+//!   truncation on a diverging epoch;
 //! - [`fetch_wait`]: when a long-polling fetch answers;
+//! - [`epoch_cache`]: the leader-epoch cache (which epoch wrote which offsets), its
+//!   OffsetForLeaderEpoch lookup and its checkpoint text;
 //! - [`election`]: a partition's leader and ISR after brokers are fenced or unfenced (clean
 //!   elections from the ISR, never an empty ISR, epochs bumped exactly once per change);
+//! - [`isr_change`]: ISR shrink/expand proposals on the leader (one in flight), the
+//!   controller's AlterPartition checks, KIP-966's eligible leader replicas;
 //! - [`liveness`]: the active controller's broker sessions (who to fence for silence) and the
 //!   unfence rule;
 //! - [`placement`]: the controller's replica placement for a new topic (distinct brokers and
 //!   racks, balanced replicas and preferred leaders).
 
+pub mod ack_wait;
 pub mod election;
+pub mod epoch_cache;
 pub mod fetch_wait;
+pub mod follower_fetch;
+pub mod follower_state;
 pub mod group;
+pub mod isr_change;
 pub mod liveness;
 pub mod placement;
 pub mod producer_state;

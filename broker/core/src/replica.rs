@@ -16,8 +16,15 @@
 //!   that what a consumer sees was on enough replicas.
 //!
 //! Never does: change the ISR by itself. Every ISR change goes through the controller (a
-//! partition-change record); this state reports candidates ([`ReplicaState::out_of_sync`]) and
+//! partition-change record); this state reports candidates ([`ReplicaState::out_of_sync`]), holds
+//! the one change in flight ([`ReplicaState::begin_isr_change`]; `isr_change` decides which) and
 //! takes the committed result ([`ReplicaState::on_partition_change`]).
+//!
+//! While a change is in flight the watermark is computed over the "maximal ISR" (Kafka's
+//! `maximalIsr`): the committed ISR plus any member the pending change adds. A follower being
+//! added already holds the watermark, so that the moment the controller commits it, every offset
+//! below the watermark is on it; a member being removed keeps holding it until the removal is
+//! committed. `min.insync.replicas` counts the committed ISR only.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +39,29 @@ pub struct FollowerState {
     pub last_caught_up_ms: u64,
     /// When its last fetch arrived.
     pub last_fetch_ms: u64,
+    /// The leader's log end when that last fetch was read (Kafka's `lastFetchLeaderLogEndOffset`):
+    /// a follower that reaches it by its next fetch was caught up as of that earlier fetch, even
+    /// if the leader appended meanwhile — without this, a follower of a busy leader would never
+    /// count as caught up.
+    pub last_fetch_leader_log_end: u64,
+    /// The broker epoch its last fetch carried (KIP-903), `None` until one does or when the
+    /// request version has none: an ISR expansion requires it to match the registration, so a
+    /// stale fetch from before a restart with an empty disk cannot put it back in the ISR.
+    pub broker_epoch: Option<i64>,
+}
+
+impl FollowerState {
+    fn unknown(now_ms: u64) -> Self {
+        FollowerState {
+            // Unknown until it fetches; only ISR members count for the watermark, and an ISR
+            // follower that has not fetched yet holds it where it is.
+            log_end_offset: 0,
+            last_caught_up_ms: now_ms,
+            last_fetch_ms: now_ms,
+            last_fetch_leader_log_end: 0,
+            broker_epoch: None,
+        }
+    }
 }
 
 /// A partition's leadership and replica set as the controller committed them.
@@ -66,6 +96,8 @@ pub struct ReplicaState {
     leader_log_end: u64,
     followers: BTreeMap<i32, FollowerState>,
     high_watermark: u64,
+    /// The ISR proposed to the controller and not yet answered: at most one per partition.
+    pending_isr: Option<Vec<i32>>,
 }
 
 impl ReplicaState {
@@ -83,18 +115,7 @@ impl ReplicaState {
             .replicas
             .iter()
             .filter(|&&b| b != leadership.leader_id)
-            .map(|&b| {
-                (
-                    b,
-                    FollowerState {
-                        // Unknown until it fetches; only ISR members count for the watermark,
-                        // and an ISR follower that has not fetched yet holds it where it is.
-                        log_end_offset: 0,
-                        last_caught_up_ms: now_ms,
-                        last_fetch_ms: now_ms,
-                    },
-                )
-            })
+            .map(|&b| (b, FollowerState::unknown(now_ms)))
             .collect();
         let required_isr = min_insync_replicas.clamp(1, leadership.replicas.len().max(1));
         let state = Self {
@@ -105,8 +126,31 @@ impl ReplicaState {
             // A new leader starts from what it may expose; followers then hold it there until
             // they report (the watermark is never lowered to their unknown ends).
             high_watermark: start_offset,
+            pending_isr: None,
         };
         state.assert_invariants();
+        state
+    }
+
+    /// A replica that was following becomes the leader with `log_end_offset` and the watermark
+    /// it learned as a follower. Unlike [`Self::new`], the watermark does not jump to the log
+    /// end: the records above it may be missing from other ISR members (the new leader may be
+    /// ahead of them), and exposing them now would let consumers read records that a second
+    /// failover loses. It rises as the followers report (Kafka: a new leader's HW may lag, and
+    /// ListOffsets answers OFFSET_NOT_AVAILABLE meanwhile).
+    pub fn for_new_leader(
+        leadership: Leadership,
+        min_insync_replicas: usize,
+        log_end_offset: u64,
+        high_watermark: u64,
+        now_ms: u64,
+    ) -> Self {
+        assert!(
+            high_watermark <= log_end_offset,
+            "watermark {high_watermark} past the log end {log_end_offset}"
+        );
+        let mut state = Self::new(leadership, min_insync_replicas, high_watermark, now_ms);
+        state.on_leader_log_end(log_end_offset);
         state
     }
 
@@ -145,6 +189,81 @@ impl ReplicaState {
         self.followers.get(&broker_id)
     }
 
+    /// Whether a consumer's ListOffsets may be answered (Kafka's rule): not while the watermark
+    /// is below the start of this leader's own epoch (`leader_epoch_start_offset`, from its epoch
+    /// cache) — a new leader's watermark lags, and an answer from it could point below what the
+    /// old leader already exposed. OFFSET_NOT_AVAILABLE is retriable.
+    pub fn check_list_offsets(
+        &self,
+        leader_epoch_start_offset: u64,
+    ) -> Result<(), crate::ErrorCode> {
+        if self.high_watermark < leader_epoch_start_offset {
+            Err(crate::ErrorCode::OffsetNotAvailable)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The leader's exposable log end, as last reported.
+    pub fn leader_log_end(&self) -> u64 {
+        self.leader_log_end
+    }
+
+    /// `min.insync.replicas` as this partition applies it (capped by the replication factor).
+    pub fn required_isr(&self) -> usize {
+        self.required_isr
+    }
+
+    /// The ISR proposed to the controller and not answered yet.
+    pub fn pending_isr(&self) -> Option<&[i32]> {
+        self.pending_isr.as_deref()
+    }
+
+    /// The committed ISR plus any member the pending change adds (module docs): the set the
+    /// watermark waits for.
+    pub fn maximal_isr(&self) -> Vec<i32> {
+        let mut isr = self.leadership.isr.clone();
+        for b in self.pending_isr.iter().flatten() {
+            if !isr.contains(b) {
+                isr.push(*b);
+            }
+        }
+        isr
+    }
+
+    /// Whether a follower's fetches count as caught up at `now_ms` (Kafka's `isCaughtUp`): its
+    /// log end reached the leader's, or it last caught up within `lag_time_max_ms`.
+    pub fn is_caught_up(&self, broker_id: i32, now_ms: u64, lag_time_max_ms: u64) -> bool {
+        self.followers.get(&broker_id).is_some_and(|f| {
+            f.log_end_offset >= self.leader_log_end
+                || now_ms.saturating_sub(f.last_caught_up_ms) <= lag_time_max_ms
+        })
+    }
+
+    /// An ISR change `new_isr` was sent to the controller. Panics if one is already in flight
+    /// (`isr_change` never proposes then) or if `new_isr` breaks the ISR's invariants.
+    pub fn begin_isr_change(&mut self, new_isr: Vec<i32>) {
+        assert!(
+            self.pending_isr.is_none(),
+            "a second ISR change {new_isr:?} while {:?} is in flight",
+            self.pending_isr
+        );
+        assert!(
+            new_isr.contains(&self.leadership.leader_id)
+                && new_isr.iter().all(|b| self.leadership.replicas.contains(b)),
+            "proposed ISR {new_isr:?} lacks the leader or leaves the replicas {:?}",
+            self.leadership.replicas
+        );
+        self.pending_isr = Some(new_isr);
+        self.recompute_high_watermark();
+    }
+
+    /// The controller refused the change in flight, or it got lost: the slot is free again. The
+    /// watermark stays (it never decreases); it simply stops waiting for a refused addition.
+    pub fn abandon_isr_change(&mut self) {
+        self.pending_isr = None;
+    }
+
     /// The leader's exposable log end moved to `offset` (never backwards: the durable offset
     /// only grows). Returns the high watermark.
     pub fn on_leader_log_end(&mut self, offset: u64) -> u64 {
@@ -160,15 +279,34 @@ impl ReplicaState {
     /// A follower fetched from `fetch_offset` (so it has everything below it) at `now_ms`.
     /// Returns the high watermark. A fetch from a broker that is not a replica changes nothing.
     pub fn on_follower_fetch(&mut self, broker_id: i32, fetch_offset: u64, now_ms: u64) -> u64 {
+        self.on_follower_fetch_with_epoch(broker_id, None, fetch_offset, now_ms)
+    }
+
+    /// [`Self::on_follower_fetch`] for a fetch that carried the follower's broker epoch.
+    pub fn on_follower_fetch_with_epoch(
+        &mut self,
+        broker_id: i32,
+        broker_epoch: Option<i64>,
+        fetch_offset: u64,
+        now_ms: u64,
+    ) -> u64 {
         let leader_end = self.leader_log_end;
         if let Some(f) = self.followers.get_mut(&broker_id) {
+            if broker_epoch.is_some() {
+                f.broker_epoch = broker_epoch;
+            }
             // A follower may fetch from below what it reported earlier only after truncating,
             // which a new leader epoch starts afresh; within one epoch its end only grows.
             f.log_end_offset = f.log_end_offset.max(fetch_offset);
-            f.last_fetch_ms = f.last_fetch_ms.max(now_ms);
+            // Kafka's two rules: caught up now if it reached the leader's end, or caught up as
+            // of its previous fetch if it reached the leader's end as of that fetch.
             if f.log_end_offset >= leader_end {
                 f.last_caught_up_ms = f.last_caught_up_ms.max(now_ms);
+            } else if f.log_end_offset >= f.last_fetch_leader_log_end {
+                f.last_caught_up_ms = f.last_caught_up_ms.max(f.last_fetch_ms);
             }
+            f.last_fetch_leader_log_end = leader_end;
+            f.last_fetch_ms = f.last_fetch_ms.max(now_ms);
         }
         self.recompute_high_watermark()
     }
@@ -197,17 +335,22 @@ impl ReplicaState {
         }
         for &b in &leadership.replicas {
             if b != leadership.leader_id {
-                self.followers.entry(b).or_insert(FollowerState {
-                    log_end_offset: 0,
-                    last_caught_up_ms: now_ms,
-                    last_fetch_ms: now_ms,
-                });
+                self.followers
+                    .entry(b)
+                    .or_insert(FollowerState::unknown(now_ms));
             }
         }
         self.followers
             .retain(|b, _| leadership.replicas.contains(b));
         self.required_isr = self.required_isr.min(leadership.replicas.len().max(1));
         self.leadership = leadership;
+        // The change in flight stays in flight until its answer comes (`isr_change::on_answer`):
+        // the controller still holds it, so a second one now would make two. A member that left
+        // the replicas leaves the pending set too.
+        if let Some(pending) = &mut self.pending_isr {
+            let replicas = &self.leadership.replicas;
+            pending.retain(|b| replicas.contains(b));
+        }
         self.assert_invariants();
         self.recompute_high_watermark();
         true
@@ -230,8 +373,7 @@ impl ReplicaState {
     }
 
     fn isr_min_log_end(&self) -> u64 {
-        self.leadership
-            .isr
+        self.maximal_isr()
             .iter()
             .map(|b| {
                 if *b == self.leadership.leader_id {
@@ -304,6 +446,46 @@ mod tests {
                 last = hw;
             }
         }
+    }
+
+    #[test]
+    fn a_new_leader_keeps_its_follower_watermark_until_the_isr_reports() {
+        let l = Leadership {
+            leader_id: 0,
+            leader_epoch: 2,
+            partition_epoch: 3,
+            replicas: vec![0, 1, 2],
+            isr: vec![0, 1, 2],
+        };
+        let mut r = ReplicaState::for_new_leader(l, 2, 120, 100, 0);
+        assert_eq!(
+            r.high_watermark(),
+            100,
+            "not its log end: 1 and 2 may lack 100..120"
+        );
+        assert_eq!(
+            r.check_list_offsets(120),
+            Err(crate::ErrorCode::OffsetNotAvailable)
+        );
+        r.on_follower_fetch(1, 120, 1);
+        r.on_follower_fetch(2, 110, 1);
+        assert_eq!(r.high_watermark(), 110);
+        r.on_follower_fetch(2, 120, 2);
+        assert_eq!(r.check_list_offsets(120), Ok(()));
+    }
+
+    #[test]
+    fn a_busy_leaders_follower_counts_as_caught_up_as_of_its_previous_fetch() {
+        let mut r = three(2);
+        r.on_leader_log_end(100);
+        r.on_follower_fetch(1, 50, 10_000);
+        r.on_leader_log_end(200);
+        // It reached 100 (the leader's end at its previous fetch) but never the current end.
+        r.on_follower_fetch(1, 100, 20_000);
+        r.on_leader_log_end(300);
+        r.on_follower_fetch(1, 200, 30_000);
+        assert_eq!(r.follower(1).map(|f| f.last_caught_up_ms), Some(20_000));
+        assert!(!r.out_of_sync(45_000, 30_000).contains(&1));
     }
 
     #[test]
