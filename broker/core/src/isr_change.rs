@@ -20,21 +20,12 @@
 //!
 //! Never does: apply an ISR change locally before the controller commits it, or elect leaders
 //! (`election`).
-//!
-//! INVALID_UPDATE_VERSION (95) and INELIGIBLE_REPLICA (107) are not in `spool-error-code` (it
-//! mirrors `schemas/common.fbs`, which stops at 90), so [`AlterPartitionError::code`] gives the
-//! wire number itself and [`AlterPartitionError::error_code`] the shared enum where one exists.
 
 use std::collections::BTreeMap;
 
 use crate::election::{PartitionChange, PartitionView};
 use crate::replica::{Leadership, ReplicaState};
 use crate::ErrorCode;
-
-/// Kafka's INVALID_UPDATE_VERSION.
-pub const INVALID_UPDATE_VERSION: i16 = 95;
-/// Kafka's INELIGIBLE_REPLICA.
-pub const INELIGIBLE_REPLICA: i16 = 107;
 
 /// A broker as the metadata log describes it (to the leader and to the controller alike).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,22 +84,17 @@ pub enum AlterPartitionError {
 impl AlterPartitionError {
     /// The wire number (Kafka's).
     pub fn code(&self) -> i16 {
-        match self {
-            AlterPartitionError::InvalidUpdateVersion => INVALID_UPDATE_VERSION,
-            AlterPartitionError::IneligibleReplica { .. } => INELIGIBLE_REPLICA,
-            other => other.error_code().code(),
-        }
+        self.error_code().code()
     }
 
-    /// The shared enum's code; the two it lacks read as `UnknownServerError` (what a client that
-    /// does not know them sees), so use [`Self::code`] on the wire.
+    /// Kafka's error code for the refusal.
     pub fn error_code(&self) -> ErrorCode {
         match self {
             AlterPartitionError::StaleBrokerEpoch => ErrorCode::StaleBrokerEpoch,
             AlterPartitionError::FencedLeaderEpoch => ErrorCode::FencedLeaderEpoch,
             AlterPartitionError::InvalidRequest => ErrorCode::InvalidRequest,
-            AlterPartitionError::InvalidUpdateVersion
-            | AlterPartitionError::IneligibleReplica { .. } => ErrorCode::UnknownServerError,
+            AlterPartitionError::InvalidUpdateVersion => ErrorCode::InvalidUpdateVersion,
+            AlterPartitionError::IneligibleReplica { .. } => ErrorCode::IneligibleReplica,
         }
     }
 }
