@@ -56,10 +56,21 @@ pub struct ControllerService {
     session_timeout_ms: u64,
     waiting: BTreeMap<ProposalId, Waiter>,
     policy: CreateTopicPolicy,
+    /// [`crate::Workaround::FenceBeforeReregister`]: fence the old incarnation first.
+    fence_before_reregister: bool,
+    /// [`crate::Workaround::LeaderWaitsForOwnTerm`].
+    wait_for_own_term: bool,
 }
 
 impl ControllerService {
-    pub fn new(node_id: u64, seed: u64, incarnation: u64, session_timeout_ms: u64) -> Self {
+    pub fn new(
+        node_id: u64,
+        seed: u64,
+        incarnation: u64,
+        session_timeout_ms: u64,
+        fence_before_reregister: bool,
+        wait_for_own_term: bool,
+    ) -> Self {
         ControllerService {
             me: Endpoint::Node(node_id),
             topic_ids: IdSource::new(seed, &[STREAM_TOPIC_IDS, node_id, incarnation]),
@@ -67,6 +78,8 @@ impl ControllerService {
             session_timeout_ms,
             waiting: BTreeMap::new(),
             policy: CreateTopicPolicy::default(),
+            fence_before_reregister,
+            wait_for_own_term,
         }
     }
 
@@ -84,9 +97,21 @@ impl ControllerService {
                     listeners: Vec::new(),
                     rack: None,
                 };
-                let proposed = require_leader(raft)
-                    .and_then(|()| validate_register_broker(raft.latest_image(), &request))
-                    .and_then(|record| raft.propose(record));
+                let fence_first = self.fence_before_reregister;
+                let proposed = require_leader(raft, self.wait_for_own_term).and_then(|()| {
+                    if fence_first && raft.latest_image().broker(broker_id).is_some() {
+                        let fence = fence_brokers_records(
+                            raft.latest_image(),
+                            &[broker_id],
+                            &TopicDefaults::default(),
+                        )?;
+                        for r in fence.records {
+                            raft.propose(r)?;
+                        }
+                    }
+                    let record = validate_register_broker(raft.latest_image(), &request)?;
+                    raft.propose(record)
+                });
                 match proposed {
                     Ok(id) => {
                         self.waiting.insert(
@@ -107,7 +132,7 @@ impl ControllerService {
                 partitions,
                 replication_factor,
             } => {
-                let proposed = require_leader(raft).and_then(|()| {
+                let proposed = require_leader(raft, self.wait_for_own_term).and_then(|()| {
                     let request = CreateTopicRequest {
                         name,
                         num_partitions: partitions,
@@ -126,7 +151,7 @@ impl ControllerService {
                 self.admin_proposed(raft, from, request_id, proposed, out);
             }
             Payload::DeleteTopic { request_id, name } => {
-                let proposed = require_leader(raft)
+                let proposed = require_leader(raft, self.wait_for_own_term)
                     .and_then(|()| validate_delete_topic(raft.latest_image(), &name))
                     .and_then(|record| raft.propose(record));
                 self.admin_proposed(raft, from, request_id, proposed, out);
@@ -150,7 +175,7 @@ impl ControllerService {
         if let Some(sessions) = self.sessions.as_mut() {
             sessions.on_heartbeat(request.broker_id, request.broker_epoch, now_ms);
         }
-        let proposed = require_leader(raft).and_then(|()| {
+        let proposed = require_leader(raft, self.wait_for_own_term).and_then(|()| {
             let caught_up = i64::try_from(raft.applied_index()).unwrap_or(i64::MAX);
             let records = heartbeat_records(
                 raft.latest_image(),
@@ -227,6 +252,9 @@ impl ControllerService {
     pub fn fence_expired(&mut self, raft: &mut MetadataRaft, now_ms: u64, out: &mut Out) {
         if !raft.is_leader() {
             self.sessions = None;
+            return;
+        }
+        if self.wait_for_own_term && !applied_own_term(raft) {
             return;
         }
         let timeout_ms = self.session_timeout_ms;
@@ -375,8 +403,15 @@ impl ControllerService {
     }
 }
 
-fn require_leader(raft: &MetadataRaft) -> Result<(), Refusal> {
-    if raft.is_leader() {
+/// Whether this leader has applied an entry of its own term, so its image holds every entry an
+/// earlier leader left in its log.
+fn applied_own_term(raft: &MetadataRaft) -> bool {
+    let applied = raft.applied_index();
+    raft::Storage::term(raft.log(), applied).is_ok_and(|t| t == raft.term())
+}
+
+fn require_leader(raft: &MetadataRaft, wait_for_own_term: bool) -> Result<(), Refusal> {
+    if raft.is_leader() && (!wait_for_own_term || applied_own_term(raft)) {
         Ok(())
     } else {
         Err(Refusal::new(

@@ -36,6 +36,10 @@ pub struct NodeConfig {
     pub tick_interval_ms: u64,
     pub session_timeout_ms: u64,
     pub planted: Option<PlantedBug>,
+    /// [`crate::Workaround::FenceBeforeReregister`].
+    pub fence_before_reregister: bool,
+    /// [`crate::Workaround::LeaderWaitsForOwnTerm`].
+    pub wait_for_own_term: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +149,8 @@ impl SimNode {
             self.config.raft.seed,
             incarnation,
             self.config.session_timeout_ms,
+            self.config.fence_before_reregister,
+            self.config.wait_for_own_term,
         );
         self.run = Some(Running {
             last_role: (raft.is_leader(), raft.term(), raft.leader_id()),
@@ -399,10 +405,6 @@ fn finish(
         disk.write(DiskWrite::ConfState(cs.clone()));
     }
     if let Some(snap) = &advanced.snapshot_taken {
-        out.note(format!(
-            "n{node} takes a snapshot at {}",
-            snap.get_metadata().index
-        ));
         disk.write(DiskWrite::SnapshotTaken(snap.clone()));
     }
     send_raft(Endpoint::Node(node), advanced.messages, out);

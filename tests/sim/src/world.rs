@@ -19,18 +19,29 @@ use crate::config::SimConfig;
 use crate::events::EventQueue;
 use crate::faults::{plan, Fault, FaultProfile};
 use crate::liveness;
-use crate::message::{Endpoint, Envelope};
+use raft::eraftpb::MessageType;
+
+use crate::message::{Endpoint, Envelope, Payload};
 use crate::net::{Fate, Network};
 use crate::node::{Life, NodeConfig, SimNode};
 use crate::out::Out;
 use crate::rng::SimRng;
 use crate::trace::Trace;
 use crate::violation::{Violation, DRIVER_ERROR};
+use crate::workaround::Workaround;
+
+/// [`Workaround::ReliableSnapshots`]' retry interval.
+const SNAPSHOT_RESEND_MS: u64 = 100;
 
 enum Event {
     Deliver(Envelope),
+    /// [`Workaround::ReliableSnapshots`]: send this `MsgSnapshot` again.
+    Resend(Envelope),
     NodeTick(u64),
-    SyncDone { node: u64, token: u64 },
+    SyncDone {
+        node: u64,
+        token: u64,
+    },
     BrokerTick(i32),
     ClientTick,
     Fault(Fault),
@@ -89,6 +100,8 @@ impl World {
                     tick_interval_ms: config.tick_interval_ms,
                     session_timeout_ms: config.session_timeout_ms,
                     planted: config.planted,
+                    fence_before_reregister: config.has(Workaround::FenceBeforeReregister),
+                    wait_for_own_term: config.has(Workaround::LeaderWaitsForOwnTerm),
                 })
             })
             .collect();
@@ -198,7 +211,15 @@ impl World {
         let now = self.now_ms;
         let mut out = Out::default();
         match event {
+            Event::Resend(env) => self.send(env),
             Event::Deliver(env) => {
+                let down =
+                    matches!(env.to, Endpoint::Node(id) if self.node(id).life() == Life::Down);
+                if self.reliable(&env) && (down || self.net.is_cut(env.from, env.to)) {
+                    self.queue
+                        .push(now + SNAPSHOT_RESEND_MS, Event::Resend(env));
+                    return out;
+                }
                 if self.net.is_cut(env.from, env.to) {
                     self.trace
                         .record(now, &format!("cut in flight {}", env.describe()));
@@ -305,6 +326,42 @@ impl World {
         }
     }
 
+    /// Whether `env` is a snapshot the transport retries until it arrives.
+    fn reliable(&self, env: &Envelope) -> bool {
+        self.config.has(Workaround::ReliableSnapshots)
+            && matches!(&env.payload, Payload::Raft(m) if m.get_msg_type() == MessageType::MsgSnapshot)
+    }
+
+    fn send(&mut self, env: Envelope) {
+        let now = self.now_ms;
+        if self.reliable(&env) {
+            if self.net.is_cut(env.from, env.to) {
+                self.queue
+                    .push(now + SNAPSHOT_RESEND_MS, Event::Resend(env));
+            } else {
+                let f = self.net.faults();
+                let at = now
+                    + self
+                        .rng
+                        .range(f.delay_ms_min, f.delay_ms_max.max(f.delay_ms_min));
+                self.queue.push(at, Event::Deliver(env));
+            }
+            return;
+        }
+        match self.net.send(&mut self.rng, now, &env) {
+            Fate::Cut => self.trace.record(now, &format!("cut {}", env.describe())),
+            Fate::Lost => self.trace.record(now, &format!("lost {}", env.describe())),
+            Fate::Deliver(times) => {
+                if times.len() > 1 {
+                    self.trace.record(now, &format!("dup {}", env.describe()));
+                }
+                for at in times {
+                    self.queue.push(at, Event::Deliver(env.clone()));
+                }
+            }
+        }
+    }
+
     /// Traces, sends and schedules what a step produced, then runs the safety checks.
     fn absorb(&mut self, out: Out) -> Result<(), Violation> {
         let now = self.now_ms;
@@ -315,18 +372,7 @@ impl World {
             return Err(Violation::new(DRIVER_ERROR, e.clone()));
         }
         for env in out.sends {
-            match self.net.send(&mut self.rng, now, &env) {
-                Fate::Cut => self.trace.record(now, &format!("cut {}", env.describe())),
-                Fate::Lost => self.trace.record(now, &format!("lost {}", env.describe())),
-                Fate::Deliver(times) => {
-                    if times.len() > 1 {
-                        self.trace.record(now, &format!("dup {}", env.describe()));
-                    }
-                    for at in times {
-                        self.queue.push(at, Event::Deliver(env.clone()));
-                    }
-                }
-            }
+            self.send(env);
         }
         for s in out.syncs {
             let latency_ms = self
