@@ -21,8 +21,12 @@ pub enum Workaround {
     FenceBeforeReregister,
     /// Bug: `MetadataRaft` never tells raft-rs that a snapshot send failed (`report_snapshot`
     /// is not reachable through it), so a follower whose `MsgSnapshot` is lost stays behind
-    /// until the leader changes. Stand-in fix: the simulated transport retries a `MsgSnapshot`
-    /// every 100 ms until it reaches a running node.
+    /// until the leader changes — and so does one whose acknowledgement of an installed
+    /// snapshot is lost (the leader's progress stays in Snapshot state; heartbeat responses do
+    /// not unpause it). Stand-in fix (what `report_snapshot` after a confirmed send would give):
+    /// the simulated transport resends a `MsgSnapshot` every 300 ms while its sender still leads
+    /// that term and has not received an append response from the follower at or past the
+    /// snapshot's index.
     ReliableSnapshots,
     /// Bug: a new raft leader validates and proposes against `latest_image()` (committed + its
     /// own pending proposals) while its log still holds uncommitted entries of earlier terms, so

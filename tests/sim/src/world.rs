@@ -10,6 +10,8 @@
 //! event is traced (and so hashed). The first violation stops the run.
 //! Never does: read real time or OS entropy.
 
+use std::collections::BTreeMap;
+
 use spool_raft::RaftConfig;
 
 use crate::broker::SimBroker;
@@ -31,7 +33,10 @@ use crate::violation::{Violation, DRIVER_ERROR};
 use crate::workaround::Workaround;
 
 /// [`Workaround::ReliableSnapshots`]' retry interval.
-const SNAPSHOT_RESEND_MS: u64 = 100;
+const SNAPSHOT_RESEND_MS: u64 = 300;
+
+/// The admin client starts nothing new this long before the run ends.
+const WORKLOAD_SILENT_BEFORE_END_MS: u64 = 3_000;
 
 enum Event {
     Deliver(Envelope),
@@ -78,6 +83,9 @@ pub struct World {
     trace: Trace,
     raft_checks: RaftChecks,
     image_checks: ImageChecks,
+    /// [`Workaround::ReliableSnapshots`]: the highest index each `(leader, follower)` link saw
+    /// acknowledged.
+    snapshot_acks: BTreeMap<(u64, u64), u64>,
 }
 
 impl World {
@@ -123,6 +131,7 @@ impl World {
             faults: 0,
             raft_checks: RaftChecks::default(),
             image_checks: ImageChecks::default(),
+            snapshot_acks: BTreeMap::new(),
             config,
         };
         world.schedule_start();
@@ -211,15 +220,15 @@ impl World {
         let now = self.now_ms;
         let mut out = Out::default();
         match event {
-            Event::Resend(env) => self.send(env),
-            Event::Deliver(env) => {
-                let down =
-                    matches!(env.to, Endpoint::Node(id) if self.node(id).life() == Life::Down);
-                if self.reliable(&env) && (down || self.net.is_cut(env.from, env.to)) {
-                    self.queue
-                        .push(now + SNAPSHOT_RESEND_MS, Event::Resend(env));
-                    return out;
+            Event::Resend(env) => {
+                if self.snapshot_still_unacknowledged(&env) {
+                    self.trace
+                        .record(now, &format!("resend {}", env.describe()));
+                    self.send(env);
                 }
+            }
+            Event::Deliver(env) => {
+                self.note_snapshot_ack(&env);
                 if self.net.is_cut(env.from, env.to) {
                     self.trace
                         .record(now, &format!("cut in flight {}", env.describe()));
@@ -250,6 +259,12 @@ impl World {
                 self.queue.push(next, Event::BrokerTick(id));
             }
             Event::ClientTick => {
+                // The workload falls silent for the last seconds, so the liveness check at the
+                // end does not catch a commit in flight.
+                let silent = now + WORKLOAD_SILENT_BEFORE_END_MS >= self.config.sim_ms;
+                if silent {
+                    return out;
+                }
                 if let Some(env) = self.client.tick(&mut self.rng, now) {
                     out.sends.push(env);
                 }
@@ -332,20 +347,56 @@ impl World {
             && matches!(&env.payload, Payload::Raft(m) if m.get_msg_type() == MessageType::MsgSnapshot)
     }
 
+    /// Whether the sender of this `MsgSnapshot` still runs, leads the term it sent it in, and
+    /// has not heard the follower acknowledge the snapshot's index.
+    fn snapshot_still_unacknowledged(&mut self, env: &Envelope) -> bool {
+        let (Endpoint::Node(from), Endpoint::Node(to), Payload::Raft(m)) =
+            (env.from, env.to, &env.payload)
+        else {
+            return false;
+        };
+        let index = m.get_snapshot().get_metadata().index;
+        let leading = self
+            .node(from)
+            .raft()
+            .is_some_and(|r| r.is_leader() && r.term() == m.term);
+        leading
+            && self
+                .snapshot_acks
+                .get(&(from, to))
+                .is_none_or(|a| *a < index)
+    }
+
+    /// Records a follower's acknowledgement that a resent snapshot may stop.
+    fn note_snapshot_ack(&mut self, env: &Envelope) {
+        if !self.config.has(Workaround::ReliableSnapshots) {
+            return;
+        }
+        if let (Endpoint::Node(from), Endpoint::Node(to), Payload::Raft(m)) =
+            (env.from, env.to, &env.payload)
+        {
+            if m.get_msg_type() == MessageType::MsgAppendResponse && !m.reject {
+                let acked = self.snapshot_acks.entry((to, from)).or_insert(0);
+                *acked = (*acked).max(m.index);
+            }
+        }
+    }
+
     fn send(&mut self, env: Envelope) {
         let now = self.now_ms;
         if self.reliable(&env) {
-            if self.net.is_cut(env.from, env.to) {
-                self.queue
-                    .push(now + SNAPSHOT_RESEND_MS, Event::Resend(env));
-            } else {
+            // Delivered once without link faults unless the link is cut; resent until the
+            // follower acknowledges a log at or past the snapshot.
+            if !self.net.is_cut(env.from, env.to) {
                 let f = self.net.faults();
                 let at = now
                     + self
                         .rng
                         .range(f.delay_ms_min, f.delay_ms_max.max(f.delay_ms_min));
-                self.queue.push(at, Event::Deliver(env));
+                self.queue.push(at, Event::Deliver(env.clone()));
             }
+            self.queue
+                .push(now + SNAPSHOT_RESEND_MS, Event::Resend(env));
             return;
         }
         match self.net.send(&mut self.rng, now, &env) {
