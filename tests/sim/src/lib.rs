@@ -8,17 +8,18 @@
 //! and `failover` functions and spool-core's `BrokerSessions` ([`controller`]); brokers that
 //! register and heartbeat ([`broker`]); a topic workload ([`workload`]); a network with delay,
 //! loss, duplication, reordering and partitions ([`net`]); and a fault schedule ([`faults`]).
-//! After every event the checkers ([`check_raft`], [`check_image`]) look at every node; after
+//! After every event the checkers ([`check_raft`], [`check_durable`], [`check_image`]) look at every node; after
 //! the faults stop, [`liveness`] judges recovery. One `u64` seed drives everything through one
 //! [`rng::SimRng`], on the clock of one [`events::EventQueue`]; the [`trace::Trace`] hashes
 //! every event, so a seed replays exactly.
 //!
 //! Layout, one job per file: `rng`, `events`, `trace` (foundations); `message`, `net`, `disk`,
 //! `out` (the simulated world's parts); `controller`, `node`, `broker`, `workload` (the actors);
-//! `faults`, `planted` (what goes wrong); `workaround` (stand-ins for fixes of real bugs found); `violation`, `check_raft`, `check_image`,
+//! `faults`, `planted` (what goes wrong); `workaround` (stand-ins for fixes of real bugs found); `violation`, `check_raft`, `check_durable`, `check_image`,
 //! `liveness` (the checkers); `describe` (trace text); `config`, `world`, `runner` (running).
 
 pub mod broker;
+pub mod check_durable;
 pub mod check_image;
 pub mod check_raft;
 pub mod config;

@@ -26,6 +26,10 @@ struct Args {
     /// Simulated seconds per run.
     #[arg(long, default_value_t = 60)]
     sim_seconds: u64,
+    /// Faults stop this many simulated seconds before the end (at most half the run); liveness
+    /// is judged at the end.
+    #[arg(long, default_value_t = 15)]
+    quiet_seconds: u64,
     /// Stop at the first violation instead of running every seed.
     #[arg(long)]
     stop_at_first: bool,
@@ -40,6 +44,9 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // A panic in the code under test is caught and reported as a `panic` violation with its
+    // message; the default hook would only add noise (and a backtrace per seed).
+    std::panic::set_hook(Box::new(|_| {}));
     let mut workarounds = Vec::new();
     for w in &args.workaround {
         if w == "all" {
@@ -61,7 +68,7 @@ fn main() -> ExitCode {
         ..SimConfig::new(0)
     };
     let base = SimConfig {
-        quiet_ms: base.quiet_ms.min(base.sim_ms / 2),
+        quiet_ms: (args.quiet_seconds * 1000).min(base.sim_ms / 2),
         ..base
     };
     let (seeds, verbose): (Vec<u64>, bool) = match args.seed {

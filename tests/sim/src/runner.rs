@@ -12,9 +12,10 @@ use crate::world::RunReport;
 /// The command that replays `config`'s seed with a full trace.
 pub fn replay_command(config: &SimConfig) -> String {
     let mut cmd = format!(
-        "cargo run --release -p spool-sim -- --seed {} --sim-seconds {}",
+        "cargo run --release -p spool-sim -- --seed {} --sim-seconds {} --quiet-seconds {}",
         config.seed,
-        config.sim_ms / 1000
+        config.sim_ms / 1000,
+        config.quiet_ms / 1000
     );
     if let Some(bug) = config.planted {
         cmd.push_str(&format!(" --planted-bug {bug}"));

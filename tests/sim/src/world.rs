@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use spool_raft::RaftConfig;
 
 use crate::broker::SimBroker;
+use crate::check_durable::DurableChecks;
 use crate::check_image::ImageChecks;
 use crate::check_raft::RaftChecks;
 use crate::config::SimConfig;
@@ -29,7 +30,7 @@ use crate::node::{Life, NodeConfig, SimNode};
 use crate::out::Out;
 use crate::rng::SimRng;
 use crate::trace::Trace;
-use crate::violation::{Violation, DRIVER_ERROR};
+use crate::violation::{Violation, DRIVER_ERROR, PANIC};
 use crate::workaround::Workaround;
 
 /// [`Workaround::ReliableSnapshots`]' retry interval.
@@ -82,6 +83,7 @@ pub struct World {
     faults: u64,
     trace: Trace,
     raft_checks: RaftChecks,
+    durable_checks: DurableChecks,
     image_checks: ImageChecks,
     /// [`Workaround::ReliableSnapshots`]: the highest index each `(leader, follower)` link saw
     /// acknowledged.
@@ -130,6 +132,7 @@ impl World {
             faults_active: true,
             faults: 0,
             raft_checks: RaftChecks::default(),
+            durable_checks: DurableChecks::default(),
             image_checks: ImageChecks::default(),
             snapshot_acks: BTreeMap::new(),
             config,
@@ -184,8 +187,14 @@ impl World {
                 break;
             }
             self.now_ms = at_ms;
-            let out = self.dispatch(event);
-            violation = self.absorb(out).err();
+            // A panic inside the code under test (raft-rs asserts its own invariants, e.g. a
+            // commit index past a follower's log) is a finding like any violation.
+            let dispatched =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.dispatch(event)));
+            violation = match dispatched {
+                Ok(out) => self.absorb(out).err(),
+                Err(payload) => Some(Violation::new(PANIC, panic_text(payload.as_ref()))),
+            };
         }
         if violation.is_none() {
             self.now_ms = self.config.sim_ms;
@@ -422,7 +431,17 @@ impl World {
         if let Some(e) = out.errors.first() {
             return Err(Violation::new(DRIVER_ERROR, e.clone()));
         }
+        // Restarts first: what a node sends after restarting is not what it promised before.
+        for id in &out.started {
+            if let Some(r) = self.nodes[(id - 1) as usize].raft() {
+                self.raft_checks.on_start(*id, r);
+                self.durable_checks.on_start(*id, r)?;
+            }
+        }
         for env in out.sends {
+            if let (Endpoint::Node(from), Payload::Raft(m)) = (env.from, &env.payload) {
+                self.durable_checks.on_sent(from, m);
+            }
             self.send(env);
         }
         for s in out.syncs {
@@ -450,11 +469,6 @@ impl World {
                     .push(back_at, Event::Fault(Fault::Restart { node: s.node }));
             }
         }
-        for id in &out.started {
-            if let Some(r) = self.nodes[(id - 1) as usize].raft() {
-                self.raft_checks.on_start(*id, r);
-            }
-        }
         for o in &out.observed {
             self.raft_checks.observe(o)?;
         }
@@ -466,4 +480,12 @@ impl World {
         }
         Ok(())
     }
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
