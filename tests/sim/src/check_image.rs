@@ -14,6 +14,7 @@
 //! - `isr-subset-of-replicas-and-holds-leader`: the ISR is non-empty, within the replicas, and
 //!   holds the leader when there is one;
 //! - `no-fenced-leader`: a partition's leader is a registered, unfenced broker.
+//!
 //! Never does: change a node.
 
 use std::collections::{BTreeMap, HashMap};

@@ -12,6 +12,7 @@
 //!   index) agrees with the cluster's committed history — so nothing once committed anywhere is
 //!   replaced, on that node or another, across crashes and restarts;
 //! - `leader-completeness`: a node leading a term holds every entry committed before it.
+//!
 //! Never does: change a node, or read anything but its public accessors and what the driver
 //! reports it wrote.
 

@@ -16,6 +16,7 @@
 //! - [`SimDisk::recover`] bumps the incarnation durably (as `RaftDisk::open` does) and returns
 //!   the [`RecoveredState`] `MetadataRaft::new` takes, or the corruption `RaftDisk::open` would
 //!   refuse to start with.
+//!
 //! Never does: decide when to write or sync (the driver, [`crate::node`], does), or touch a real
 //! file.
 
