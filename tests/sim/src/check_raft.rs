@@ -11,7 +11,8 @@
 //! - `committed-never-lost`: every node's committed prefix (entries at or below its commit
 //!   index) agrees with the cluster's committed history — so nothing once committed anywhere is
 //!   replaced, on that node or another, across crashes and restarts;
-//! - `leader-completeness`: a node leading a term holds every entry committed before it.
+//! - `leader-completeness`: a node leading term L holds every entry committed in a term
+//!   before L.
 //!
 //! Never does: change a node, or read anything but its public accessors and what the driver
 //! reports it wrote.
@@ -57,6 +58,9 @@ pub struct RaftChecks {
     /// `history[i]` is `(term, hash)` of committed index `i + 1`; `None` where no node that
     /// committed it still held the entry (it was inside a snapshot).
     history: Vec<Option<(u64, u64)>>,
+    /// `commit_terms[i]`: an upper bound on the term in which index `i + 1` was committed (the
+    /// term of the first node seen committing it, at that moment).
+    commit_terms: Vec<u64>,
     shadows: BTreeMap<u64, Shadow>,
 }
 
@@ -151,9 +155,13 @@ impl RaftChecks {
             let slot = (index - 1) as usize;
             if self.history.len() <= slot {
                 self.history.resize(slot + 1, None);
+                self.commit_terms.resize(slot + 1, u64::MAX);
             }
             match self.history[slot] {
-                None => self.history[slot] = Some(mine),
+                None => {
+                    self.history[slot] = Some(mine);
+                    self.commit_terms[slot] = term;
+                }
                 Some(h) if h == mine => {}
                 Some((t, _)) => {
                     return Err(Violation::new(
@@ -171,7 +179,9 @@ impl RaftChecks {
             s.led_term = term;
             for (i, h) in self.history.iter().enumerate() {
                 let index = i as u64 + 1;
-                if index <= s.floor {
+                // Raft promises an entry committed in term T to leaders of terms after T only: a
+                // stale candidate may still win an older term once the entry has committed.
+                if index <= s.floor || self.commit_terms[i] >= term {
                     continue;
                 }
                 if let Some(h) = h {
