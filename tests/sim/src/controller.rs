@@ -1,0 +1,422 @@
+//! [`ControllerService`]: the controller's request handling on one simulated node — the same
+//! decisions `spool_raft::Controller` and the broker's `controller.rs` / `controller_calls.rs`
+//! make, over the node's real [`MetadataRaft`].
+//!
+//! Owns: the active controller's broker sessions (spool-core [`BrokerSessions`], made when the
+//! node is found leading, dropped when it is not, with the broker's activation grace), the
+//! seeded topic-id stream (as `Controller` seeds it: run seed, node id, incarnation), and the
+//! requests waiting for their proposal to commit.
+//! Promises: every request is answered at most once — at once when refused or when nothing needs
+//! writing, else when the proposal it waits for commits (with its outcome) or is abandoned
+//! (NOT_CONTROLLER); requests go through the real `validate` / `failover` functions against
+//! `latest_image()`, exactly as the production controller calls them.
+//! Never does: drive raft (that is [`crate::node`]), read a clock (time is `now_ms`), or answer
+//! for a node that is not leading (NOT_CONTROLLER with a leader hint).
+
+use std::collections::BTreeMap;
+
+use spool_core::liveness::{BrokerSessions, BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT};
+use spool_core::topic_config::TopicDefaults;
+use spool_protocol::ErrorCode;
+use spool_raft::failover::{fence_brokers_records, heartbeat_records, liveness_brokers};
+use spool_raft::id_source::STREAM_TOPIC_IDS;
+use spool_raft::validate::{
+    validate_create_topic, validate_delete_topic, validate_register_broker, CreateTopicPolicy,
+    CreateTopicRequest, HeartbeatRequest, RegisterBrokerRequest,
+};
+use spool_raft::{Committed, IdSource, MetadataRaft, ProposalId, Refusal, TopicId};
+
+use crate::message::{Endpoint, Envelope, Payload};
+use crate::out::Out;
+
+/// The broker's `ACTIVATION_GRACE_HEARTBEATS` (broker/src/controller.rs).
+pub const ACTIVATION_GRACE_HEARTBEATS: u64 = 3;
+
+#[derive(Debug, Clone)]
+enum Waiter {
+    Register {
+        to: Endpoint,
+        broker_id: i32,
+    },
+    Heartbeat {
+        to: Endpoint,
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    Admin {
+        to: Endpoint,
+        request_id: u64,
+    },
+}
+
+pub struct ControllerService {
+    me: Endpoint,
+    topic_ids: IdSource,
+    sessions: Option<BrokerSessions>,
+    session_timeout_ms: u64,
+    waiting: BTreeMap<ProposalId, Waiter>,
+    policy: CreateTopicPolicy,
+    /// [`crate::Workaround::FenceBeforeReregister`]: fence the old incarnation first.
+    fence_before_reregister: bool,
+    /// [`crate::Workaround::LeaderWaitsForOwnTerm`].
+    wait_for_own_term: bool,
+}
+
+impl ControllerService {
+    pub fn new(
+        node_id: u64,
+        seed: u64,
+        incarnation: u64,
+        session_timeout_ms: u64,
+        fence_before_reregister: bool,
+        wait_for_own_term: bool,
+    ) -> Self {
+        ControllerService {
+            me: Endpoint::Node(node_id),
+            topic_ids: IdSource::new(seed, &[STREAM_TOPIC_IDS, node_id, incarnation]),
+            sessions: None,
+            session_timeout_ms,
+            waiting: BTreeMap::new(),
+            policy: CreateTopicPolicy::default(),
+            fence_before_reregister,
+            wait_for_own_term,
+        }
+    }
+
+    /// One broker or client request.
+    pub fn handle(&mut self, raft: &mut MetadataRaft, env: Envelope, now_ms: u64, out: &mut Out) {
+        let from = env.from;
+        match env.payload {
+            Payload::Register {
+                broker_id,
+                incarnation_id,
+            } => {
+                let request = RegisterBrokerRequest {
+                    broker_id,
+                    incarnation_id,
+                    listeners: Vec::new(),
+                    rack: None,
+                };
+                let fence_first = self.fence_before_reregister;
+                let proposed = require_leader(raft, self.wait_for_own_term).and_then(|()| {
+                    if fence_first && raft.latest_image().broker(broker_id).is_some() {
+                        let fence = fence_brokers_records(
+                            raft.latest_image(),
+                            &[broker_id],
+                            &TopicDefaults::default(),
+                        )?;
+                        for r in fence.records {
+                            raft.propose(r)?;
+                        }
+                    }
+                    let record = validate_register_broker(raft.latest_image(), &request)?;
+                    raft.propose(record)
+                });
+                match proposed {
+                    Ok(id) => {
+                        self.waiting.insert(
+                            id,
+                            Waiter::Register {
+                                to: from,
+                                broker_id,
+                            },
+                        );
+                    }
+                    Err(r) => self.answer_register(raft, from, r.code, -1, out),
+                }
+            }
+            Payload::Heartbeat(request) => self.heartbeat(raft, from, request, now_ms, out),
+            Payload::CreateTopic {
+                request_id,
+                name,
+                partitions,
+                replication_factor,
+            } => {
+                let proposed = require_leader(raft, self.wait_for_own_term).and_then(|()| {
+                    let request = CreateTopicRequest {
+                        name,
+                        num_partitions: partitions,
+                        replication_factor,
+                        configs: Vec::new(),
+                    };
+                    let topic_id = self.new_topic_id(raft);
+                    let record = validate_create_topic(
+                        raft.latest_image(),
+                        &request,
+                        topic_id,
+                        &self.policy,
+                    )?;
+                    raft.propose(record)
+                });
+                self.admin_proposed(raft, from, request_id, proposed, out);
+            }
+            Payload::DeleteTopic { request_id, name } => {
+                let proposed = require_leader(raft, self.wait_for_own_term)
+                    .and_then(|()| validate_delete_topic(raft.latest_image(), &name))
+                    .and_then(|record| raft.propose(record));
+                self.admin_proposed(raft, from, request_id, proposed, out);
+            }
+            other => out.errors.push(format!(
+                "{} got an unexpected {}",
+                self.me,
+                other.describe()
+            )),
+        }
+    }
+
+    fn heartbeat(
+        &mut self,
+        raft: &mut MetadataRaft,
+        from: Endpoint,
+        request: HeartbeatRequest,
+        now_ms: u64,
+        out: &mut Out,
+    ) {
+        if let Some(sessions) = self.sessions.as_mut() {
+            sessions.on_heartbeat(request.broker_id, request.broker_epoch, now_ms);
+        }
+        let proposed = require_leader(raft, self.wait_for_own_term).and_then(|()| {
+            let caught_up = i64::try_from(raft.applied_index()).unwrap_or(i64::MAX);
+            let records = heartbeat_records(
+                raft.latest_image(),
+                &request,
+                caught_up,
+                &TopicDefaults::default(),
+            )?;
+            records
+                .records
+                .into_iter()
+                .map(|r| raft.propose(r))
+                .collect::<Result<Vec<_>, Refusal>>()
+        });
+        match proposed {
+            Ok(ids) => match ids.last() {
+                Some(last) => {
+                    self.waiting.insert(
+                        *last,
+                        Waiter::Heartbeat {
+                            to: from,
+                            broker_id: request.broker_id,
+                            broker_epoch: request.broker_epoch,
+                        },
+                    );
+                }
+                None => self.answer_heartbeat(
+                    raft,
+                    from,
+                    request.broker_id,
+                    request.broker_epoch,
+                    ErrorCode::None,
+                    out,
+                ),
+            },
+            Err(r) => self.answer_heartbeat(
+                raft,
+                from,
+                request.broker_id,
+                request.broker_epoch,
+                r.code,
+                out,
+            ),
+        }
+    }
+
+    fn admin_proposed(
+        &mut self,
+        raft: &MetadataRaft,
+        to: Endpoint,
+        request_id: u64,
+        proposed: Result<ProposalId, Refusal>,
+        out: &mut Out,
+    ) {
+        match proposed {
+            Ok(id) => {
+                self.waiting.insert(id, Waiter::Admin { to, request_id });
+            }
+            Err(r) => self.answer_admin(raft, to, request_id, r.code, out),
+        }
+    }
+
+    /// The next non-zero topic id of the seeded stream that no topic uses (`Controller`'s rule).
+    fn new_topic_id(&mut self, raft: &MetadataRaft) -> TopicId {
+        loop {
+            let id: TopicId = self.topic_ids.next_uuid();
+            if !id.is_zero() && raft.latest_image().topic_by_id(id).is_none() {
+                return id;
+            }
+        }
+    }
+
+    /// After a tick: on the leader, fence the brokers whose session expired (the broker's
+    /// `fence_expired`); elsewhere, drop the sessions.
+    pub fn fence_expired(&mut self, raft: &mut MetadataRaft, now_ms: u64, out: &mut Out) {
+        if !raft.is_leader() {
+            self.sessions = None;
+            return;
+        }
+        if self.wait_for_own_term && !applied_own_term(raft) {
+            return;
+        }
+        let timeout_ms = self.session_timeout_ms;
+        let grace_ms =
+            (BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT * ACTIVATION_GRACE_HEARTBEATS).min(timeout_ms);
+        let sessions = self.sessions.get_or_insert_with(|| {
+            BrokerSessions::new(now_ms.saturating_sub(timeout_ms - grace_ms))
+        });
+        let expired = sessions.expired(liveness_brokers(raft.latest_image()), now_ms, timeout_ms);
+        if expired.is_empty() {
+            return;
+        }
+        match fence_brokers_records(raft.latest_image(), &expired, &TopicDefaults::default()) {
+            Ok(records) => {
+                let n = records.records.len();
+                for r in records.records {
+                    if let Err(refusal) = raft.propose(r) {
+                        out.note(format!("{} fencing proposal refused: {refusal}", self.me));
+                        break;
+                    }
+                }
+                if n > 0 {
+                    out.note(format!("{} fences expired brokers {expired:?}", self.me));
+                }
+            }
+            Err(r) => out.note(format!("{} fencing {expired:?} refused: {r}", self.me)),
+        }
+    }
+
+    /// Answers the requests whose proposals committed or were abandoned.
+    pub fn settle(
+        &mut self,
+        raft: &MetadataRaft,
+        committed: &[Committed],
+        abandoned: &[ProposalId],
+        now_ms: u64,
+        out: &mut Out,
+    ) {
+        for c in committed {
+            let Some(waiter) = c.proposal.and_then(|id| self.waiting.remove(&id)) else {
+                continue;
+            };
+            let code = c.outcome.err().unwrap_or(ErrorCode::None);
+            self.answer(raft, waiter, code, now_ms, out);
+        }
+        for id in abandoned {
+            if let Some(waiter) = self.waiting.remove(id) {
+                self.answer(raft, waiter, ErrorCode::NotController, now_ms, out);
+            }
+        }
+    }
+
+    fn answer(
+        &mut self,
+        raft: &MetadataRaft,
+        waiter: Waiter,
+        code: ErrorCode,
+        now_ms: u64,
+        out: &mut Out,
+    ) {
+        match waiter {
+            Waiter::Register { to, broker_id } => {
+                let epoch = (code == ErrorCode::None)
+                    .then(|| raft.image().broker(broker_id).map(|b| b.broker_epoch))
+                    .flatten();
+                if let (Some(sessions), Some(e)) = (self.sessions.as_mut(), epoch) {
+                    sessions.on_register(broker_id, e, now_ms);
+                }
+                match epoch {
+                    Some(e) => self.answer_register(raft, to, ErrorCode::None, e, out),
+                    None if code == ErrorCode::None => {
+                        self.answer_register(raft, to, ErrorCode::NotController, -1, out)
+                    }
+                    None => self.answer_register(raft, to, code, -1, out),
+                }
+            }
+            Waiter::Heartbeat {
+                to,
+                broker_id,
+                broker_epoch,
+            } => self.answer_heartbeat(raft, to, broker_id, broker_epoch, code, out),
+            Waiter::Admin { to, request_id } => self.answer_admin(raft, to, request_id, code, out),
+        }
+    }
+
+    fn answer_register(
+        &self,
+        raft: &MetadataRaft,
+        to: Endpoint,
+        error: ErrorCode,
+        broker_epoch: i64,
+        out: &mut Out,
+    ) {
+        out.sends.push(Envelope::new(
+            self.me,
+            to,
+            Payload::RegisterAnswer {
+                error,
+                broker_epoch,
+                leader_hint: raft.leader_id(),
+            },
+        ));
+    }
+
+    fn answer_heartbeat(
+        &self,
+        raft: &MetadataRaft,
+        to: Endpoint,
+        broker_id: i32,
+        broker_epoch: i64,
+        error: ErrorCode,
+        out: &mut Out,
+    ) {
+        let fenced =
+            error != ErrorCode::None || raft.image().broker(broker_id).is_none_or(|b| b.fenced);
+        out.sends.push(Envelope::new(
+            self.me,
+            to,
+            Payload::HeartbeatAnswer {
+                broker_epoch,
+                error,
+                fenced,
+                metadata_offset: i64::try_from(raft.applied_index()).unwrap_or(i64::MAX),
+                leader_hint: raft.leader_id(),
+            },
+        ));
+    }
+
+    fn answer_admin(
+        &self,
+        raft: &MetadataRaft,
+        to: Endpoint,
+        request_id: u64,
+        error: ErrorCode,
+        out: &mut Out,
+    ) {
+        out.sends.push(Envelope::new(
+            self.me,
+            to,
+            Payload::AdminAnswer {
+                request_id,
+                error,
+                leader_hint: raft.leader_id(),
+            },
+        ));
+    }
+}
+
+/// Whether this leader has applied an entry of its own term, so its image holds every entry an
+/// earlier leader left in its log.
+fn applied_own_term(raft: &MetadataRaft) -> bool {
+    let applied = raft.applied_index();
+    raft::Storage::term(raft.log(), applied).is_ok_and(|t| t == raft.term())
+}
+
+fn require_leader(raft: &MetadataRaft, wait_for_own_term: bool) -> Result<(), Refusal> {
+    if raft.is_leader() && (!wait_for_own_term || applied_own_term(raft)) {
+        Ok(())
+    } else {
+        Err(Refusal::new(
+            ErrorCode::NotController,
+            format!("not the metadata leader (leader: {})", raft.leader_id()),
+        ))
+    }
+}

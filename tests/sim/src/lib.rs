@@ -1,0 +1,54 @@
+//! spool-sim: the deterministic simulator (issue #14, DESIGN §11) — the real controller core in
+//! a seeded world.
+//!
+//! Each run builds a [`world::World`] from a [`config::SimConfig`]: three controller nodes, each
+//! a real `spool_raft::MetadataRaft` (raft-rs `RawNode` + the metadata state machine) on a
+//! simulated disk with an fsync boundary ([`disk`]), driven like `spool_raft::Controller`
+//! drives it ([`node`]) and answering brokers and an admin client through the real `validate`
+//! and `failover` functions and spool-core's `BrokerSessions` ([`controller`]); brokers that
+//! register and heartbeat ([`broker`]); a topic workload ([`workload`]); a network with delay,
+//! loss, duplication, reordering and partitions ([`net`]); and a fault schedule ([`faults`]).
+//! After every event the checkers ([`check_raft`], [`check_durable`], [`check_image`]) look at every node; after
+//! the faults stop, [`liveness`] judges recovery. One `u64` seed drives everything through one
+//! [`rng::SimRng`], on the clock of one [`events::EventQueue`]; the [`trace::Trace`] hashes
+//! every event, so a seed replays exactly.
+//!
+//! Layout, one job per file: `rng`, `events`, `trace` (foundations); `message`, `net`, `disk`,
+//! `out` (the simulated world's parts); `controller`, `node`, `broker`, `workload` (the actors);
+//! `faults`, `planted` (what goes wrong); `workaround` (stand-ins for fixes of real bugs found); `violation`, `check_raft`, `check_durable`, `check_image`,
+//! `liveness` (the checkers); `describe` (trace text); `config`, `world`, `runner` (running).
+
+pub mod broker;
+pub mod check_durable;
+pub mod check_image;
+pub mod check_raft;
+pub mod config;
+pub mod controller;
+pub mod describe;
+pub mod disk;
+pub mod events;
+pub mod faults;
+pub mod liveness;
+pub mod message;
+pub mod net;
+pub mod node;
+pub mod out;
+pub mod planted;
+pub mod rng;
+pub mod runner;
+pub mod trace;
+pub mod violation;
+pub mod workaround;
+pub mod workload;
+pub mod world;
+
+pub use config::SimConfig;
+pub use planted::PlantedBug;
+pub use violation::Violation;
+pub use workaround::Workaround;
+pub use world::{RunReport, World};
+
+/// Runs one seed.
+pub fn run(config: SimConfig) -> RunReport {
+    World::new(config).run()
+}

@@ -1,0 +1,42 @@
+//! [`Violation`]: a broken invariant, named.
+//!
+//! Owns: the invariant names the checkers report (so tests and the CLI can match on them).
+//! Promises: `invariant` is one of the constants below; `detail` says which nodes, indexes,
+//! terms or partitions disagree.
+//! Never does: check anything.
+
+pub const ELECTION_SAFETY: &str = "election-safety";
+pub const LOG_MATCHING: &str = "log-matching";
+pub const COMMITTED_NEVER_LOST: &str = "committed-never-lost";
+pub const LEADER_COMPLETENESS: &str = "leader-completeness";
+pub const ACKNOWLEDGED_IS_DURABLE: &str = "acknowledged-is-durable";
+pub const IMAGE_AGREES: &str = "applied-image-agrees";
+pub const EPOCHS_MONOTONIC: &str = "epochs-monotonic";
+pub const ONE_LEADER_PER_EPOCH: &str = "one-leader-per-leader-epoch";
+pub const ISR_SUBSET: &str = "isr-subset-of-replicas-and-holds-leader";
+pub const FENCED_LEADS_NOTHING: &str = "no-fenced-leader";
+pub const DRIVER_ERROR: &str = "driver-error";
+/// The code under test panicked (raft-rs asserts some of its invariants itself).
+pub const PANIC: &str = "panic";
+pub const LIVENESS: &str = "liveness";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+impl Violation {
+    pub fn new(invariant: &'static str, detail: impl Into<String>) -> Self {
+        Violation {
+            invariant,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.detail)
+    }
+}

@@ -1,0 +1,491 @@
+//! [`World`]: one seeded run — the nodes, brokers and client, the network, the clock, the
+//! faults and the checkers, and the loop that ties them together.
+//!
+//! Owns: the event loop (pop the earliest event, advance the clock to it, dispatch it, send and
+//! schedule what it produced, run every safety check), turning fsync requests into completions
+//! (and sometimes into a power loss mid-fsync), applying faults, and stopping them at
+//! `faults_end_ms` (heal, calm links, resume and restart everything).
+//! Promises: the run is a function of the [`SimConfig`] alone — every draw comes from one
+//! [`SimRng`] seeded with `config.seed`, in event order; the clock is the event queue's; every
+//! event is traced (and so hashed). The first violation stops the run.
+//! Never does: read real time or OS entropy.
+
+use std::collections::BTreeMap;
+
+use spool_raft::RaftConfig;
+
+use crate::broker::SimBroker;
+use crate::check_durable::DurableChecks;
+use crate::check_image::ImageChecks;
+use crate::check_raft::RaftChecks;
+use crate::config::SimConfig;
+use crate::events::EventQueue;
+use crate::faults::{plan, Fault, FaultProfile};
+use crate::liveness;
+use raft::eraftpb::MessageType;
+
+use crate::message::{Endpoint, Envelope, Payload};
+use crate::net::{Fate, Network};
+use crate::node::{Life, NodeConfig, SimNode};
+use crate::out::Out;
+use crate::rng::SimRng;
+use crate::trace::Trace;
+use crate::violation::{Violation, DRIVER_ERROR, PANIC};
+use crate::workaround::Workaround;
+
+/// [`Workaround::ReliableSnapshots`]' retry interval.
+const SNAPSHOT_RESEND_MS: u64 = 300;
+
+/// The admin client starts nothing new this long before the run ends.
+const WORKLOAD_SILENT_BEFORE_END_MS: u64 = 3_000;
+
+enum Event {
+    Deliver(Envelope),
+    /// [`Workaround::ReliableSnapshots`]: send this `MsgSnapshot` again.
+    Resend(Envelope),
+    NodeTick(u64),
+    SyncDone {
+        node: u64,
+        token: u64,
+    },
+    BrokerTick(i32),
+    ClientTick,
+    Fault(Fault),
+    FaultsEnd,
+}
+
+/// What one run found.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub seed: u64,
+    pub violation: Option<(u64, Violation)>,
+    pub trace_hash: u64,
+    pub events: u64,
+    /// Simulated time covered (less than `sim_ms` when a violation stopped the run).
+    pub sim_ms: u64,
+    /// The last trace lines (for a violation report).
+    pub tail: Vec<String>,
+    pub commits_max: u64,
+    pub faults: u64,
+}
+
+pub struct World {
+    config: SimConfig,
+    rng: SimRng,
+    now_ms: u64,
+    queue: EventQueue<Event>,
+    net: Network,
+    nodes: Vec<SimNode>,
+    brokers: Vec<SimBroker>,
+    client: crate::workload::AdminClient,
+    profile: FaultProfile,
+    faults_active: bool,
+    faults: u64,
+    trace: Trace,
+    raft_checks: RaftChecks,
+    durable_checks: DurableChecks,
+    image_checks: ImageChecks,
+    /// [`Workaround::ReliableSnapshots`]: the highest index each `(leader, follower)` link saw
+    /// acknowledged.
+    snapshot_acks: BTreeMap<(u64, u64), u64>,
+}
+
+impl World {
+    pub fn new(config: SimConfig) -> Self {
+        let mut rng = SimRng::new(config.seed);
+        let voters: Vec<u64> = (1..=config.nodes).collect();
+        let nodes = voters
+            .iter()
+            .map(|&node_id| {
+                SimNode::new(NodeConfig {
+                    raft: RaftConfig {
+                        node_id,
+                        initial_voters: voters.clone(),
+                        initial_learners: Vec::new(),
+                        election_ticks: config.election_ticks,
+                        heartbeat_ticks: config.heartbeat_ticks,
+                        snapshot_every_entries: config.snapshot_every_entries,
+                        seed: config.seed,
+                    },
+                    tick_interval_ms: config.tick_interval_ms,
+                    session_timeout_ms: config.session_timeout_ms,
+                    planted: config.planted,
+                    fence_before_reregister: config.has(Workaround::FenceBeforeReregister),
+                    wait_for_own_term: config.has(Workaround::LeaderWaitsForOwnTerm),
+                })
+            })
+            .collect();
+        let brokers = (1..=config.brokers)
+            .map(|id| SimBroker::new(id, config.nodes))
+            .collect();
+        let profile = FaultProfile::draw(&mut rng);
+        let mut world = World {
+            trace: Trace::new(config.verbose),
+            client: crate::workload::AdminClient::new(config.nodes),
+            rng,
+            now_ms: 0,
+            queue: EventQueue::default(),
+            net: Network::default(),
+            nodes,
+            brokers,
+            profile,
+            faults_active: true,
+            faults: 0,
+            raft_checks: RaftChecks::default(),
+            durable_checks: DurableChecks::default(),
+            image_checks: ImageChecks::default(),
+            snapshot_acks: BTreeMap::new(),
+            config,
+        };
+        world.schedule_start();
+        world
+    }
+
+    fn schedule_start(&mut self) {
+        let c = &self.config;
+        for id in 1..=c.nodes {
+            let offset = self.rng.below(c.tick_interval_ms);
+            self.queue.push(offset, Event::NodeTick(id));
+        }
+        for id in 1..=c.brokers {
+            let offset = self.rng.range(0, 500);
+            self.queue.push(offset, Event::BrokerTick(id));
+        }
+        let first_client_ms = self.rng.range(500, 1500);
+        self.queue.push(first_client_ms, Event::ClientTick);
+        let faults = plan(
+            &mut self.rng,
+            &self.profile,
+            c.nodes,
+            c.brokers,
+            c.faults_end_ms(),
+        );
+        for (at, f) in faults {
+            self.queue.push(at, Event::Fault(f));
+        }
+        self.queue.push(c.faults_end_ms(), Event::FaultsEnd);
+    }
+
+    /// Runs to the end (or the first violation).
+    pub fn run(mut self) -> RunReport {
+        let profile = format!("{:?}", self.profile);
+        self.trace
+            .record(0, &format!("seed {} profile {profile}", self.config.seed));
+        let mut out = Out::default();
+        for i in 0..self.nodes.len() {
+            self.nodes[i].start(0, &mut out);
+        }
+        for b in &mut self.brokers {
+            b.start();
+        }
+        let mut violation = self.absorb(out).err();
+        while violation.is_none() {
+            let Some((at_ms, event)) = self.queue.pop() else {
+                break;
+            };
+            if at_ms > self.config.sim_ms {
+                break;
+            }
+            self.now_ms = at_ms;
+            // A panic inside the code under test (raft-rs asserts its own invariants, e.g. a
+            // commit index past a follower's log) is a finding like any violation.
+            let dispatched =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.dispatch(event)));
+            violation = match dispatched {
+                Ok(out) => self.absorb(out).err(),
+                Err(payload) => Some(Violation::new(PANIC, panic_text(payload.as_ref()))),
+            };
+        }
+        if violation.is_none() {
+            self.now_ms = self.config.sim_ms;
+            violation = liveness::check(&self.nodes, &self.brokers, self.config.quiet_ms).err();
+        }
+        if let Some(v) = &violation {
+            self.trace.record(self.now_ms, &format!("VIOLATION {v}"));
+        }
+        let commits_max = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.raft().map(|r| r.applied_index()))
+            .max()
+            .unwrap_or(0);
+        RunReport {
+            seed: self.config.seed,
+            violation: violation.map(|v| (self.now_ms, v)),
+            trace_hash: self.trace.hash(),
+            events: self.trace.events(),
+            sim_ms: self.now_ms,
+            tail: self.trace.tail().map(str::to_owned).collect(),
+            commits_max,
+            faults: self.faults,
+        }
+    }
+
+    fn node(&mut self, id: u64) -> &mut SimNode {
+        &mut self.nodes[(id - 1) as usize]
+    }
+
+    fn dispatch(&mut self, event: Event) -> Out {
+        let now = self.now_ms;
+        let mut out = Out::default();
+        match event {
+            Event::Resend(env) => {
+                if self.snapshot_still_unacknowledged(&env) {
+                    self.trace
+                        .record(now, &format!("resend {}", env.describe()));
+                    self.send(env);
+                }
+            }
+            Event::Deliver(env) => {
+                self.note_snapshot_ack(&env);
+                if self.net.is_cut(env.from, env.to) {
+                    self.trace
+                        .record(now, &format!("cut in flight {}", env.describe()));
+                    return out;
+                }
+                self.trace.record(now, &format!("recv {}", env.describe()));
+                match env.to {
+                    Endpoint::Node(id) => self.node(id).deliver(env, now, &mut out),
+                    Endpoint::Broker(id) => self.brokers[(id - 1) as usize].on_answer(&env.payload),
+                    Endpoint::Client => self.client.on_answer(&env.payload),
+                }
+            }
+            Event::NodeTick(id) => {
+                self.node(id).tick(now, &mut out);
+                self.queue
+                    .push(now + self.config.tick_interval_ms, Event::NodeTick(id));
+            }
+            Event::SyncDone { node, token } => {
+                self.trace
+                    .record(now, &format!("n{node} fsync {token} done"));
+                self.node(node).sync_done(token, now, &mut out);
+            }
+            Event::BrokerTick(id) => {
+                if let Some(env) = self.brokers[(id - 1) as usize].tick(now) {
+                    out.sends.push(env);
+                }
+                let next = now + self.config.broker_heartbeat_interval_ms;
+                self.queue.push(next, Event::BrokerTick(id));
+            }
+            Event::ClientTick => {
+                // The workload falls silent for the last seconds, so the liveness check at the
+                // end does not catch a commit in flight.
+                let silent = now + WORKLOAD_SILENT_BEFORE_END_MS >= self.config.sim_ms;
+                if silent {
+                    return out;
+                }
+                if let Some(env) = self.client.tick(&mut self.rng, now) {
+                    out.sends.push(env);
+                }
+                let next = now + self.rng.range(200, 1000);
+                self.queue.push(next, Event::ClientTick);
+            }
+            Event::Fault(f) => self.inject(f, &mut out),
+            Event::FaultsEnd => {
+                self.trace
+                    .record(now, "faults end: heal, calm, resume and restart everything");
+                self.faults_active = false;
+                self.net.heal();
+                self.net.calm();
+                for i in 0..self.nodes.len() {
+                    match self.nodes[i].life() {
+                        Life::Paused => self.nodes[i].resume(now, &mut out),
+                        Life::Down => self.nodes[i].start(now, &mut out),
+                        Life::Up => {}
+                    }
+                }
+                for b in &mut self.brokers {
+                    if !b.is_up() {
+                        b.start();
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn inject(&mut self, fault: Fault, out: &mut Out) {
+        let now = self.now_ms;
+        self.trace
+            .record(now, &format!("fault {}", fault.describe()));
+        self.faults += 1;
+        match fault {
+            Fault::Crash {
+                node,
+                lose_unsynced,
+            } => {
+                let n = &mut self.nodes[(node - 1) as usize];
+                n.crash(lose_unsynced, &mut self.rng, out);
+            }
+            Fault::Restart { node } => {
+                if self.node(node).life() == Life::Down {
+                    self.node(node).start(now, out);
+                }
+            }
+            Fault::Pause { node } => self.node(node).pause(out),
+            Fault::Resume { node } => self.node(node).resume(now, out),
+            Fault::Isolate { node } => {
+                let me = Endpoint::Node(node);
+                let others: Vec<Endpoint> = (1..=self.config.nodes)
+                    .filter(|&n| n != node)
+                    .map(Endpoint::Node)
+                    .chain((1..=self.config.brokers).map(Endpoint::Broker))
+                    .chain([Endpoint::Client])
+                    .collect();
+                for o in others {
+                    self.net.cut_both_ways(me, o);
+                }
+            }
+            Fault::CutOneWay { from, to } => self.net.cut_one_way(from, to),
+            Fault::Heal => self.net.heal(),
+            Fault::NetChaos(f) => self.net.set_faults(f),
+            Fault::NetCalm => self.net.calm(),
+            Fault::BrokerCrash { broker } => self.brokers[(broker - 1) as usize].crash(),
+            Fault::BrokerRestart { broker } => {
+                let b = &mut self.brokers[(broker - 1) as usize];
+                if !b.is_up() {
+                    b.start();
+                }
+            }
+        }
+    }
+
+    /// Whether `env` is a snapshot the transport retries until it arrives.
+    fn reliable(&self, env: &Envelope) -> bool {
+        self.config.has(Workaround::ReliableSnapshots)
+            && matches!(&env.payload, Payload::Raft(m) if m.get_msg_type() == MessageType::MsgSnapshot)
+    }
+
+    /// Whether the sender of this `MsgSnapshot` still runs, leads the term it sent it in, and
+    /// has not heard the follower acknowledge the snapshot's index.
+    fn snapshot_still_unacknowledged(&mut self, env: &Envelope) -> bool {
+        let (Endpoint::Node(from), Endpoint::Node(to), Payload::Raft(m)) =
+            (env.from, env.to, &env.payload)
+        else {
+            return false;
+        };
+        let index = m.get_snapshot().get_metadata().index;
+        let leading = self
+            .node(from)
+            .raft()
+            .is_some_and(|r| r.is_leader() && r.term() == m.term);
+        leading
+            && self
+                .snapshot_acks
+                .get(&(from, to))
+                .is_none_or(|a| *a < index)
+    }
+
+    /// Records a follower's acknowledgement that a resent snapshot may stop.
+    fn note_snapshot_ack(&mut self, env: &Envelope) {
+        if !self.config.has(Workaround::ReliableSnapshots) {
+            return;
+        }
+        if let (Endpoint::Node(from), Endpoint::Node(to), Payload::Raft(m)) =
+            (env.from, env.to, &env.payload)
+        {
+            if m.get_msg_type() == MessageType::MsgAppendResponse && !m.reject {
+                let acked = self.snapshot_acks.entry((to, from)).or_insert(0);
+                *acked = (*acked).max(m.index);
+            }
+        }
+    }
+
+    fn send(&mut self, env: Envelope) {
+        let now = self.now_ms;
+        if self.reliable(&env) {
+            // Delivered once without link faults unless the link is cut; resent until the
+            // follower acknowledges a log at or past the snapshot.
+            if !self.net.is_cut(env.from, env.to) {
+                let f = self.net.faults();
+                let at = now
+                    + self
+                        .rng
+                        .range(f.delay_ms_min, f.delay_ms_max.max(f.delay_ms_min));
+                self.queue.push(at, Event::Deliver(env.clone()));
+            }
+            self.queue
+                .push(now + SNAPSHOT_RESEND_MS, Event::Resend(env));
+            return;
+        }
+        match self.net.send(&mut self.rng, now, &env) {
+            Fate::Cut => self.trace.record(now, &format!("cut {}", env.describe())),
+            Fate::Lost => self.trace.record(now, &format!("lost {}", env.describe())),
+            Fate::Deliver(times) => {
+                if times.len() > 1 {
+                    self.trace.record(now, &format!("dup {}", env.describe()));
+                }
+                for at in times {
+                    self.queue.push(at, Event::Deliver(env.clone()));
+                }
+            }
+        }
+    }
+
+    /// Traces, sends and schedules what a step produced, then runs the safety checks.
+    fn absorb(&mut self, out: Out) -> Result<(), Violation> {
+        let now = self.now_ms;
+        for note in &out.notes {
+            self.trace.record(now, note);
+        }
+        if let Some(e) = out.errors.first() {
+            return Err(Violation::new(DRIVER_ERROR, e.clone()));
+        }
+        // Restarts first: what a node sends after restarting is not what it promised before.
+        for id in &out.started {
+            if let Some(r) = self.nodes[(id - 1) as usize].raft() {
+                self.raft_checks.on_start(*id, r);
+                self.durable_checks.on_start(*id, r)?;
+            }
+        }
+        for env in out.sends {
+            if let (Endpoint::Node(from), Payload::Raft(m)) = (env.from, &env.payload) {
+                self.durable_checks.on_sent(from, m);
+            }
+            self.send(env);
+        }
+        for s in out.syncs {
+            let latency_ms = self
+                .rng
+                .range(self.config.fsync_ms_min, self.config.fsync_ms_max);
+            self.queue.push(
+                now + latency_ms,
+                Event::SyncDone {
+                    node: s.node,
+                    token: s.token,
+                },
+            );
+            if self.faults_active && self.rng.chance(self.profile.fsync_crash_chance) {
+                let crash_at = (now + self.rng.below(latency_ms)).min(self.config.faults_end_ms());
+                let back_at = crash_at + self.rng.range(10, 2000);
+                self.queue.push(
+                    crash_at,
+                    Event::Fault(Fault::Crash {
+                        node: s.node,
+                        lose_unsynced: true,
+                    }),
+                );
+                self.queue
+                    .push(back_at, Event::Fault(Fault::Restart { node: s.node }));
+            }
+        }
+        for o in &out.observed {
+            self.raft_checks.observe(o)?;
+        }
+        for n in &self.nodes {
+            if let Some(r) = n.raft() {
+                self.raft_checks.check_node(n.id(), r)?;
+                self.image_checks.check_node(n.id(), n.starts(), r)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
