@@ -91,11 +91,18 @@ impl ControllerService {
                 broker_id,
                 incarnation_id,
             } => {
+                // As the broker's controller does: whether the id's current registration still
+                // has a live session decides whether another incarnation may take it over.
+                let registered_session_live = self.sessions.as_ref().is_some_and(|s| {
+                    now_ms.saturating_sub(s.last_contact_ms(broker_id)) < self.session_timeout_ms
+                });
                 let request = RegisterBrokerRequest {
                     broker_id,
                     incarnation_id,
                     listeners: Vec::new(),
                     rack: None,
+                    cluster_id: None,
+                    registered_session_live,
                 };
                 let fence_first = self.fence_before_reregister;
                 let proposed = require_leader(raft, self.wait_for_own_term).and_then(|()| {

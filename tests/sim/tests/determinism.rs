@@ -24,9 +24,9 @@ fn a_seed_run_twice_gives_the_same_trace_hash_and_other_seeds_differ() {
 
 #[test]
 fn a_violating_seed_replays_to_the_same_violation() {
-    // Without workarounds, the re-registration bug shows within a few seeds (see workaround.rs).
+    // A planted bug shows within a few seeds (tests/planted.rs).
     let base = SimConfig {
-        workarounds: Vec::new(),
+        planted: Some(spool_sim::PlantedBug::SkipFsync),
         ..config(0)
     };
     let found = spool_sim::runner::find_bug(&base, 0, 40).expect("a violation in 40 seeds");
