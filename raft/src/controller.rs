@@ -78,15 +78,18 @@ use spool_protocol::ErrorCode;
 use thiserror::Error;
 
 use crate::disk::{DiskError, RaftDisk};
-use crate::failover::{fence_brokers_records, heartbeat_records, FailoverRecords};
+use crate::failover::{
+    fence_brokers_records, heartbeat_records, reconcile_records, register_broker_records,
+    FailoverRecords,
+};
 use crate::id_source::{IdSource, STREAM_TOPIC_IDS};
 use crate::image::{MetadataImage, TopicId};
 use crate::node::{Committed, MetadataRaft, NodeError, RaftConfig};
 use crate::proposal::ProposalId;
 use crate::validate::{
     validate_allocate_producer_ids, validate_create_topic, validate_delete_topic,
-    validate_heartbeat, validate_register_broker, CreateTopicPolicy, CreateTopicRequest,
-    HeartbeatRequest, Refusal, RegisterBrokerRequest,
+    validate_heartbeat, CreateTopicPolicy, CreateTopicRequest, HeartbeatRequest, Refusal,
+    RegisterBrokerRequest,
 };
 
 /// Everything the controller needs to start.
@@ -291,7 +294,7 @@ impl Controller {
     }
 
     fn require_leader(&self) -> Result<(), Refusal> {
-        if self.raft.is_leader() {
+        if self.raft.is_active_leader() {
             Ok(())
         } else {
             Err(Refusal::new(
@@ -344,13 +347,26 @@ impl Controller {
     }
 
     /// Validates and proposes a broker registration (the broker starts fenced).
+    ///
+    /// A broker id registering again while its current registration is unfenced (the same
+    /// incarnation whose answer was lost, or a restart the session rules let through) is first
+    /// fenced the usual way — its leaderships and ISR memberships move, then the fence — so no
+    /// reader ever sees a fenced (re-registered) broker leading. Returns the registration's
+    /// proposal, the last one.
     pub fn register_broker(
         &mut self,
         request: &RegisterBrokerRequest,
     ) -> Result<ProposalId, Refusal> {
         self.require_leader()?;
-        let record = validate_register_broker(self.raft.latest_image(), request)?;
-        self.raft.propose(record)
+        let out =
+            register_broker_records(self.raft.latest_image(), request, &TopicDefaults::default())?;
+        let ids = self.propose_failover(out)?;
+        ids.last().copied().ok_or_else(|| {
+            Refusal::new(
+                ErrorCode::UnknownServerError,
+                "a registration proposes a record",
+            )
+        })
     }
 
     /// Handles a broker heartbeat: `Ok(None)` when it changes nothing (nothing is written).
@@ -461,7 +477,28 @@ impl Controller {
             }
             Some(_) => {}
         }
+        self.reconcile_partitions();
         self.poll()
+    }
+
+    /// On the active controller, once per tick: proposes what [`reconcile_records`] says the
+    /// partitions need (nothing, nearly always). Against the latest image, so changes already
+    /// in flight are not proposed twice.
+    fn reconcile_partitions(&mut self) {
+        if !self.raft.is_active_leader() {
+            return;
+        }
+        let out = reconcile_records(self.raft.latest_image(), &TopicDefaults::default());
+        if out.records.is_empty() {
+            return;
+        }
+        tracing::info!(
+            changes = out.records.len(),
+            "partitions that need a leader or an ISR change: proposing them"
+        );
+        if let Err(r) = self.propose_failover(out) {
+            tracing::debug!("reconciling partitions: {r}");
+        }
     }
 
     /// On the leader of a quorum whose image has no cluster id yet (a fresh one, or a data
@@ -469,7 +506,7 @@ impl Controller {
     /// The speculative image carries it while in flight, so it is proposed once; if the
     /// proposal is lost with a leadership, the next leader proposes again.
     fn ensure_cluster_id(&mut self) {
-        if !self.raft.is_leader() || self.raft.latest_image().cluster_id().is_some() {
+        if !self.raft.is_active_leader() || self.raft.latest_image().cluster_id().is_some() {
             return;
         }
         let id = loop {
@@ -489,7 +526,7 @@ impl Controller {
     /// image and configuration: nothing is proposed twice, and a change lost with a leadership
     /// is proposed again by the next leader.
     fn ensure_learners(&mut self) {
-        if !self.config.brokers_learn || !self.raft.is_leader() {
+        if !self.config.brokers_learn || !self.raft.is_active_leader() {
             return;
         }
         let cs = self.raft.conf_state();
@@ -513,13 +550,18 @@ impl Controller {
 
     /// Persists and applies everything raft has ready, until it has nothing more.
     pub fn poll(&mut self) -> Result<Polled, ControllerError> {
-        self.ensure_cluster_id();
-        self.ensure_learners();
         let mut polled = Polled {
             messages: std::mem::take(&mut self.outbox),
             ..Default::default()
         };
-        while let Some(mut ready) = self.raft.ready() {
+        // What a leader writes on its own (the cluster id, learners) waits until it has applied
+        // an entry of its term, which can happen inside this very loop: ask again each round.
+        loop {
+            self.ensure_cluster_id();
+            self.ensure_learners();
+            let Some(mut ready) = self.raft.ready() else {
+                break;
+            };
             polled.messages.append(&mut ready.messages);
             self.disk
                 .persist_ready(ready.snapshot(), ready.entries(), ready.hard_state())?;

@@ -29,7 +29,9 @@ use spool_protocol::ErrorCode;
 
 use crate::image::{MetadataImage, PartitionState, TopicId, LEADER_UNCHANGED};
 use crate::records;
-use crate::validate::{validate_heartbeat, HeartbeatRequest, Refusal};
+use crate::validate::{
+    validate_heartbeat, validate_register_broker, HeartbeatRequest, Refusal, RegisterBrokerRequest,
+};
 
 /// What a failover decision wants written.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -160,6 +162,41 @@ pub fn heartbeat_records(
             malformed: Vec::new(),
         }),
     }
+}
+
+/// A broker registration as records: [`validate_register_broker`]'s record, preceded — when
+/// the id's current registration is unfenced (the same incarnation whose answer was lost, or a
+/// restart the session rules let through) — by the records that fence it the usual way, its
+/// leaderships and ISR memberships moved first, so no reader ever sees a re-registered (fenced)
+/// broker leading. The registration is the last record.
+pub fn register_broker_records(
+    image: &MetadataImage,
+    request: &RegisterBrokerRequest,
+    defaults: &TopicDefaults,
+) -> Result<FailoverRecords, Refusal> {
+    let registration = validate_register_broker(image, request)?;
+    let unfenced = image.broker(request.broker_id).is_some_and(|b| !b.fenced);
+    if !unfenced {
+        return Ok(FailoverRecords {
+            records: vec![registration],
+            malformed: Vec::new(),
+        });
+    }
+    let mut out = fence_brokers_records(image, &[request.broker_id], defaults)?;
+    // The registration applies after the fence as well as before it: it only needs a newer
+    // epoch than the registered one, which fencing leaves alone.
+    out.records.push(registration);
+    Ok(out)
+}
+
+/// The partition changes the image needs as it stands: leaders for partitions whose leader is
+/// fenced or missing, fenced brokers out of every ISR. Empty when every partition fits. The
+/// active controller runs this on its own (not only when a heartbeat or a fence changes
+/// something), so a decision lost with a leadership — an unfence committed without all of its
+/// elections — is made again.
+pub fn reconcile_records(image: &MetadataImage, defaults: &TopicDefaults) -> FailoverRecords {
+    let fenced = fenced_brokers(image, &BTreeSet::new(), None);
+    partition_changes(image, &fenced, defaults)
 }
 
 /// Brokers that may not lead or stay in an ISR: those the image has fenced, plus `also`, minus

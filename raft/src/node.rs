@@ -325,6 +325,22 @@ impl MetadataRaft {
         self.raw.raft.state == StateRole::Leader
     }
 
+    /// Leads and has applied an entry of its own term. A new leader's log may hold entries of
+    /// earlier terms that are committed but that it has not applied yet (it learns their
+    /// commit only with its own first entry), so until then its image can be stale — and a
+    /// decision on it wrong (fencing a broker whose registration it has not seen, electing from
+    /// an old ISR). Proposals wait for this (Raft §8: a leader commits an entry of its own term
+    /// before it serves).
+    pub fn is_active_leader(&self) -> bool {
+        self.is_leader()
+            && self
+                .raw
+                .raft
+                .raft_log
+                .term(self.applied)
+                .is_ok_and(|t| t == self.raw.raft.term)
+    }
+
     /// The current leader's node id, 0 if unknown.
     pub fn leader_id(&self) -> u64 {
         self.raw.raft.leader_id
@@ -410,6 +426,15 @@ impl MetadataRaft {
                     "node {} is not the metadata leader (leader: {})",
                     self.node_id,
                     self.leader_id()
+                ),
+            ));
+        }
+        if !self.is_active_leader() {
+            return Err(Refusal::new(
+                ErrorCode::NotController,
+                format!(
+                    "node {} was just elected and is still applying the log of earlier terms",
+                    self.node_id
                 ),
             ));
         }
@@ -514,6 +539,7 @@ impl MetadataRaft {
         }
         let mut inner = self.raw.ready();
         let messages = inner.take_messages();
+        self.note_snapshots_sent(&messages);
         Some(RaftReady { messages, inner })
     }
 
@@ -549,7 +575,9 @@ impl MetadataRaft {
             self.raw.mut_store().set_commit(commit);
             hs_changed = true;
         }
-        out.messages.extend(light.take_messages());
+        let light_messages = light.take_messages();
+        self.note_snapshots_sent(&light_messages);
+        out.messages.extend(light_messages);
         self.apply_committed(light.take_committed_entries(), &mut out)?;
         self.raw.advance_apply_to(self.applied);
         if out.conf_state.is_some() {
@@ -563,6 +591,20 @@ impl MetadataRaft {
         self.note_role_change(&mut out);
         self.maybe_snapshot(&mut out)?;
         Ok(out)
+    }
+
+    /// Reports every snapshot this leader hands to the driver as delivered. raft-rs pauses a
+    /// follower's progress while a snapshot is in flight until the application reports how it
+    /// went; the driver's transport cannot tell (raft messages are fire and forget), and a lost
+    /// snapshot or a lost acknowledgement would then leave that follower behind until the next
+    /// election (found by the simulator). Reported at once, the follower is probed again: one
+    /// that did not install it rejects the next append and is sent the snapshot again.
+    fn note_snapshots_sent(&mut self, messages: &[Message]) {
+        for m in messages {
+            if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
+                self.raw.report_snapshot(m.to, raft::SnapshotStatus::Finish);
+            }
+        }
     }
 
     fn note_role_change(&mut self, out: &mut Advanced) {

@@ -140,3 +140,125 @@ fn the_cluster_id_is_set_once_and_travels_in_snapshots() {
     }
     assert_eq!(rebuilt.cluster_id(), Some(CLUSTER));
 }
+
+/// Brokers 1 and 2 registered and unfenced, and a topic with RF 2 whose partition 0 broker 1
+/// leads.
+fn image_with_a_led_partition() -> MetadataImage {
+    use spool_raft::validate::validate_create_topic;
+    use spool_raft::{CreateTopicPolicy, CreateTopicRequest};
+    let mut image = MetadataImage::new();
+    image
+        .apply(&records::cluster_id(CLUSTER))
+        .expect("cluster id");
+    for id in [1, 2] {
+        let record = validate_register_broker(&image, &request(id, 1)).expect("register");
+        image.apply(&record).expect("applies");
+        let epoch = image.broker(id).expect("registered").broker_epoch;
+        image
+            .apply(&records::unfence_broker(id, epoch))
+            .expect("unfence");
+    }
+    let create = validate_create_topic(
+        &image,
+        &CreateTopicRequest {
+            replication_factor: 2,
+            ..CreateTopicRequest::new("t", 2)
+        },
+        Uuid128 { high: 5, low: 5 },
+        &CreateTopicPolicy::default(),
+    )
+    .expect("create");
+    image.apply(&create).expect("applies");
+    image
+}
+
+fn leaders(image: &MetadataImage) -> Vec<i32> {
+    image
+        .topic("t")
+        .expect("topic")
+        .partitions
+        .iter()
+        .map(|p| p.leader)
+        .collect()
+}
+
+/// Found by the simulator: a broker registering again while unfenced (its answer was lost) was
+/// fenced by the new registration but kept leading. Its registration now moves its leaderships
+/// first, and no record sequence leaves a fenced broker leading.
+#[test]
+fn registering_again_while_unfenced_moves_leadership_off_first() {
+    use spool_core::topic_config::TopicDefaults;
+    use spool_raft::failover::register_broker_records;
+    let mut image = image_with_a_led_partition();
+    assert!(leaders(&image).contains(&1), "{:?}", leaders(&image));
+    let out = register_broker_records(&image, &request(1, 1), &TopicDefaults::default())
+        .expect("the same incarnation may register again");
+    assert!(
+        out.records.len() >= 3,
+        "changes, the fence, then the registration"
+    );
+    for r in &out.records {
+        image.apply(r).expect("every record applies in order");
+        let b = image.broker(1).expect("registered");
+        for p in &image.topic("t").expect("topic").partitions {
+            assert!(
+                !(b.fenced && p.leader == 1),
+                "a fenced broker leads after {r:?}"
+            );
+        }
+    }
+    assert!(image.broker(1).expect("registered").fenced);
+    assert!(!leaders(&image).contains(&1), "{:?}", leaders(&image));
+    // A fenced broker registering again needs no fence first.
+    let again = register_broker_records(&image, &request(1, 1), &TopicDefaults::default())
+        .expect("registers");
+    assert_eq!(again.records.len(), 1);
+}
+
+/// Found by the simulator: an election lost with a leadership was never tried again. The
+/// active controller's reconcile proposes it from the image alone, and nothing once it holds.
+#[test]
+fn reconcile_elects_where_the_image_needs_it_and_is_a_fixpoint() {
+    use spool_core::topic_config::TopicDefaults;
+    use spool_raft::failover::{fence_brokers_records, reconcile_records};
+    let defaults = TopicDefaults::default();
+    let mut image = image_with_a_led_partition();
+    assert!(
+        reconcile_records(&image, &defaults).records.is_empty(),
+        "nothing to do"
+    );
+    // Fence both brokers (the ISR keeps its last member, leaderless), then unfence broker 2
+    // *without* the elections an unfence brings — as when they were lost with the controller's
+    // leadership.
+    for id in [1, 2] {
+        for r in fence_brokers_records(&image, &[id], &defaults)
+            .expect("fence")
+            .records
+        {
+            image.apply(&r).expect("applies");
+        }
+    }
+    assert!(
+        leaders(&image).iter().all(|l| *l < 0),
+        "{:?}",
+        leaders(&image)
+    );
+    let epoch = image.broker(2).expect("b").broker_epoch;
+    image
+        .apply(&records::unfence_broker(2, epoch))
+        .expect("unfence");
+    let needed = reconcile_records(&image, &defaults);
+    assert_eq!(
+        needed.records.len(),
+        2,
+        "both partitions need their leader back"
+    );
+    for r in &needed.records {
+        image.apply(r).expect("applies");
+    }
+    assert_eq!(leaders(&image), vec![2, 2]);
+    assert!(
+        reconcile_records(&image, &defaults).records.is_empty(),
+        "a fixpoint: nothing more once applied"
+    );
+}
