@@ -156,6 +156,18 @@ fn open_blocking(
         cluster_id: None,
         registered_session_live: false,
     };
+    // This process holds the data directory's lock, so the incarnation the image names (if
+    // any) is dead: fence it first, as its session would have expired in a cluster, so the
+    // registration does not wait out a session that nobody heartbeats.
+    if raft
+        .image()
+        .broker(cfg.node_id)
+        .is_some_and(|b| !b.fenced && b.incarnation_id != Some(incarnation_id))
+    {
+        raft.fence_brokers(&[cfg.node_id])
+            .map_err(|r| StartError::Register(r.message))?;
+        raft.poll()?;
+    }
     raft.register_broker(&reg)
         .map_err(|r| StartError::Register(r.message))?;
     raft.poll()?;
