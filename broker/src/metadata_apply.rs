@@ -135,10 +135,11 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
         }
         out
     };
-    // Groups of offsets partitions about to open wait (COORDINATOR_LOAD_IN_PROGRESS) rather than
-    // being told this core is not their coordinator while the opens below run.
+    // Groups of offsets partitions about to open here, that this broker leads, wait
+    // (COORDINATOR_LOAD_IN_PROGRESS) rather than being told this core is not their coordinator
+    // while the opens below run.
     for (tp, _, _) in &wanted {
-        if tp.topic == OFFSETS_TOPIC {
+        if tp.topic == OFFSETS_TOPIC && leads(local, tp) {
             groups.expect_load(tp.partition);
         }
     }
@@ -159,7 +160,7 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
                     .partitions
                     .borrow_mut()
                     .insert(tp.clone(), Rc::clone(&part));
-                if tp.topic == OFFSETS_TOPIC {
+                if tp.topic == OFFSETS_TOPIC && leads(local, &tp) {
                     groups.begin_load(part, tp.partition);
                 }
             }
@@ -169,6 +170,38 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
                     groups.unload(tp.partition).await;
                 }
             }
+        }
+    }
+    follow_offsets_leadership(local, groups).await;
+}
+
+/// Whether this broker leads `tp` in this core's image.
+fn leads(local: &Local, tp: &TopicPartition) -> bool {
+    local
+        .image
+        .borrow()
+        .topic(&tp.topic)
+        .and_then(|t| t.partitions.get(tp.partition as usize).map(|p| p.leader))
+        == Some(local.config.node_id)
+}
+
+/// A group's coordinator is the leader of its offsets partition (DESIGN §8): this core loads
+/// the groups of each offsets partition it has open and this broker now leads, and unloads
+/// those another broker leads now (their members get NOT_COORDINATOR and find the new one).
+async fn follow_offsets_leadership(local: &Rc<Local>, groups: &Rc<GroupDriver>) {
+    let opened: Vec<(i32, Rc<Partition>)> = local
+        .partitions
+        .borrow()
+        .iter()
+        .filter(|(tp, _)| tp.topic == OFFSETS_TOPIC)
+        .map(|(tp, p)| (tp.partition, Rc::clone(p)))
+        .collect();
+    for (partition, part) in opened {
+        let leads_it = leads(local, &TopicPartition::new(OFFSETS_TOPIC, partition));
+        match (leads_it, groups.serves(partition)) {
+            (true, false) => groups.begin_load(part, partition),
+            (false, true) => groups.unload(partition).await,
+            _ => {}
         }
     }
 }

@@ -12,7 +12,7 @@
 //! JoinGroup. No `RefCell` borrow is held across an `.await`.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -55,6 +55,9 @@ pub struct GroupDriver {
     /// One append round at a time (see the module doc).
     append_turn: Semaphore,
     stopped: Cell<bool>,
+    /// The offsets partitions whose groups this core coordinates (loading or loaded): those it
+    /// owns and this broker leads.
+    served: RefCell<BTreeSet<i32>>,
     /// This core's state: the offsets partitions it owns, its image, config and lifecycle.
     local: Rc<Local>,
 }
@@ -103,8 +106,14 @@ impl GroupDriver {
             appends: RefCell::new(VecDeque::new()),
             append_turn: Semaphore::new(1),
             stopped: Cell::new(false),
+            served: RefCell::new(BTreeSet::new()),
             local,
         })
+    }
+
+    /// Whether this core coordinates the groups of offsets partition `partition`.
+    pub fn serves(&self, partition: i32) -> bool {
+        self.served.borrow().contains(&partition)
     }
 
     /// Groups coordinated here (for /metrics).
@@ -330,17 +339,23 @@ impl GroupDriver {
     /// This core is about to open offsets partition `partition`: requests for its groups wait
     /// (COORDINATOR_LOAD_IN_PROGRESS) until [`GroupDriver::begin_load`]'s replay has run.
     pub fn expect_load(&self, partition: i32) {
+        self.served.borrow_mut().insert(partition);
         self.machine.borrow_mut().begin_load(partition);
     }
 
     /// This core opened offsets partition `partition`: replays it, then serves its groups.
     pub fn begin_load(self: &Rc<Self>, part: Rc<Partition>, partition: i32) {
+        self.served.borrow_mut().insert(partition);
         if !self.machine.borrow().is_loading(partition) {
             self.machine.borrow_mut().begin_load(partition);
         }
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
             let (records, skipped) = me.replay(&part, partition).await;
+            if !me.serves(partition) {
+                // Unloaded while replaying (the leadership moved on): nothing to serve.
+                return;
+            }
             me.machine.borrow_mut().finish_load(partition, clock_ms());
             if records + skipped > 0 {
                 tracing::info!(
@@ -428,8 +443,10 @@ impl GroupDriver {
         (applied, skipped)
     }
 
-    /// The partition left this core (topic deleted).
+    /// The partition's groups are no longer coordinated here: it left this core (topic
+    /// deleted), or another broker leads it now.
     pub async fn unload(&self, partition: i32) {
+        self.served.borrow_mut().remove(&partition);
         let actions = self.machine.borrow_mut().unload(partition);
         self.run(actions).await;
     }

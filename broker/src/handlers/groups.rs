@@ -5,8 +5,9 @@
 //! the group's `__consumer_offsets` partition (created through the controller on first use);
 //! the coordinator there decides (`crate::group`). What only the metadata image can say is
 //! checked here: a commit for a topic or partition that does not exist gets
-//! UNKNOWN_TOPIC_OR_PARTITION. FindCoordinator answers this broker's native listener (the Kafka
-//! front rewrites host and port to its own).
+//! UNKNOWN_TOPIC_OR_PARTITION. A group's coordinator is the broker leading its offsets partition:
+//! FindCoordinator answers that broker's address on the asking front's listener, and a group
+//! request that reaches another broker gets NOT_COORDINATOR.
 
 use std::rc::Rc;
 
@@ -77,23 +78,39 @@ async fn offsets_topic(shard: &Rc<Shard>) -> Result<i32, ErrorCode> {
     crate::ops::partition_count(shard, OFFSETS_TOPIC).ok_or(ErrorCode::CoordinatorNotAvailable)
 }
 
-/// The core coordinating `group_id`.
-async fn coordinator_core(shard: &Rc<Shard>, group_id: &str) -> Result<usize, ErrorCode> {
+/// Where `group_id` is coordinated: the broker leading its `__consumer_offsets` partition (its
+/// coordinator moves with that leadership, DESIGN §8) and the core that owns the partition on
+/// every broker.
+async fn coordinator_of(shard: &Rc<Shard>, group_id: &str) -> Result<(i32, usize), ErrorCode> {
     if group_id.is_empty() || group_id.len() > crate::group::GROUP_ID_BYTES_MAX {
         return Err(ErrorCode::InvalidGroupId);
     }
     let partitions = offsets_topic(shard).await?;
     let tp = TopicPartition::new(OFFSETS_TOPIC, coordinator_partition(group_id, partitions));
-    shard.owner(&tp).ok_or(ErrorCode::CoordinatorNotAvailable)
+    let leader = shard
+        .image
+        .borrow()
+        .topic(OFFSETS_TOPIC)
+        .and_then(|t| t.partitions.get(tp.partition as usize).map(|p| p.leader))
+        .unwrap_or(-1);
+    if leader < 0 {
+        return Err(ErrorCode::CoordinatorNotAvailable);
+    }
+    let core = shard.owner(&tp).ok_or(ErrorCode::CoordinatorNotAvailable)?;
+    Ok((leader, core))
 }
 
-/// Routes `call` to the group's coordinator core.
+/// Routes `call` to the group's coordinator core; NOT_COORDINATOR when another broker leads the
+/// group's offsets partition (the client finds the coordinator again).
 async fn call(
     shard: &Rc<Shard>,
     group_id: &str,
     call: GroupCall,
 ) -> Result<GroupAnswer, ErrorCode> {
-    let core = coordinator_core(shard, group_id).await?;
+    let (node, core) = coordinator_of(shard, group_id).await?;
+    if node != shard.config.node_id {
+        return Err(ErrorCode::NotCoordinator);
+    }
     match shard.call(core, call).await {
         Ok(GroupAnswer::Unavailable) | Err(_) => Err(ErrorCode::CoordinatorNotAvailable),
         Ok(a) => Ok(a),
@@ -107,9 +124,12 @@ async fn respond(shard: &Rc<Shard>, group_id: &str, c: GroupCall) -> Result<Resp
     }
 }
 
+/// The group's coordinator with its address on `listener` (`native` here, `kafka` for the Kafka
+/// front).
 pub async fn find_coordinator(
     shard: &Rc<Shard>,
     req: FindCoordinatorRequestT,
+    listener: &str,
 ) -> FindCoordinatorResponseT {
     let error = |c: ErrorCode, message: &str| {
         build!(FindCoordinatorResponseT {
@@ -123,15 +143,25 @@ pub async fn find_coordinator(
             "this broker has no transaction coordinator",
         );
     }
-    if let Err(c) = coordinator_core(shard, &req.key).await {
-        return error(c, "no coordinator for this group");
-    }
-    let cfg = &shard.config;
+    let node = match coordinator_of(shard, &req.key).await {
+        Ok((node, _)) => node,
+        Err(c) => return error(c, "no coordinator for this group"),
+    };
+    let Some(address) = shard
+        .brokers(listener)
+        .into_iter()
+        .find(|b| b.node_id == node)
+    else {
+        return error(
+            ErrorCode::CoordinatorNotAvailable,
+            "the coordinator's broker is not live",
+        );
+    };
     build!(FindCoordinatorResponseT {
         error_code: code(ErrorCode::None),
-        node_id: cfg.node_id,
-        host: Some(cfg.host.clone()),
-        port: i32::from(cfg.native_port),
+        node_id: node,
+        host: Some(address.host),
+        port: i32::from(address.port),
     })
 }
 

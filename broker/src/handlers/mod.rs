@@ -112,7 +112,7 @@ api_table! {
         cx.reply(R::InitProducerIdResponse, init_producer_id::handle(cx.shard, *r).await)
     },
     FindCoordinator 0..=0 FindCoordinatorRequest(r) => {
-        cx.reply(R::FindCoordinatorResponse, groups::find_coordinator(cx.shard, *r).await)
+        cx.reply(R::FindCoordinatorResponse, groups::find_coordinator(cx.shard, *r, "native").await)
     },
     JoinGroup 0..=0 JoinGroupRequest(r) => {
         cx.reply(R::JoinGroupResponse, groups::join_group(cx.shard, *r, cx.client()).await)

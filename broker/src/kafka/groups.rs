@@ -4,8 +4,7 @@
 //!
 //! Version notes: JoinGroup v0 has no rebalance timeout (Kafka uses the session timeout);
 //! LeaveGroup before v3 names one member and answers with a top-level error only; FindCoordinator
-//! answers with this broker's advertised Kafka address, whatever port the coordinator reports for
-//! the native front.
+//! answers with the coordinating broker's advertised Kafka address.
 
 use std::rc::Rc;
 
@@ -61,12 +60,10 @@ pub async fn find_coordinator(
         key: owned(&req.key),
         key_type: key_type,
     });
-    let r = coordinator::find_coordinator(shard, native).await;
-    find_coordinator_answer(
-        r,
-        &shard.config.advertised_host,
-        shard.config.advertised_kafka_port,
-    )
+    let r = coordinator::find_coordinator(shard, native, "kafka").await;
+    let host = r.host.clone().unwrap_or_default();
+    let port = u16::try_from(r.port).unwrap_or(0);
+    find_coordinator_answer(r, &host, port)
 }
 
 pub(super) fn find_coordinator_answer(
