@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Runs the deterministic simulator (tests/sim, issue #14) for a budget of seeds:
-#   scripts/sim.sh [SEEDS]      (default 2000)
+#   scripts/sim.sh [SEEDS [SPOOL_SIM_ARGS...]]      (SEEDS: default 2000)
 # Builds spool-sim in release, runs `spool-sim --seeds SEEDS`, prints its RESULT lines and, for
 # each violating seed, the violation and the command that replays it (with its whole trace).
-# Exits non-zero when any seed violates. Extra cargo flags (e.g. --offline) go in
+# Exits non-zero when any seed violates. Further arguments go to spool-sim as they are (e.g.
+# `--planted-bug skip-fsync`, to see a failure). Extra cargo flags (e.g. --offline) go in
 # SIM_CARGO_FLAGS; the full output is kept in a log whose path is printed on failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seeds="${1:-2000}"
+shift || true
 if ! [[ "$seeds" =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: scripts/sim.sh [SEEDS]   (SEEDS: a positive number of seeds, default 2000)" >&2
   exit 2
@@ -23,7 +25,7 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 log="$(mktemp -t spool-sim.XXXXXX.log)"
 echo "== simulator: $seeds seeds (output in $log)"
 status=0
-"$target_dir/release/spool-sim" --seeds "$seeds" >"$log" 2>&1 || status=$?
+"$target_dir/release/spool-sim" --seeds "$seeds" "$@" >"$log" 2>&1 || status=$?
 
 grep -E '^(VIOLATION|replay:) ' "$log" || true
 grep -E '^RESULT ' "$log" || true

@@ -35,10 +35,7 @@ const WORKLOAD_SILENT_BEFORE_END_MS: u64 = 3_000;
 enum Event {
     Deliver(Envelope),
     NodeTick(u64),
-    SyncDone {
-        node: u64,
-        token: u64,
-    },
+    SyncDone { node: u64, token: u64 },
     BrokerTick(i32),
     ClientTick,
     Fault(Fault),
