@@ -8,7 +8,12 @@
 //! Promises: at most one request in flight; a request unanswered for `request_timeout_ms` is
 //! given up and the next node tried; NOT_CONTROLLER follows the answer's leader hint;
 //! STALE_BROKER_EPOCH / BROKER_NOT_AVAILABLE on a heartbeat makes it register again (as a
-//! broker whose registration was lost must).
+//! broker whose registration was lost must); a refused registration —
+//! DUPLICATE_BROKER_REGISTRATION while a restarted broker's previous incarnation is unfenced or
+//! its session live, or NOT_CONTROLLER — is sent again at the next tick (every
+//! `heartbeat_interval_ms`, 250 ms; the real broker retries after 100 ms), for as long as it
+//! takes (the real broker gives up after three session timeouts of duplicate refusals,
+//! `DUPLICATE_PATIENCE_SESSIONS`; this one does not, so liveness judges the controller alone).
 //! Never does: read a clock (time is `now_ms`) or decide anything for the controller.
 
 use spool_protocol::ErrorCode;

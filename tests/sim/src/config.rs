@@ -13,7 +13,6 @@ use spool_core::liveness::{
 };
 
 use crate::planted::PlantedBug;
-use crate::workaround::Workaround;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
@@ -33,8 +32,6 @@ pub struct SimConfig {
     pub fsync_ms_min: u64,
     pub fsync_ms_max: u64,
     pub planted: Option<PlantedBug>,
-    /// Stand-ins for fixes of real bugs (none by default).
-    pub workarounds: Vec<Workaround>,
     /// Print every trace line as it happens.
     pub verbose: bool,
 }
@@ -56,13 +53,8 @@ impl SimConfig {
             fsync_ms_min: 1,
             fsync_ms_max: 12,
             planted: None,
-            workarounds: Vec::new(),
             verbose: false,
         }
-    }
-
-    pub fn has(&self, w: Workaround) -> bool {
-        self.workarounds.contains(&w)
     }
 
     /// When scheduled faults stop.

@@ -8,21 +8,29 @@
 //! requests waiting for their proposal to commit.
 //! Promises: every request is answered at most once — at once when refused or when nothing needs
 //! writing, else when the proposal it waits for commits (with its outcome) or is abandoned
-//! (NOT_CONTROLLER); requests go through the real `validate` / `failover` functions against
-//! `latest_image()`, exactly as the production controller calls them.
-//! Never does: drive raft (that is [`crate::node`]), read a clock (time is `now_ms`), or answer
-//! for a node that is not leading (NOT_CONTROLLER with a leader hint).
+//! (NOT_CONTROLLER). Every decision is a production function, called as the production
+//! controller calls it against `latest_image()`: the façade's gate
+//! ([`MetadataRaft::is_active_leader`]), `validate_create_topic` / `validate_delete_topic`,
+//! `register_broker_records`, `heartbeat_records`, `fence_brokers_records` over
+//! `BrokerSessions::expired`, and per tick `reconcile_records`; their records are proposed in
+//! order, stopping at the first refusal (`Controller::propose_failover`).
+//! Never does: drive raft (that is [`crate::node`]), read a clock (time is `now_ms`), decide
+//! anything itself, or answer for a node that is not the active leader (NOT_CONTROLLER with a
+//! leader hint).
 
 use std::collections::BTreeMap;
 
 use spool_core::liveness::{BrokerSessions, BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT};
 use spool_core::topic_config::TopicDefaults;
 use spool_protocol::ErrorCode;
-use spool_raft::failover::{fence_brokers_records, heartbeat_records, liveness_brokers};
+use spool_raft::failover::{
+    fence_brokers_records, heartbeat_records, liveness_brokers, reconcile_records,
+    register_broker_records, FailoverRecords,
+};
 use spool_raft::id_source::STREAM_TOPIC_IDS;
 use spool_raft::validate::{
-    validate_create_topic, validate_delete_topic, validate_register_broker, CreateTopicPolicy,
-    CreateTopicRequest, HeartbeatRequest, RegisterBrokerRequest,
+    validate_create_topic, validate_delete_topic, CreateTopicPolicy, CreateTopicRequest,
+    HeartbeatRequest, RegisterBrokerRequest,
 };
 use spool_raft::{Committed, IdSource, MetadataRaft, ProposalId, Refusal, TopicId};
 
@@ -56,21 +64,10 @@ pub struct ControllerService {
     session_timeout_ms: u64,
     waiting: BTreeMap<ProposalId, Waiter>,
     policy: CreateTopicPolicy,
-    /// [`crate::Workaround::FenceBeforeReregister`]: fence the old incarnation first.
-    fence_before_reregister: bool,
-    /// [`crate::Workaround::LeaderWaitsForOwnTerm`].
-    wait_for_own_term: bool,
 }
 
 impl ControllerService {
-    pub fn new(
-        node_id: u64,
-        seed: u64,
-        incarnation: u64,
-        session_timeout_ms: u64,
-        fence_before_reregister: bool,
-        wait_for_own_term: bool,
-    ) -> Self {
+    pub fn new(node_id: u64, seed: u64, incarnation: u64, session_timeout_ms: u64) -> Self {
         ControllerService {
             me: Endpoint::Node(node_id),
             topic_ids: IdSource::new(seed, &[STREAM_TOPIC_IDS, node_id, incarnation]),
@@ -78,8 +75,6 @@ impl ControllerService {
             session_timeout_ms,
             waiting: BTreeMap::new(),
             policy: CreateTopicPolicy::default(),
-            fence_before_reregister,
-            wait_for_own_term,
         }
     }
 
@@ -104,21 +99,25 @@ impl ControllerService {
                     cluster_id: None,
                     registered_session_live,
                 };
-                let fence_first = self.fence_before_reregister;
-                let proposed = require_leader(raft, self.wait_for_own_term).and_then(|()| {
-                    if fence_first && raft.latest_image().broker(broker_id).is_some() {
-                        let fence = fence_brokers_records(
+                // `Controller::register_broker`: the answer waits for the last record, the
+                // registration (any fence of the old registration comes first).
+                let proposed = require_leader(raft)
+                    .and_then(|()| {
+                        register_broker_records(
                             raft.latest_image(),
-                            &[broker_id],
+                            &request,
                             &TopicDefaults::default(),
-                        )?;
-                        for r in fence.records {
-                            raft.propose(r)?;
-                        }
-                    }
-                    let record = validate_register_broker(raft.latest_image(), &request)?;
-                    raft.propose(record)
-                });
+                        )
+                    })
+                    .and_then(|records| propose_failover(raft, records))
+                    .and_then(|ids| {
+                        ids.last().copied().ok_or_else(|| {
+                            Refusal::new(
+                                ErrorCode::UnknownServerError,
+                                "a registration proposes a record",
+                            )
+                        })
+                    });
                 match proposed {
                     Ok(id) => {
                         self.waiting.insert(
@@ -139,7 +138,7 @@ impl ControllerService {
                 partitions,
                 replication_factor,
             } => {
-                let proposed = require_leader(raft, self.wait_for_own_term).and_then(|()| {
+                let proposed = require_leader(raft).and_then(|()| {
                     let request = CreateTopicRequest {
                         name,
                         num_partitions: partitions,
@@ -158,7 +157,7 @@ impl ControllerService {
                 self.admin_proposed(raft, from, request_id, proposed, out);
             }
             Payload::DeleteTopic { request_id, name } => {
-                let proposed = require_leader(raft, self.wait_for_own_term)
+                let proposed = require_leader(raft)
                     .and_then(|()| validate_delete_topic(raft.latest_image(), &name))
                     .and_then(|record| raft.propose(record));
                 self.admin_proposed(raft, from, request_id, proposed, out);
@@ -171,6 +170,8 @@ impl ControllerService {
         }
     }
 
+    /// `Controller::heartbeat_and_elect` as the broker's `controller_calls.rs` calls it: the
+    /// session is refreshed first, the answer waits for the last record.
     fn heartbeat(
         &mut self,
         raft: &mut MetadataRaft,
@@ -182,7 +183,7 @@ impl ControllerService {
         if let Some(sessions) = self.sessions.as_mut() {
             sessions.on_heartbeat(request.broker_id, request.broker_epoch, now_ms);
         }
-        let proposed = require_leader(raft, self.wait_for_own_term).and_then(|()| {
+        let proposed = require_leader(raft).and_then(|()| {
             let caught_up = i64::try_from(raft.applied_index()).unwrap_or(i64::MAX);
             let records = heartbeat_records(
                 raft.latest_image(),
@@ -190,11 +191,7 @@ impl ControllerService {
                 caught_up,
                 &TopicDefaults::default(),
             )?;
-            records
-                .records
-                .into_iter()
-                .map(|r| raft.propose(r))
-                .collect::<Result<Vec<_>, Refusal>>()
+            propose_failover(raft, records)
         });
         match proposed {
             Ok(ids) => match ids.last() {
@@ -254,14 +251,30 @@ impl ControllerService {
         }
     }
 
+    /// Inside `Controller::tick`, after raft's ticks and before the poll: on the active leader,
+    /// propose what `reconcile_records` says the partitions need (`reconcile_partitions`).
+    pub fn reconcile(&mut self, raft: &mut MetadataRaft, out: &mut Out) {
+        if !raft.is_active_leader() {
+            return;
+        }
+        let records = reconcile_records(raft.latest_image(), &TopicDefaults::default());
+        if records.records.is_empty() {
+            return;
+        }
+        let n = records.records.len();
+        match propose_failover(raft, records) {
+            Ok(_) => out.note(format!("{} reconciles: {n} partition changes", self.me)),
+            Err(r) => out.note(format!("{} reconciling refused: {r}", self.me)),
+        }
+    }
+
     /// After a tick: on the leader, fence the brokers whose session expired (the broker's
-    /// `fence_expired`); elsewhere, drop the sessions.
+    /// `fence_expired`, through `Controller::fence_brokers`); elsewhere, drop the sessions.
+    /// Sessions start when the node is found leading (`is_leader`, not yet active, as the
+    /// broker's), the fencing itself waits for the façade's gate.
     pub fn fence_expired(&mut self, raft: &mut MetadataRaft, now_ms: u64, out: &mut Out) {
         if !raft.is_leader() {
             self.sessions = None;
-            return;
-        }
-        if self.wait_for_own_term && !applied_own_term(raft) {
             return;
         }
         let timeout_ms = self.session_timeout_ms;
@@ -274,19 +287,16 @@ impl ControllerService {
         if expired.is_empty() {
             return;
         }
-        match fence_brokers_records(raft.latest_image(), &expired, &TopicDefaults::default()) {
-            Ok(records) => {
-                let n = records.records.len();
-                for r in records.records {
-                    if let Err(refusal) = raft.propose(r) {
-                        out.note(format!("{} fencing proposal refused: {refusal}", self.me));
-                        break;
-                    }
-                }
-                if n > 0 {
-                    out.note(format!("{} fences expired brokers {expired:?}", self.me));
-                }
+        let proposed = require_leader(raft)
+            .and_then(|()| {
+                fence_brokers_records(raft.latest_image(), &expired, &TopicDefaults::default())
+            })
+            .and_then(|records| propose_failover(raft, records));
+        match proposed {
+            Ok(ids) if !ids.is_empty() => {
+                out.note(format!("{} fences expired brokers {expired:?}", self.me));
             }
+            Ok(_) => {}
             Err(r) => out.note(format!("{} fencing {expired:?} refused: {r}", self.me)),
         }
     }
@@ -410,15 +420,10 @@ impl ControllerService {
     }
 }
 
-/// Whether this leader has applied an entry of its own term, so its image holds every entry an
-/// earlier leader left in its log.
-fn applied_own_term(raft: &MetadataRaft) -> bool {
-    let applied = raft.applied_index();
-    raft::Storage::term(raft.log(), applied).is_ok_and(|t| t == raft.term())
-}
-
-fn require_leader(raft: &MetadataRaft, wait_for_own_term: bool) -> Result<(), Refusal> {
-    if raft.is_leader() && (!wait_for_own_term || applied_own_term(raft)) {
+/// The façade's gate (`Controller::require_leader`): only the active leader — leading, and
+/// applied an entry of its own term — validates and proposes.
+fn require_leader(raft: &MetadataRaft) -> Result<(), Refusal> {
+    if raft.is_active_leader() {
         Ok(())
     } else {
         Err(Refusal::new(
@@ -426,4 +431,17 @@ fn require_leader(raft: &MetadataRaft, wait_for_own_term: bool) -> Result<(), Re
             format!("not the metadata leader (leader: {})", raft.leader_id()),
         ))
     }
+}
+
+/// `Controller::propose_failover`: every record in order, stopping at the first refusal (those
+/// before it stay in flight).
+fn propose_failover(
+    raft: &mut MetadataRaft,
+    records: FailoverRecords,
+) -> Result<Vec<ProposalId>, Refusal> {
+    records
+        .records
+        .into_iter()
+        .map(|r| raft.propose(r))
+        .collect()
 }

@@ -15,8 +15,9 @@
 //!
 //! Layout, one job per file: `rng`, `events`, `trace` (foundations); `message`, `net`, `disk`,
 //! `out` (the simulated world's parts); `controller`, `node`, `broker`, `workload` (the actors);
-//! `faults`, `planted` (what goes wrong); `workaround` (stand-ins for fixes of real bugs found); `violation`, `check_raft`, `check_durable`, `check_image`,
-//! `liveness` (the checkers); `describe` (trace text); `config`, `world`, `runner` (running).
+//! `faults`, `planted` (what goes wrong); `violation`, `check_raft`, `check_durable`,
+//! `check_image`, `liveness` (the checkers); `describe` (trace text); `config`, `world`,
+//! `runner` (running).
 
 pub mod broker;
 pub mod check_durable;
@@ -38,14 +39,12 @@ pub mod rng;
 pub mod runner;
 pub mod trace;
 pub mod violation;
-pub mod workaround;
 pub mod workload;
 pub mod world;
 
 pub use config::SimConfig;
 pub use planted::PlantedBug;
 pub use violation::Violation;
-pub use workaround::Workaround;
 pub use world::{RunReport, World};
 
 /// Runs one seed.

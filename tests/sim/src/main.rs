@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use spool_sim::runner::replay_command;
-use spool_sim::{PlantedBug, SimConfig, Workaround};
+use spool_sim::{PlantedBug, SimConfig};
 
 #[derive(Parser, Debug)]
 #[command(about = "spool's deterministic simulator: the real controller core in a seeded world")]
@@ -36,10 +36,6 @@ struct Args {
     /// Plant a bug in the simulator's driver: ack-before-persist, skip-fsync.
     #[arg(long)]
     planted_bug: Option<PlantedBug>,
-    /// Model the fix of a real bug the simulator found (repeatable; `all` for every one):
-    /// fence-before-reregister, reliable-snapshots, leader-waits-for-own-term.
-    #[arg(long)]
-    workaround: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -47,24 +43,9 @@ fn main() -> ExitCode {
     // A panic in the code under test is caught and reported as a `panic` violation with its
     // message; the default hook would only add noise (and a backtrace per seed).
     std::panic::set_hook(Box::new(|_| {}));
-    let mut workarounds = Vec::new();
-    for w in &args.workaround {
-        if w == "all" {
-            workarounds.extend(Workaround::ALL);
-        } else {
-            match w.parse::<Workaround>() {
-                Ok(w) => workarounds.push(w),
-                Err(e) => {
-                    eprintln!("{e}");
-                    return ExitCode::from(2);
-                }
-            }
-        }
-    }
     let base = SimConfig {
         sim_ms: args.sim_seconds * 1000,
         planted: args.planted_bug,
-        workarounds,
         ..SimConfig::new(0)
     };
     let base = SimConfig {

@@ -36,10 +36,6 @@ pub struct NodeConfig {
     pub tick_interval_ms: u64,
     pub session_timeout_ms: u64,
     pub planted: Option<PlantedBug>,
-    /// [`crate::Workaround::FenceBeforeReregister`].
-    pub fence_before_reregister: bool,
-    /// [`crate::Workaround::LeaderWaitsForOwnTerm`].
-    pub wait_for_own_term: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,8 +145,6 @@ impl SimNode {
             self.config.raft.seed,
             incarnation,
             self.config.session_timeout_ms,
-            self.config.fence_before_reregister,
-            self.config.wait_for_own_term,
         );
         self.run = Some(Running {
             last_role: (raft.is_leader(), raft.term(), raft.leader_id()),
@@ -231,6 +225,9 @@ impl SimNode {
             run.raft.tick();
         }
         run.last_tick_ms += ticks * interval;
+        // `Controller::tick`: reconcile on the active leader, then poll; then the broker's
+        // ticker fences expired sessions and polls again.
+        run.service.reconcile(&mut run.raft, out);
         self.drive(now_ms, out);
         if let Some(run) = self.run.as_mut() {
             if run.persisting.is_none() {

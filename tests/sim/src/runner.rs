@@ -3,7 +3,7 @@
 //! Owns: [`replay_command`] (the exact command line that replays one seed) and [`find_bug`] (the
 //! first failing seed in a range, used by the planted-bug tests and `--seeds`).
 //! Promises: `replay_command` names every setting that changes a run (seed, length, planted
-//! bug, workarounds), so pasting it reproduces the run.
+//! bug), so pasting it reproduces the run.
 //! Never does: read time (the binary's `main` measures wall time for its speed figure).
 
 use crate::config::SimConfig;
@@ -19,9 +19,6 @@ pub fn replay_command(config: &SimConfig) -> String {
     );
     if let Some(bug) = config.planted {
         cmd.push_str(&format!(" --planted-bug {bug}"));
-    }
-    for w in &config.workarounds {
-        cmd.push_str(&format!(" --workaround {w}"));
     }
     cmd
 }

@@ -10,8 +10,6 @@
 //! event is traced (and so hashed). The first violation stops the run.
 //! Never does: read real time or OS entropy.
 
-use std::collections::BTreeMap;
-
 use spool_raft::RaftConfig;
 
 use crate::broker::SimBroker;
@@ -22,7 +20,6 @@ use crate::config::SimConfig;
 use crate::events::EventQueue;
 use crate::faults::{plan, Fault, FaultProfile};
 use crate::liveness;
-use raft::eraftpb::MessageType;
 
 use crate::message::{Endpoint, Envelope, Payload};
 use crate::net::{Fate, Network};
@@ -31,23 +28,14 @@ use crate::out::Out;
 use crate::rng::SimRng;
 use crate::trace::Trace;
 use crate::violation::{Violation, DRIVER_ERROR, PANIC};
-use crate::workaround::Workaround;
-
-/// [`Workaround::ReliableSnapshots`]' retry interval.
-const SNAPSHOT_RESEND_MS: u64 = 300;
 
 /// The admin client starts nothing new this long before the run ends.
 const WORKLOAD_SILENT_BEFORE_END_MS: u64 = 3_000;
 
 enum Event {
     Deliver(Envelope),
-    /// [`Workaround::ReliableSnapshots`]: send this `MsgSnapshot` again.
-    Resend(Envelope),
     NodeTick(u64),
-    SyncDone {
-        node: u64,
-        token: u64,
-    },
+    SyncDone { node: u64, token: u64 },
     BrokerTick(i32),
     ClientTick,
     Fault(Fault),
@@ -85,9 +73,6 @@ pub struct World {
     raft_checks: RaftChecks,
     durable_checks: DurableChecks,
     image_checks: ImageChecks,
-    /// [`Workaround::ReliableSnapshots`]: the highest index each `(leader, follower)` link saw
-    /// acknowledged.
-    snapshot_acks: BTreeMap<(u64, u64), u64>,
 }
 
 impl World {
@@ -110,8 +95,6 @@ impl World {
                     tick_interval_ms: config.tick_interval_ms,
                     session_timeout_ms: config.session_timeout_ms,
                     planted: config.planted,
-                    fence_before_reregister: config.has(Workaround::FenceBeforeReregister),
-                    wait_for_own_term: config.has(Workaround::LeaderWaitsForOwnTerm),
                 })
             })
             .collect();
@@ -134,7 +117,6 @@ impl World {
             raft_checks: RaftChecks::default(),
             durable_checks: DurableChecks::default(),
             image_checks: ImageChecks::default(),
-            snapshot_acks: BTreeMap::new(),
             config,
         };
         world.schedule_start();
@@ -229,15 +211,7 @@ impl World {
         let now = self.now_ms;
         let mut out = Out::default();
         match event {
-            Event::Resend(env) => {
-                if self.snapshot_still_unacknowledged(&env) {
-                    self.trace
-                        .record(now, &format!("resend {}", env.describe()));
-                    self.send(env);
-                }
-            }
             Event::Deliver(env) => {
-                self.note_snapshot_ack(&env);
                 if self.net.is_cut(env.from, env.to) {
                     self.trace
                         .record(now, &format!("cut in flight {}", env.describe()));
@@ -350,64 +324,8 @@ impl World {
         }
     }
 
-    /// Whether `env` is a snapshot the transport retries until it arrives.
-    fn reliable(&self, env: &Envelope) -> bool {
-        self.config.has(Workaround::ReliableSnapshots)
-            && matches!(&env.payload, Payload::Raft(m) if m.get_msg_type() == MessageType::MsgSnapshot)
-    }
-
-    /// Whether the sender of this `MsgSnapshot` still runs, leads the term it sent it in, and
-    /// has not heard the follower acknowledge the snapshot's index.
-    fn snapshot_still_unacknowledged(&mut self, env: &Envelope) -> bool {
-        let (Endpoint::Node(from), Endpoint::Node(to), Payload::Raft(m)) =
-            (env.from, env.to, &env.payload)
-        else {
-            return false;
-        };
-        let index = m.get_snapshot().get_metadata().index;
-        let leading = self
-            .node(from)
-            .raft()
-            .is_some_and(|r| r.is_leader() && r.term() == m.term);
-        leading
-            && self
-                .snapshot_acks
-                .get(&(from, to))
-                .is_none_or(|a| *a < index)
-    }
-
-    /// Records a follower's acknowledgement that a resent snapshot may stop.
-    fn note_snapshot_ack(&mut self, env: &Envelope) {
-        if !self.config.has(Workaround::ReliableSnapshots) {
-            return;
-        }
-        if let (Endpoint::Node(from), Endpoint::Node(to), Payload::Raft(m)) =
-            (env.from, env.to, &env.payload)
-        {
-            if m.get_msg_type() == MessageType::MsgAppendResponse && !m.reject {
-                let acked = self.snapshot_acks.entry((to, from)).or_insert(0);
-                *acked = (*acked).max(m.index);
-            }
-        }
-    }
-
     fn send(&mut self, env: Envelope) {
         let now = self.now_ms;
-        if self.reliable(&env) {
-            // Delivered once without link faults unless the link is cut; resent until the
-            // follower acknowledges a log at or past the snapshot.
-            if !self.net.is_cut(env.from, env.to) {
-                let f = self.net.faults();
-                let at = now
-                    + self
-                        .rng
-                        .range(f.delay_ms_min, f.delay_ms_max.max(f.delay_ms_min));
-                self.queue.push(at, Event::Deliver(env.clone()));
-            }
-            self.queue
-                .push(now + SNAPSHOT_RESEND_MS, Event::Resend(env));
-            return;
-        }
         match self.net.send(&mut self.rng, now, &env) {
             Fate::Cut => self.trace.record(now, &format!("cut {}", env.describe())),
             Fate::Lost => self.trace.record(now, &format!("lost {}", env.describe())),

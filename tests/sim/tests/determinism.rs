@@ -1,12 +1,11 @@
 //! One seed is one run: the same seed gives the same trace hash, different seeds differ.
 
-use spool_sim::{SimConfig, Workaround};
+use spool_sim::SimConfig;
 
 fn config(seed: u64) -> SimConfig {
     SimConfig {
         sim_ms: 20_000,
         quiet_ms: 8_000,
-        workarounds: Workaround::ALL.to_vec(),
         ..SimConfig::new(seed)
     }
 }

@@ -6,7 +6,7 @@ use spool_sim::violation::{
     ACKNOWLEDGED_IS_DURABLE, COMMITTED_NEVER_LOST, ELECTION_SAFETY, LEADER_COMPLETENESS,
     LOG_MATCHING, PANIC,
 };
-use spool_sim::{PlantedBug, SimConfig, Workaround};
+use spool_sim::{PlantedBug, SimConfig};
 
 /// Seeds each planted bug must be found within.
 const SEEDS_MAX: u64 = 40;
@@ -16,7 +16,6 @@ fn caught(bug: PlantedBug) {
         sim_ms: 20_000,
         quiet_ms: 8_000,
         planted: Some(bug),
-        workarounds: Workaround::ALL.to_vec(),
         ..SimConfig::new(0)
     };
     let found = find_bug(&base, 0, SEEDS_MAX)
