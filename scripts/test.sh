@@ -42,7 +42,7 @@ scripts/check-core-deps.sh
 
 echo "== no import cycles between files (../shared/tools/cycles.py, when present)"
 if [ -f ../shared/tools/cycles.py ]; then
-  cycles="$(python3 ../shared/tools/cycles.py broker/src broker/core/src raft/src protocol/src protocol/error-code/src storage/src loadgen/src tests/src)"
+  cycles="$(python3 ../shared/tools/cycles.py broker/src broker/core/src raft/src protocol/src protocol/error-code/src storage/src loadgen/src tests/src tests/sim/src)"
   echo "$cycles" | tail -1
   if echo "$cycles" | grep -q '^CYCLE'; then
     echo "$cycles" >&2
@@ -60,3 +60,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test"
 cargo test --workspace --locked
+
+echo "== simulator: a fixed budget of seeds (scripts/sim.sh; SPOOL_SIM_SEEDS, default 2000)"
+scripts/sim.sh "${SPOOL_SIM_SEEDS:-2000}"

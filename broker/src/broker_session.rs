@@ -68,7 +68,8 @@ pub fn spawn<S: Services>(
 ) {
     glommio::spawn_local(async move {
         let interval = Duration::from_millis(local.config.broker_heartbeat_interval_ms);
-        let mut duplicate_since_ms: Option<u64> = None;
+        // When the id was first refused as taken, and by which active controller.
+        let mut duplicate_since_ms: Option<(u64, Option<i32>)> = None;
         let mut attempt: usize = 0;
         while !local.stopping.get() {
             if controller.broker_epoch.get() < 0 {
@@ -88,7 +89,13 @@ pub fn spawn<S: Services>(
                     }
                     Err((ErrorCode::DuplicateBrokerRegistration, why)) => {
                         let now_ms = crate::clock::monotonic_ms();
-                        let since_ms = *duplicate_since_ms.get_or_insert(now_ms);
+                        // Patience counts refusals from one active controller: a new one
+                        // starts every broker's session afresh, so its clock restarts too.
+                        let leader = controller.leader_node();
+                        if duplicate_since_ms.is_some_and(|(_, l)| l != leader) {
+                            duplicate_since_ms = None;
+                        }
+                        let (since_ms, _) = *duplicate_since_ms.get_or_insert((now_ms, leader));
                         let patience_ms =
                             local.config.broker_session_timeout_ms * DUPLICATE_PATIENCE_SESSIONS;
                         if now_ms.saturating_sub(since_ms) > patience_ms {
@@ -102,6 +109,9 @@ pub fn spawn<S: Services>(
                         continue;
                     }
                     Err((_, why)) => {
+                        // Not a refusal of the id (no controller, an election): the patience
+                        // clock counts only uninterrupted refusals.
+                        duplicate_since_ms = None;
                         tracing::debug!("registration: {why}");
                         glommio::timer::sleep(Duration::from_millis(RETRY_MS)).await;
                         continue;
