@@ -33,7 +33,11 @@ const RETRY_MS: u64 = 100;
 const DUPLICATE_PATIENCE_SESSIONS: u64 = 3;
 
 /// This broker's registration, as the active controller will see it.
-fn registration(local: &Local, incarnation: (u64, u64)) -> RegisterBroker {
+fn registration(
+    local: &Local,
+    incarnation: (u64, u64),
+    previous_broker_epoch: i64,
+) -> RegisterBroker {
     let cfg = &local.config;
     let listener = |name: &str, port: u16| Listener {
         name: name.into(),
@@ -54,7 +58,7 @@ fn registration(local: &Local, incarnation: (u64, u64)) -> RegisterBroker {
             listener("internal", cfg.internal_port),
         ],
         rack: cfg.rack.clone(),
-        previous_broker_epoch: -1,
+        previous_broker_epoch,
         cluster_id: local.cluster_id().unwrap_or_default(),
     }
 }
@@ -73,7 +77,7 @@ pub fn spawn<S: Services>(
         let mut attempt: usize = 0;
         while !local.stopping.get() {
             if controller.broker_epoch.get() < 0 {
-                let r = registration(&local, incarnation);
+                let r = registration(&local, incarnation, controller.previous_broker_epoch);
                 attempt = attempt.wrapping_add(1);
                 match register(&controller, &services, r, attempt).await {
                     Ok(epoch) => {

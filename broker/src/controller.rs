@@ -71,6 +71,9 @@ pub struct Controller {
     pub(crate) status: RefCell<Option<ControllerStatus>>,
     /// This broker's epoch from its last registration (-1 before one; clustered only).
     pub(crate) broker_epoch: Cell<i64>,
+    /// The epoch its last clean shutdown recorded (-1: none; `crate::clean_shutdown`), sent
+    /// with its registrations.
+    pub(crate) previous_broker_epoch: i64,
     /// The brokers' sessions, kept while this node is the active controller (a node that becomes
     /// active starts a fresh one, giving every broker a grace period: a failover fences nobody).
     pub(crate) sessions: RefCell<Option<spool_core::liveness::BrokerSessions>>,
@@ -93,6 +96,7 @@ fn open_blocking(
     cfg: &crate::config::BrokerConfig,
     incarnation_id: Uuid128,
     seed: u64,
+    previous_broker_epoch: i64,
 ) -> Result<(Raft, MetadataImage), StartError> {
     let mut config = spool_raft::ControllerConfig::single_node(raft_id(cfg.node_id), seed);
     config.raft.snapshot_every_entries = cfg.metadata_snapshot_entries;
@@ -155,6 +159,7 @@ fn open_blocking(
         rack: cfg.rack.clone(),
         cluster_id: None,
         registered_session_live: false,
+        previous_broker_epoch,
     };
     // This process holds the data directory's lock, so the incarnation the image names (if
     // any) is dead: fence it first, as its session would have expired in a cluster, so the
@@ -202,8 +207,13 @@ impl Controller {
         seed: u64,
     ) -> Result<(Rc<Self>, MetadataImage), StartError> {
         let config = (*local.config).clone();
-        let (raft, image) = glommio::executor()
-            .spawn_blocking(move || open_blocking(&config, incarnation_id, seed))
+        let (raft, image, previous_broker_epoch) = glommio::executor()
+            .spawn_blocking(move || {
+                let previous =
+                    crate::clean_shutdown::take(&config.data_dir).map_err(StartError::Register)?;
+                let (raft, image) = open_blocking(&config, incarnation_id, seed, previous)?;
+                Ok::<_, StartError>((raft, image, previous))
+            })
             .await?;
         let status = raft.status();
         let peers = local
@@ -221,6 +231,7 @@ impl Controller {
             leader_node: Cell::new(node_of_raft_id(status.leader_id)),
             status: RefCell::new(Some(status)),
             broker_epoch: Cell::new(-1),
+            previous_broker_epoch,
             sessions: RefCell::new(None),
             session_timeout_ms: local.config.broker_session_timeout_ms,
             heartbeat_interval_ms: local.config.broker_heartbeat_interval_ms,
@@ -248,6 +259,25 @@ impl Controller {
         self.leader_node.set(node_of_raft_id(status.leader_id));
         *self.status.borrow_mut() = Some(status);
         Some(out)
+    }
+
+    /// Records a clean shutdown: the broker epoch this broker has now (its registration in the
+    /// image), written to the data directory for the next start to register with.
+    pub async fn record_clean_shutdown(&self, data_dir: std::path::PathBuf) {
+        let me = self.node_id;
+        let epoch = self
+            .with_raft(move |raft| raft.image().broker(me).map(|b| b.broker_epoch))
+            .await
+            .flatten();
+        let Some(epoch) = epoch else {
+            return;
+        };
+        let written = glommio::executor()
+            .spawn_blocking(move || crate::clean_shutdown::record(&data_dir, epoch))
+            .await;
+        if let Err(e) = written {
+            tracing::warn!("recording the clean shutdown: {e}");
+        }
     }
 
     /// The active controller's node id, as far as this node knows.

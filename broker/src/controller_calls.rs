@@ -246,6 +246,7 @@ impl Controller {
             rack: r.rack,
             cluster_id,
             registered_session_live,
+            previous_broker_epoch: r.previous_broker_epoch,
         };
         let done = self
             .propose_and_wait(services, move |raft| {

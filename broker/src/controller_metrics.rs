@@ -1,6 +1,6 @@
 //! The controller's and the metadata image's gauges for `/metrics` (DESIGN §10), from core 0: is
 //! this node the active controller, its raft term and commit index, the metadata offset applied
-//! here, the quorum's voters and learners (and whether this node is one), snapshots installed
+//! here, brokers whose latest registration followed an unclean shutdown, the quorum's voters and learners (and whether this node is one), snapshots installed
 //! from the leader, registered and fenced brokers, leaderless, under-replicated and under-min-ISR partitions
 //! and replicas on fenced brokers, and a digest of the image — equal on every broker once
 //! they have applied the same log, which is how a test (or an operator) sees that they agree.
@@ -39,6 +39,8 @@ pub fn render(
     out.push_str(&format!("spool_metadata_topics {}\n", image.topic_count()));
     out.push_str(&format!("spool_registered_brokers {brokers}\n"));
     out.push_str(&format!("spool_fenced_brokers {fenced}\n"));
+    let unclean = image.brokers().filter(|b| b.unclean_shutdown).count();
+    out.push_str(&format!("spool_unclean_shutdown_brokers {unclean}\n"));
     let (mut leaderless, mut under_replicated, mut under_min_isr, mut offline_replicas) =
         (0u64, 0u64, 0u64, 0u64);
     for t in image.topics() {

@@ -20,6 +20,7 @@ pub mod api_readme;
 pub mod apis;
 pub mod broker_session;
 pub mod calls;
+pub mod clean_shutdown;
 pub mod cli;
 pub mod cli_cluster_local;
 pub mod clock;

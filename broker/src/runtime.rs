@@ -142,14 +142,16 @@ struct ShutdownPhases {
     closed: std::sync::atomic::AtomicUsize,
 }
 
-/// Waits (serving the mesh meanwhile) until `counter` reaches `cores`, at most `DRAIN_TIMEOUT_MS`.
-async fn barrier(counter: &std::sync::atomic::AtomicUsize, cores: usize) {
+/// Waits (serving the mesh meanwhile) until `counter` reaches `cores`, at most `DRAIN_TIMEOUT_MS`;
+/// whether every core got there.
+async fn barrier(counter: &std::sync::atomic::AtomicUsize, cores: usize) -> bool {
     counter.fetch_add(1, Ordering::SeqCst);
     let mut waited = 0;
     while counter.load(Ordering::SeqCst) < cores && waited < DRAIN_TIMEOUT_MS {
         glommio::timer::sleep(Duration::from_millis(10)).await;
         waited += 10;
     }
+    counter.load(Ordering::SeqCst) >= cores
 }
 
 async fn run_core(
@@ -284,9 +286,17 @@ async fn run_core(
         glommio::timer::sleep(Duration::from_millis(20)).await;
         waited += 20;
     }
-    barrier(&phases.drained, shard.cores()).await;
+    let _ = barrier(&phases.drained, shard.cores()).await;
     crate::maintenance::close_partitions(&shard.local).await;
-    barrier(&phases.closed, shard.cores()).await;
+    let all_closed = barrier(&phases.closed, shard.cores()).await;
+    // Every core flushed and closed its partitions, and nothing made the process stop on its
+    // own: a clean shutdown, which the next start tells the controller (KIP-966).
+    if core == 0 && all_closed && crate::stop_signal::failure().is_none() {
+        let controller = shard.controller.borrow().clone();
+        if let Some(c) = controller {
+            c.record_clean_shutdown(shard.config.data_dir.clone()).await;
+        }
+    }
     Ok(())
 }
 

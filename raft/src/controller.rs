@@ -37,6 +37,7 @@
 //!     rack: None,
 //!     cluster_id: None,
 //!     registered_session_live: false,
+//!     previous_broker_epoch: -1,
 //! };
 //! controller.register_broker(&me).unwrap();
 //! controller.poll().unwrap();

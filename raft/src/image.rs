@@ -56,6 +56,8 @@ pub struct BrokerRegistration {
     pub fenced: bool,
     pub last_heartbeat: Option<HeartbeatMark>,
     pub in_controlled_shutdown: bool,
+    /// Its latest registration followed an unclean shutdown (KIP-966).
+    pub unclean_shutdown: bool,
 }
 
 /// One partition's replica set and leadership.
@@ -244,6 +246,7 @@ impl MetadataImage {
                 fenced: true,
                 last_heartbeat: None,
                 in_controlled_shutdown: false,
+                unclean_shutdown: r.unclean_shutdown,
             },
         );
         Ok(())

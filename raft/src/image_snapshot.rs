@@ -55,12 +55,15 @@ pub fn image_records(image: &MetadataImage) -> Vec<MetadataRecordT> {
             .iter()
             .map(|l| records::listener(&l.name, &l.host, l.port))
             .collect();
-        out.push(records::register_broker(
-            b.broker_id,
-            b.incarnation_id,
-            b.broker_epoch,
-            listeners,
-            b.rack.clone(),
+        out.push(records::with_unclean_shutdown(
+            records::register_broker(
+                b.broker_id,
+                b.incarnation_id,
+                b.broker_epoch,
+                listeners,
+                b.rack.clone(),
+            ),
+            b.unclean_shutdown,
         ));
         if let Some(hb) = b.last_heartbeat {
             out.push(records::broker_heartbeat(

@@ -56,6 +56,14 @@ pub fn register_broker(
     record(MetadataRecordBodyT::RegisterBroker(Box::new(r)))
 }
 
+/// `record` (a `RegisterBroker`) marked as following an unclean shutdown, or not.
+pub fn with_unclean_shutdown(mut record: MetadataRecordT, unclean: bool) -> MetadataRecordT {
+    if let MetadataRecordBodyT::RegisterBroker(r) = &mut record.body {
+        r.unclean_shutdown = unclean;
+    }
+    record
+}
+
 pub fn broker_heartbeat(
     broker_id: i32,
     broker_epoch: i64,

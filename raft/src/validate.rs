@@ -115,6 +115,9 @@ pub struct RegisterBrokerRequest {
     /// Filled in by the active controller, not the broker: whether the broker id's current
     /// registration still has a live session (a heartbeat within the session timeout).
     pub registered_session_live: bool,
+    /// The broker epoch it had when it last shut down cleanly (-1: none, or it crashed). Not
+    /// the registered epoch: the registration follows an unclean shutdown.
+    pub previous_broker_epoch: i64,
 }
 
 /// A broker's heartbeat.
@@ -348,12 +351,20 @@ pub fn validate_register_broker(
         .iter()
         .map(|l| records::listener(&l.name, &l.host, l.port))
         .collect();
-    Ok(records::register_broker(
-        request.broker_id,
-        Some(request.incarnation_id),
-        image.max_broker_epoch().saturating_add(1),
-        listeners,
-        request.rack.clone(),
+    // Kafka's rule: a broker that registered before and does not bring back the epoch it had
+    // (it wrote that only on a clean shutdown) may have lost what it had not synced.
+    let unclean = image
+        .broker(request.broker_id)
+        .is_some_and(|b| b.broker_epoch != request.previous_broker_epoch);
+    Ok(records::with_unclean_shutdown(
+        records::register_broker(
+            request.broker_id,
+            Some(request.incarnation_id),
+            image.max_broker_epoch().saturating_add(1),
+            listeners,
+            request.rack.clone(),
+        ),
+        unclean,
     ))
 }
 

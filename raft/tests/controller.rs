@@ -41,6 +41,7 @@ fn start_broker(controller: &mut Controller) {
             rack: None,
             cluster_id: None,
             registered_session_live: false,
+            previous_broker_epoch: -1,
         })
         .expect("register");
     assert_eq!(commit(controller, id).outcome, Ok(()));

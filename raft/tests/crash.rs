@@ -58,6 +58,7 @@ fn start_broker(c: &mut Controller) {
         rack: None,
         cluster_id: None,
         registered_session_live: false,
+        previous_broker_epoch: -1,
     })
     .expect("register");
     c.poll().expect("poll");

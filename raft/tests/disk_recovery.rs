@@ -134,6 +134,7 @@ fn controller_with_topics(dir: &std::path::Path, topics: usize) -> spool_raft::M
             rack: None,
             cluster_id: None,
             registered_session_live: false,
+            previous_broker_epoch: -1,
         })
         .expect("register");
     c.poll().expect("poll");

@@ -65,6 +65,7 @@ fn cluster(dir: &std::path::Path) -> Controller {
                 rack: Some(rack.into()),
                 cluster_id: None,
                 registered_session_live: false,
+                previous_broker_epoch: -1,
             })
             .expect("register");
         commit_all(&mut c, &[reg]);

@@ -237,6 +237,7 @@ proptest! {
                         rack: None,
                         cluster_id: None,
                         registered_session_live: false,
+                        previous_broker_epoch: -1,
                     },
                 )
                 .ok(),

@@ -27,6 +27,7 @@ fn request(broker_id: i32, incarnation: u64) -> RegisterBrokerRequest {
         rack: None,
         cluster_id: None,
         registered_session_live: false,
+        previous_broker_epoch: -1,
     }
 }
 
@@ -63,6 +64,7 @@ fn a_second_incarnation_is_refused_while_the_first_lives() {
     let image = image_with_broker(false);
     let live = RegisterBrokerRequest {
         registered_session_live: true,
+        previous_broker_epoch: -1,
         ..request(4, 2)
     };
     let refused = validate_register_broker(&image, &live).expect_err("duplicate");
@@ -261,4 +263,39 @@ fn reconcile_elects_where_the_image_needs_it_and_is_a_fixpoint() {
         reconcile_records(&image, &defaults).records.is_empty(),
         "a fixpoint: nothing more once applied"
     );
+}
+
+/// KIP-966's input: a broker that registered before and comes back without the epoch its clean
+/// shutdown recorded is marked as having shut down uncleanly; one that brings it back is not; a
+/// first registration is clean. The mark survives a snapshot.
+#[test]
+fn a_registration_without_the_previous_epoch_is_marked_unclean() {
+    let image = image_with_broker(false);
+    let epoch = image.broker(4).expect("registered").broker_epoch;
+    assert!(
+        !image.broker(4).expect("registered").unclean_shutdown,
+        "first: clean"
+    );
+    let unclean = |previous: i64| {
+        let r = RegisterBrokerRequest {
+            previous_broker_epoch: previous,
+            ..request(4, 2)
+        };
+        let mut next = image.clone();
+        next.apply(&validate_register_broker(&image, &r).expect("registers"))
+            .expect("applies");
+        let mut rebuilt = MetadataImage::new();
+        for record in image_records(&next) {
+            rebuilt.apply(&record).expect("snapshot record");
+        }
+        let b = rebuilt.broker(4).expect("registered");
+        assert_eq!(Some(b), next.broker(4), "the snapshot keeps the mark");
+        b.unclean_shutdown
+    };
+    assert!(
+        !unclean(epoch),
+        "it brought back its epoch: a clean shutdown"
+    );
+    assert!(unclean(-1), "no mark: it crashed");
+    assert!(unclean(epoch - 1), "an older epoch: it crashed since");
 }

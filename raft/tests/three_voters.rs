@@ -192,6 +192,7 @@ fn three_voters_replicate_metadata_and_survive_a_leader_loss() {
                 rack: None,
                 cluster_id: None,
                 registered_session_live: false,
+                previous_broker_epoch: -1,
             },
         )
         .expect("register");
@@ -305,6 +306,7 @@ fn run(seeds: [u64; 3]) -> Outcome {
             rack: None,
             cluster_id: None,
             registered_session_live: false,
+            previous_broker_epoch: -1,
         },
     )
     .expect("register");
@@ -373,6 +375,7 @@ fn a_learner_that_joins_after_compaction_is_sent_a_snapshot_and_never_votes() {
                 rack: None,
                 cluster_id: None,
                 registered_session_live: false,
+                previous_broker_epoch: -1,
             },
         )
         .expect("register");

@@ -232,3 +232,55 @@ fn copy_dir(src: &std::path::Path, dst: &std::path::Path) {
         dst.display()
     );
 }
+
+#[test]
+fn a_restart_tells_the_controller_whether_the_broker_had_shut_down_cleanly() {
+    let mut cluster = Cluster::start(3);
+    let controller = cluster.wait_healthy();
+    let victim = (1..=3)
+        .find(|&i| i != controller)
+        .expect("a non-controller");
+    let unclean = |c: &Cluster| c.gauge(controller, "spool_unclean_shutdown_brokers");
+    assert_eq!(unclean(&cluster), Some(0), "first registrations are clean");
+
+    // kill -9: no clean-shutdown mark, so the next registration is unclean (KIP-966).
+    cluster.node_mut(victim).kill9();
+    cluster.wait_until("the killed broker fenced", |c| {
+        (c.gauge(controller, "spool_fenced_brokers") == Some(1)).then_some(())
+    });
+    cluster.node_mut(victim).restart();
+    cluster.wait_until(
+        "registered again after an unclean shutdown, and unfenced",
+        |c| {
+            (unclean(c) == Some(1) && c.gauge(controller, "spool_fenced_brokers") == Some(0))
+                .then_some(())
+        },
+    );
+
+    // SIGTERM: it flushes, closes and records its epoch; the next registration is clean.
+    cluster.node_mut(victim).terminate();
+    assert!(
+        cluster
+            .node(victim)
+            .data_dir()
+            .join("clean-shutdown")
+            .exists(),
+        "a clean stop leaves its mark"
+    );
+    cluster.node_mut(victim).restart();
+    cluster.wait_until(
+        "registered again after a clean shutdown, and unfenced",
+        |c| {
+            (unclean(c) == Some(0) && c.gauge(controller, "spool_fenced_brokers") == Some(0))
+                .then_some(())
+        },
+    );
+    assert!(
+        !cluster
+            .node(victim)
+            .data_dir()
+            .join("clean-shutdown")
+            .exists(),
+        "the mark is taken at start, so a later crash is not mistaken for a clean stop"
+    );
+}

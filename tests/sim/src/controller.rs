@@ -98,6 +98,7 @@ impl ControllerService {
                     rack: None,
                     cluster_id: None,
                     registered_session_live,
+                    previous_broker_epoch: -1,
                 };
                 // `Controller::register_broker`: the answer waits for the last record, the
                 // registration (any fence of the old registration comes first).

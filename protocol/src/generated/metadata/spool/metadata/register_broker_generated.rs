@@ -24,6 +24,7 @@ impl<'a> RegisterBroker<'a> {
   pub const VT_BROKER_EPOCH: ::flatbuffers::VOffsetT = 8;
   pub const VT_LISTENERS: ::flatbuffers::VOffsetT = 10;
   pub const VT_RACK: ::flatbuffers::VOffsetT = 12;
+  pub const VT_UNCLEAN_SHUTDOWN: ::flatbuffers::VOffsetT = 14;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -40,6 +41,7 @@ impl<'a> RegisterBroker<'a> {
     if let Some(x) = args.listeners { builder.add_listeners(x); }
     if let Some(x) = args.incarnation_id { builder.add_incarnation_id(x); }
     builder.add_broker_id(args.broker_id);
+    builder.add_unclean_shutdown(args.unclean_shutdown);
     builder.finish()
   }
 
@@ -55,12 +57,14 @@ impl<'a> RegisterBroker<'a> {
     let rack = self.rack().map(|x| {
       alloc::string::ToString::to_string(x)
     });
+    let unclean_shutdown = self.unclean_shutdown();
     RegisterBrokerT {
       broker_id,
       incarnation_id,
       broker_epoch,
       listeners,
       rack,
+      unclean_shutdown,
     }
   }
 
@@ -99,6 +103,13 @@ impl<'a> RegisterBroker<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(RegisterBroker::VT_RACK, None)}
   }
+  #[inline]
+  pub fn unclean_shutdown(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(RegisterBroker::VT_UNCLEAN_SHUTDOWN, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for RegisterBroker<'_> {
@@ -112,6 +123,7 @@ impl ::flatbuffers::Verifiable for RegisterBroker<'_> {
      .visit_field::<i64>("broker_epoch", Self::VT_BROKER_EPOCH, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Listener>>>>("listeners", Self::VT_LISTENERS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("rack", Self::VT_RACK, false)?
+     .visit_field::<bool>("unclean_shutdown", Self::VT_UNCLEAN_SHUTDOWN, false)?
      .finish();
     Ok(())
   }
@@ -122,6 +134,7 @@ pub struct RegisterBrokerArgs<'a> {
     pub broker_epoch: i64,
     pub listeners: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Listener<'a>>>>>,
     pub rack: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub unclean_shutdown: bool,
 }
 impl<'a> Default for RegisterBrokerArgs<'a> {
   #[inline]
@@ -132,6 +145,7 @@ impl<'a> Default for RegisterBrokerArgs<'a> {
       broker_epoch: 0,
       listeners: None,
       rack: None,
+      unclean_shutdown: false,
     }
   }
 }
@@ -162,6 +176,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> RegisterBrokerBuilder<'a, 'b,
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(RegisterBroker::VT_RACK, rack);
   }
   #[inline]
+  pub fn add_unclean_shutdown(&mut self, unclean_shutdown: bool) {
+    self.fbb_.push_slot::<bool>(RegisterBroker::VT_UNCLEAN_SHUTDOWN, unclean_shutdown, false);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> RegisterBrokerBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     RegisterBrokerBuilder {
@@ -184,6 +202,7 @@ impl ::core::fmt::Debug for RegisterBroker<'_> {
       ds.field("broker_epoch", &self.broker_epoch());
       ds.field("listeners", &self.listeners());
       ds.field("rack", &self.rack());
+      ds.field("unclean_shutdown", &self.unclean_shutdown());
       ds.finish()
   }
 }
@@ -195,6 +214,7 @@ pub struct RegisterBrokerT {
   pub broker_epoch: i64,
   pub listeners: Option<alloc::vec::Vec<ListenerT>>,
   pub rack: Option<alloc::string::String>,
+  pub unclean_shutdown: bool,
 }
 impl Default for RegisterBrokerT {
   fn default() -> Self {
@@ -204,6 +224,7 @@ impl Default for RegisterBrokerT {
       broker_epoch: 0,
       listeners: None,
       rack: None,
+      unclean_shutdown: false,
     }
   }
 }
@@ -222,12 +243,14 @@ impl RegisterBrokerT {
     let rack = self.rack.as_ref().map(|x|{
       _fbb.create_string(x)
     });
+    let unclean_shutdown = self.unclean_shutdown;
     RegisterBroker::create(_fbb, &RegisterBrokerArgs{
       broker_id,
       incarnation_id,
       broker_epoch,
       listeners,
       rack,
+      unclean_shutdown,
     })
   }
 }
