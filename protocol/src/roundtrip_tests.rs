@@ -494,6 +494,10 @@ fn metadata_record() -> BoxedStrategy<MetadataRecordT> {
             port: any::<u16>()
         })),
         rack: os(),
+        unclean_shutdown: any::<bool>(),
+    });
+    let cluster_id = st!(ClusterIdT {
+        id: option::of(uuid())
     });
     let heartbeat = st!(BrokerHeartbeatT {
         broker_id: any::<i32>(),
@@ -554,6 +558,7 @@ fn metadata_record() -> BoxedStrategy<MetadataRecordT> {
         delete.prop_map(|b| MetadataRecordBodyT::DeleteTopic(Box::new(b))),
         change.prop_map(|b| MetadataRecordBodyT::PartitionChange(Box::new(b))),
         pid_block.prop_map(|b| MetadataRecordBodyT::ProducerIdBlock(Box::new(b))),
+        cluster_id.prop_map(|b| MetadataRecordBodyT::ClusterId(Box::new(b))),
     ]
     .prop_map(|body| MetadataRecordT { body })
     .boxed()
