@@ -172,7 +172,23 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
             }
         }
     }
+    follow_leader_epochs(local);
     follow_offsets_leadership(local, groups).await;
+}
+
+/// Every open partition this broker leads takes the leader epoch the image gives it (a leader
+/// change bumps it), so what it appends next is stamped with the current epoch.
+fn follow_leader_epochs(local: &Local) {
+    let me = local.config.node_id;
+    let image = local.image.borrow();
+    for (tp, part) in local.partitions.borrow().iter() {
+        let state = image
+            .topic(&tp.topic)
+            .and_then(|t| t.partitions.get(tp.partition as usize));
+        if let Some(p) = state.filter(|p| p.leader == me) {
+            part.on_new_leader_epoch(me, p.leader_epoch);
+        }
+    }
 }
 
 /// Whether this broker leads `tp` in this core's image.

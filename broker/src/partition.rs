@@ -113,6 +113,23 @@ impl Partition {
         self.replica.borrow().leader_epoch()
     }
 
+    /// The metadata log made this broker the leader in a newer leader epoch (the old leader was
+    /// fenced, or this broker came back): batches appended from now on carry it, so the
+    /// leader-epoch checkpoint records where the epoch starts. Until replication the partition
+    /// keeps leading alone, its high watermark where it was.
+    pub fn on_new_leader_epoch(&self, broker_id: i32, leader_epoch: i32) {
+        if leader_epoch <= self.leader_epoch() {
+            return;
+        }
+        let hw = self.high_watermark();
+        *self.replica.borrow_mut() = ReplicaState::sole_leader(broker_id, leader_epoch, hw);
+        debug_assert_eq!(
+            self.high_watermark(),
+            hw,
+            "a new epoch keeps the high watermark"
+        );
+    }
+
     fn advance_high_watermark(&self, leader_end: u64) {
         let before = self.high_watermark();
         let after = self.replica.borrow_mut().on_leader_log_end(leader_end);

@@ -243,6 +243,31 @@ fn a_killed_broker_is_fenced_its_partitions_get_leaders_from_the_isr_and_it_is_u
             );
         }
     }
+    // A new leader stamps what it appends with its new epoch: after one record, its
+    // leader-epoch checkpoint says where that epoch starts.
+    let moved = after
+        .iter()
+        .find(|r| led.contains(&r.partition))
+        .expect("a moved partition")
+        .clone();
+    spool_ok(
+        cluster.node(controller),
+        &["produce", "t", "--partition", &moved.partition.to_string()],
+        "after the failover\n",
+    );
+    let checkpoint = cluster
+        .node(moved.leader)
+        .data_dir()
+        .join(format!("t-{}", moved.partition))
+        .join("leader-epoch-checkpoint");
+    let text = cluster.wait_until("the new leader's epoch checkpointed", |_| {
+        let text = std::fs::read_to_string(&checkpoint).ok()?;
+        text.lines()
+            .skip(2)
+            .any(|l| l.split_whitespace().next() == Some(&moved.leader_epoch.to_string()))
+            .then_some(text)
+    });
+    assert!(text.starts_with("0\n"), "{text}");
     // `cluster info` shows it fenced and not answering, the others active.
     let info = cluster.info(controller);
     let row = |info: &spool_tests::cluster::ClusterInfo, id: i32| {
