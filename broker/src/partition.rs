@@ -68,6 +68,8 @@ pub fn log_error_code(e: &LogError) -> ErrorCode {
         }
         LogError::Batch(_) => ErrorCode::CorruptMessage,
         LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        // Only a follower's replicated append meets this (it fetches from its log end next).
+        LogError::NotContiguous { .. } => ErrorCode::OffsetOutOfRange,
         LogError::DiskFull { .. } | LogError::Offline { .. } | LogError::Io { .. } => {
             ErrorCode::KafkaStorageError
         }

@@ -40,6 +40,14 @@ pub enum LogError {
     /// Another process holds the partition directory.
     #[error("log directory {} is in use by another process", dir.display())]
     Locked { dir: PathBuf },
+    /// A replicated batch does not start at the log end (a follower must truncate, or fetch from
+    /// its log end, first): nothing was written.
+    #[error("replicated batch at offset {base_offset} does not continue the log {} at {log_end_offset}", dir.display())]
+    NotContiguous {
+        dir: PathBuf,
+        base_offset: i64,
+        log_end_offset: u64,
+    },
 }
 
 impl LogError {

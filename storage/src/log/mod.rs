@@ -95,6 +95,15 @@ pub struct PartitionLog {
     fdatasyncs: Rc<std::cell::Cell<u64>>,
 }
 
+/// Who decides a batch's offsets and epoch.
+#[derive(Debug, Clone, Copy)]
+enum Stamp {
+    /// The leader: the log's end and this epoch.
+    Leader(i32),
+    /// The leader already did: the batch is written as it came.
+    AsReplicated,
+}
+
 impl PartitionLog {
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -161,16 +170,56 @@ impl PartitionLog {
             .map_err(|e| LogError::io("log lock", dir, e))
     }
 
-    /// Appends one client batch (validated here: length, magic, CRC) written by `leader_epoch`.
+    /// Appends one client batch (validated here: length, magic, CRC) written by `leader_epoch`:
+    /// the log gives it its offsets and stamps the epoch.
     pub async fn append(
         &self,
-        mut batch_bytes: BytesMut,
+        batch_bytes: BytesMut,
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         let header = batch::validate(&batch_bytes, self.config.max_batch_bytes)?;
+        self.append_validated(batch_bytes, header, Stamp::Leader(leader_epoch), now_ms)
+            .await
+    }
+
+    /// Appends one batch a follower fetched from its leader, unchanged: its base offset must be
+    /// this log's end ([`LogError::NotContiguous`] otherwise, and nothing is written) and it
+    /// keeps the leader's offsets and epoch, which the epoch cache records when it is new
+    /// (DESIGN §7: followers append the leader's batches as they are).
+    pub async fn append_replicated(
+        &self,
+        batch_bytes: BytesMut,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let header = batch::validate(&batch_bytes, self.config.max_batch_bytes)?;
+        self.append_validated(batch_bytes, header, Stamp::AsReplicated, now_ms)
+            .await
+    }
+
+    async fn append_validated(
+        &self,
+        mut batch_bytes: BytesMut,
+        header: batch::BatchHeader,
+        stamp: Stamp,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         let _turn = Self::lock(&self.append_lock, &self.dir).await?;
         self.check_open()?;
+        let log_end = self.st.borrow().log_end_offset;
+        let leader_epoch = match stamp {
+            Stamp::Leader(epoch) => epoch,
+            Stamp::AsReplicated => {
+                if header.base_offset != log_end as i64 {
+                    return Err(LogError::NotContiguous {
+                        dir: self.dir.clone(),
+                        base_offset: header.base_offset,
+                        log_end_offset: log_end,
+                    });
+                }
+                header.partition_leader_epoch
+            }
+        };
         self.maybe_roll(header.total_bytes() as u64, now_ms).await?;
         let (active, base_offset, epoch_changed) = {
             let mut st = self.st.borrow_mut();
@@ -181,8 +230,14 @@ impl PartitionLog {
         if epoch_changed {
             self.persist_epochs().await?;
         }
-        batch::set_base_offset(&mut batch_bytes, base_offset as i64);
-        batch::set_partition_leader_epoch(&mut batch_bytes, leader_epoch);
+        match stamp {
+            Stamp::Leader(_) => {
+                batch::set_base_offset(&mut batch_bytes, base_offset as i64);
+                batch::set_partition_leader_epoch(&mut batch_bytes, leader_epoch);
+            }
+            // Pair assertion: the bytes already say where they go (checked under the lock).
+            Stamp::AsReplicated => assert_eq!(header.base_offset, base_offset as i64),
+        }
         let bytes = batch_bytes.freeze();
         let writer = active.writer().ok_or_else(|| LogError::Offline {
             dir: self.dir.clone(),

@@ -588,3 +588,88 @@ fn batches_in_codecs_spool_cannot_decompress_are_stored_and_served_as_they_are()
         assert_eq!(stats.opaque_batches, 1);
     });
 }
+
+/// Batches read from a leader's log, one at a time from `from`, as a follower's fetch gets them.
+async fn fetched_batches(leader: &PartitionLog, from: u64) -> Vec<BytesMut> {
+    let mut out = Vec::new();
+    let mut next = from;
+    while next < leader.log_end_offset() {
+        let bytes = leader.read_copy(next, 3000, u64::MAX).await.unwrap();
+        for b in BatchIter::new(&bytes, usize::MAX) {
+            let b = b.unwrap();
+            if b.header.base_offset as u64 >= next {
+                out.push(BytesMut::from(b.bytes));
+            }
+            next = next.max(b.header.last_offset() as u64 + 1);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_follower_appends_the_leaders_batches_unchanged_and_refuses_a_gap() {
+    run(|| async {
+        let (ldir, fdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (leader, _) = PartitionLog::open(ldir.path(), small_config())
+            .await
+            .unwrap();
+        for (tag, epoch) in [(0, 1), (1, 1), (2, 2), (3, 2), (4, 5)] {
+            leader.append(batch(3, tag, 0), epoch, 0).await.unwrap();
+        }
+        let (follower, _) = PartitionLog::open(fdir.path(), small_config())
+            .await
+            .unwrap();
+        let batches = fetched_batches(&leader, 0).await;
+        assert_eq!(batches.len(), 5);
+
+        // A batch that does not continue the log is refused, and nothing is written.
+        let gap = follower.append_replicated(batches[1].clone(), 0).await;
+        assert!(
+            matches!(
+                gap,
+                Err(LogError::NotContiguous {
+                    base_offset: 3,
+                    log_end_offset: 0,
+                    ..
+                })
+            ),
+            "{gap:?}"
+        );
+        assert_eq!(follower.log_end_offset(), 0);
+
+        for b in &batches {
+            follower.append_replicated(b.clone(), 0).await.unwrap();
+        }
+        assert_eq!(follower.log_end_offset(), leader.log_end_offset());
+        assert_eq!(read_all(&follower, 0).await, read_all(&leader, 0).await);
+        assert_eq!(
+            follower.leader_epochs().entries(),
+            leader.leader_epochs().entries(),
+            "the follower's epoch cache follows the leader's batches"
+        );
+        // Byte for byte: offsets and epochs are the leader's (nothing re-stamped).
+        let (l, f) = (
+            leader.read_copy(0, 1 << 20, u64::MAX).await.unwrap(),
+            follower.read_copy(0, 1 << 20, u64::MAX).await.unwrap(),
+        );
+        assert_eq!(l, f);
+
+        // Truncated back (a diverging epoch), the follower fetches again from its new end.
+        let kept = follower.truncate_to(6).await.unwrap();
+        assert_eq!(kept, 6);
+        for b in fetched_batches(&leader, kept).await {
+            follower.append_replicated(b, 0).await.unwrap();
+        }
+        assert_eq!(read_all(&follower, 0).await, read_all(&leader, 0).await);
+        follower.sync_to(follower.log_end_offset()).await.unwrap();
+        follower.close().await.unwrap();
+        let (reopened, _) = PartitionLog::open(fdir.path(), small_config())
+            .await
+            .unwrap();
+        assert_eq!(
+            reopened.leader_epochs().entries(),
+            leader.leader_epochs().entries(),
+            "the checkpoint survives a restart"
+        );
+    });
+}
