@@ -156,6 +156,41 @@ impl Cluster {
         panic!("the cluster never went quiet");
     }
 
+    /// Registers broker `broker` through `leader` (and unfences it when `unfence`), settling
+    /// after each proposal.
+    fn register(&mut self, leader: u64, broker: i32, unfence: bool) {
+        let image = self.node(leader).latest_image().clone();
+        let record = validate_register_broker(
+            &image,
+            &RegisterBrokerRequest {
+                broker_id: broker,
+                incarnation_id: Uuid128 {
+                    high: 0,
+                    low: broker as u64,
+                },
+                listeners: vec![],
+                rack: None,
+                cluster_id: None,
+                registered_session_live: false,
+                previous_broker_epoch: -1,
+            },
+        )
+        .expect("register");
+        self.node(leader).propose(record).expect("propose");
+        self.settle();
+        if unfence {
+            let epoch = self
+                .node(leader)
+                .image()
+                .broker(broker)
+                .expect("registered")
+                .broker_epoch;
+            let unfence = spool_raft::records::unfence_broker(broker, epoch);
+            self.node(leader).propose(unfence).expect("unfence");
+            self.settle();
+        }
+    }
+
     fn tick_until_leader(&mut self, among: &[u64]) -> u64 {
         for _ in 0..500 {
             self.tick_all();
@@ -179,34 +214,7 @@ fn three_voters_replicate_metadata_and_survive_a_leader_loss() {
 
     // Register + unfence three brokers through the leader.
     for broker in 1..=3 {
-        let image = cluster.node(leader).latest_image().clone();
-        let record = validate_register_broker(
-            &image,
-            &RegisterBrokerRequest {
-                broker_id: broker,
-                incarnation_id: Uuid128 {
-                    high: 0,
-                    low: broker as u64,
-                },
-                listeners: vec![],
-                rack: None,
-                cluster_id: None,
-                registered_session_live: false,
-                previous_broker_epoch: -1,
-            },
-        )
-        .expect("register");
-        cluster.node(leader).propose(record).expect("propose");
-        cluster.settle();
-        let epoch = cluster
-            .node(leader)
-            .image()
-            .broker(broker)
-            .expect("b")
-            .broker_epoch;
-        let unfence = spool_raft::records::unfence_broker(broker, epoch);
-        cluster.node(leader).propose(unfence).expect("unfence");
-        cluster.settle();
+        cluster.register(leader, broker, true);
     }
 
     let follower = (1..=3).find(|id| *id != leader).expect("a follower");
@@ -296,22 +304,7 @@ struct Outcome {
 fn run(seeds: [u64; 3]) -> Outcome {
     let mut cluster = Cluster::with(|id| (10, seeds[id as usize - 1]));
     let first = cluster.tick_until_leader(&[1, 3, 2]);
-    let image = cluster.node(first).latest_image().clone();
-    let record = validate_register_broker(
-        &image,
-        &RegisterBrokerRequest {
-            broker_id: 1,
-            incarnation_id: Uuid128 { high: 0, low: 1 },
-            listeners: vec![],
-            rack: None,
-            cluster_id: None,
-            registered_session_live: false,
-            previous_broker_epoch: -1,
-        },
-    )
-    .expect("register");
-    cluster.node(first).propose(record).expect("propose");
-    cluster.settle();
+    cluster.register(first, 1, false);
     cluster.cut_off.insert(first);
     let others: Vec<u64> = (1..=3).filter(|id| *id != first).collect();
     let second = cluster.tick_until_leader(&others);
@@ -362,35 +355,8 @@ fn a_learner_that_joins_after_compaction_is_sent_a_snapshot_and_never_votes() {
     let mut cluster = Cluster::compacting_every(8);
     let leader = cluster.tick_until_leader(&[1, 2, 3]);
     for broker in 0..20 {
-        let image = cluster.node(leader).latest_image().clone();
-        let record = validate_register_broker(
-            &image,
-            &RegisterBrokerRequest {
-                broker_id: broker,
-                incarnation_id: Uuid128 {
-                    high: 9,
-                    low: broker as u64,
-                },
-                listeners: vec![],
-                rack: None,
-                cluster_id: None,
-                registered_session_live: false,
-                previous_broker_epoch: -1,
-            },
-        )
-        .expect("register");
-        cluster.node(leader).propose(record).expect("propose");
-        cluster.settle();
+        cluster.register(leader, broker, broker == 0);
     }
-    let epoch = cluster
-        .node(leader)
-        .image()
-        .broker(0)
-        .expect("b")
-        .broker_epoch;
-    let unfence = spool_raft::records::unfence_broker(0, epoch);
-    cluster.node(leader).propose(unfence).expect("unfence");
-    cluster.settle();
     assert!(
         cluster.node(leader).log().snapshot_index() > 1,
         "the leader compacted its log"
