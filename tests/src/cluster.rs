@@ -228,9 +228,12 @@ pub struct PartitionRow {
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Replicas on fenced or unregistered brokers.
+    pub offline: Vec<i32>,
 }
 
-/// Parses `spool topic describe T`'s partition rows (`0  2  0  [2, 3, 1]  [2, 3, 1]`).
+/// Parses `spool topic describe T`'s partition rows (`0  2  0  [2, 3, 1]  [2, 3, 1]  []`:
+/// partition, leader, leader epoch, replicas, ISR, offline replicas).
 pub fn parse_describe(out: &str) -> Vec<PartitionRow> {
     let list = |s: &str| -> Option<Vec<i32>> {
         s.trim()
@@ -246,15 +249,16 @@ pub fn parse_describe(out: &str) -> Vec<PartitionRow> {
             let (head, lists) = l.split_once('[')?;
             let mut nums = head.split_whitespace().map(|x| x.parse::<i32>().ok());
             let (partition, leader, leader_epoch) = (nums.next()??, nums.next()??, nums.next()??);
-            let (replicas, isr) = format!("[{lists}")
-                .split_once("  ")
-                .map(|(a, b)| (list(a), list(b)))?;
+            let lists = format!("[{lists}");
+            let mut lists = lists.split("  ").filter(|x| !x.trim().is_empty()).map(list);
+            let (replicas, isr, offline) = (lists.next()??, lists.next()??, lists.next()??);
             Some(PartitionRow {
                 partition,
                 leader,
                 leader_epoch,
-                replicas: replicas?,
-                isr: isr?,
+                replicas,
+                isr,
+                offline,
             })
         })
         .collect()
@@ -278,10 +282,27 @@ mod tests {
 
     #[test]
     fn parses_the_describe_rows() {
-        let out = "topic orders (2 partitions)\nPARTITION  LEADER  LEADER-EPOCH      REPLICAS  ISR\n        0       2             0     [2, 3, 1]  [2, 3, 1]\n        1      -1             4        [3, 1]  [3]\n";
-        let rows = parse_describe(out);
+        // As `spool topic describe` prints them (broker/src/cli.rs).
+        let row = |p: i32, l: i32, e: i32, r: &[i32], i: &[i32], o: &[i32]| {
+            format!(
+                "{:>9}  {:>6}  {:>12}  {:>12}  {:>12}  {:?}\n",
+                p,
+                l,
+                e,
+                format!("{r:?}"),
+                format!("{i:?}"),
+                o
+            )
+        };
+        let out = format!(
+            "topic orders (2 partitions)\nPARTITION  LEADER  LEADER-EPOCH      REPLICAS           ISR  OFFLINE\n{}{}",
+            row(0, 2, 0, &[2, 3, 1], &[2, 3, 1], &[]),
+            row(1, -1, 4, &[3, 1], &[3], &[1]),
+        );
+        let rows = parse_describe(&out);
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].replicas, vec![2, 3, 1]);
+        assert!(rows[0].offline.is_empty());
         assert_eq!(
             rows[1],
             PartitionRow {
@@ -290,6 +311,7 @@ mod tests {
                 leader_epoch: 4,
                 replicas: vec![3, 1],
                 isr: vec![3],
+                offline: vec![1],
             }
         );
     }

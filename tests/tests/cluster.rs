@@ -231,6 +231,11 @@ fn a_killed_broker_is_fenced_its_partitions_get_leaders_from_the_isr_and_it_is_u
             "{r:?}: a fenced broker stays in no ISR"
         );
         assert!(r.isr.contains(&r.leader), "{r:?}: the leader is in the ISR");
+        assert_eq!(
+            r.offline,
+            vec![victim],
+            "{r:?}: the fenced broker's replica is offline"
+        );
         assert!(
             was.isr.contains(&r.leader),
             "{r:?}: the new leader came from the old ISR {was:?}"
@@ -296,6 +301,12 @@ fn a_killed_broker_is_fenced_its_partitions_get_leaders_from_the_isr_and_it_is_u
     cluster.wait_until("the victim unfenced again", |c| {
         all.iter()
             .all(|&i| c.gauge(i, "spool_fenced_brokers") == Some(0))
+            .then_some(())
+    });
+    cluster.wait_until("no replica offline once it is back", |c| {
+        c.describe(controller, "t")
+            .iter()
+            .all(|r| r.offline.is_empty())
             .then_some(())
     });
     let back = row(&cluster.info(controller), victim);

@@ -22,6 +22,8 @@ pub struct PartitionMeta {
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Replicas on brokers that are fenced or not registered (Kafka Metadata v5+).
+    pub offline_replicas: Vec<i32>,
 }
 
 /// One topic as the metadata describes it; partitions sorted by index.
@@ -179,6 +181,7 @@ impl MetadataCache {
                     leader_epoch: p.leader_epoch,
                     replicas: p.replica_nodes.clone().unwrap_or_default(),
                     isr: p.isr_nodes.clone().unwrap_or_default(),
+                    offline_replicas: p.offline_replicas.clone().unwrap_or_default(),
                 })
                 .collect();
             partitions.sort_by_key(|p| p.partition);
