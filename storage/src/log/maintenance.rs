@@ -224,7 +224,7 @@ impl PartitionLog {
             st.log_end_offset = new_end;
             st.durable_offset = st.durable_offset.min(new_end);
             st.tail.clear();
-            st.epochs.truncate_from_end(new_end)
+            st.epochs.truncate_from_end(new_end) > 0
         };
         if epochs_changed {
             self.persist_epochs().await?;

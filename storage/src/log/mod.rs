@@ -224,7 +224,12 @@ impl PartitionLog {
         let (active, base_offset, epoch_changed) = {
             let mut st = self.st.borrow_mut();
             let base = st.log_end_offset;
-            let changed = st.epochs.assign(leader_epoch, base);
+            // A batch without an epoch (-1, from a pre-epoch writer) leaves the cache alone.
+            let changed = leader_epoch >= 0
+                && !matches!(
+                    st.epochs.assign(leader_epoch, base),
+                    crate::epoch::Assigned::Unchanged
+                );
             (st.active(), base, changed)
         };
         if epoch_changed {

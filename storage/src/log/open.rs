@@ -145,7 +145,7 @@ impl PartitionLog {
                     LogError::Corrupt {
                         file: dir.join(EPOCH_CHECKPOINT),
                         position: 0,
-                        reason: e,
+                        reason: e.to_string(),
                     }
                 })?
             }
@@ -197,7 +197,7 @@ impl PartitionLog {
                 .min(end);
             st.log_end_offset = end;
             st.durable_offset = end;
-            (end, st.epochs.truncate_from_end(end))
+            (end, st.epochs.truncate_from_end(end) > 0)
         };
         if epochs_changed {
             log.persist_epochs().await?;
