@@ -6,9 +6,15 @@
 //!   header built by hand past the limit);
 //! - a frame announcing more than the limit is refused from its prefix alone;
 //! - a missing body, a missing union value and an unknown union member are typed errors;
+//! - replica fetches and their answers round-trip through `encode_with_payload` /
+//!   `decode_with_payload` with the payload cut into random chunks (kept as given, zero-copy), and
+//!   the decoded payload is a slice of the frame that `split_records` cuts per partition;
+//! - a payload that differs from the partitions' `records_bytes` sum, a payload on a message that
+//!   has none, and an offset or epoch out of range are typed errors, both ways;
 //! - one small frame's bytes are pinned (a golden test), so a schema or layout change that alters
 //!   the wire is seen.
 
+use bytes::Bytes;
 use flatbuffers::FlatBufferBuilder;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -16,7 +22,7 @@ use spool_protocol::frame::{self, FrameError, FrameLimits};
 use spool_protocol::internal::codec::{
     CONFIGS_PER_TOPIC_MAX, CONFIG_VALUE_BYTES_MAX, ERROR_MESSAGE_BYTES_MAX,
     LISTENERS_PER_REGISTRATION_MAX, NAME_BYTES_MAX, RAFT_MESSAGES_PER_FRAME_MAX,
-    RAFT_MESSAGE_BYTES_MAX, TOPICS_PER_FORWARD_MAX,
+    RAFT_MESSAGE_BYTES_MAX, REPLICA_FETCH_PARTITIONS_MAX, TOPICS_PER_FORWARD_MAX,
 };
 use spool_protocol::internal::*;
 use spool_protocol::internal_wire as fb;
@@ -93,6 +99,137 @@ fn forward_answer() -> impl Strategy<Value = ForwardAnswer> {
     ]
 }
 
+/// -1 on the wire is `None`; any non-negative value is `Some`.
+fn opt_epoch() -> impl Strategy<Value = Option<i32>> {
+    proptest::option::of(0..=i32::MAX)
+}
+
+fn offset() -> impl Strategy<Value = u64> {
+    0..=i64::MAX as u64
+}
+
+fn replica_fetch() -> impl Strategy<Value = ReplicaFetch> {
+    let partition = (
+        name(),
+        any::<i32>(),
+        opt_epoch(),
+        offset(),
+        opt_epoch(),
+        offset(),
+        proptest::option::of(offset()),
+    )
+        .prop_map(
+            |(
+                topic,
+                partition,
+                current_leader_epoch,
+                fetch_offset,
+                last_fetched_epoch,
+                log_start_offset,
+                durable_offset,
+            )| ReplicaFetchPartition {
+                topic,
+                partition,
+                current_leader_epoch,
+                fetch_offset,
+                last_fetched_epoch,
+                log_start_offset,
+                durable_offset,
+            },
+        );
+    (
+        any::<i32>(),
+        proptest::option::of(0..=i64::MAX),
+        any::<i32>(),
+        any::<i32>(),
+        any::<i32>(),
+        vec(partition, 0..6),
+    )
+        .prop_map(
+            |(replica_id, broker_epoch, max_wait_ms, min_bytes, max_bytes, partitions)| {
+                ReplicaFetch {
+                    replica_id,
+                    broker_epoch,
+                    max_wait_ms,
+                    min_bytes,
+                    max_bytes,
+                    partitions,
+                }
+            },
+        )
+}
+
+/// An answer partition whose records are `records` (its `records_bytes` is their length).
+fn answer_partition() -> impl Strategy<Value = (ReplicaFetchAnswerPartition, Vec<u8>)> {
+    (
+        name(),
+        any::<i32>(),
+        error_code(),
+        any::<i64>(),
+        any::<i64>(),
+        any::<i64>(),
+        proptest::option::of(
+            (any::<i32>(), any::<i64>())
+                .prop_map(|(epoch, end_offset)| EpochEndOffset { epoch, end_offset }),
+        ),
+        prop_oneof![Just(Vec::new()), vec(any::<u8>(), 0..200)],
+    )
+        .prop_map(
+            |(
+                topic,
+                partition,
+                error,
+                high_watermark,
+                log_start_offset,
+                log_end_offset,
+                diverging_epoch,
+                records,
+            )| {
+                (
+                    ReplicaFetchAnswerPartition {
+                        topic,
+                        partition,
+                        error,
+                        high_watermark,
+                        log_start_offset,
+                        log_end_offset,
+                        diverging_epoch,
+                        records_bytes: records.len() as u32,
+                    },
+                    records,
+                )
+            },
+        )
+}
+
+/// An answer and each partition's records, in answer order.
+fn replica_fetch_answer() -> impl Strategy<Value = (ReplicaFetchAnswer, Vec<Vec<u8>>)> {
+    (error_code(), vec(answer_partition(), 0..6)).prop_map(|(error, parts)| {
+        let (partitions, records) = parts.into_iter().unzip();
+        (ReplicaFetchAnswer { error, partitions }, records)
+    })
+}
+
+/// An answer without records (what `encode` carries).
+fn empty_replica_fetch_answer() -> impl Strategy<Value = ReplicaFetchAnswer> {
+    replica_fetch_answer().prop_map(|(mut answer, _)| {
+        for p in &mut answer.partitions {
+            p.records_bytes = 0;
+        }
+        answer
+    })
+}
+
+/// `payload` cut at the given points into chunks (some possibly empty).
+fn chunks(payload: &[u8], cuts: &[prop::sample::Index]) -> Vec<Bytes> {
+    let payload = Bytes::copy_from_slice(payload);
+    let mut at: Vec<usize> = cuts.iter().map(|c| c.index(payload.len() + 1)).collect();
+    at.push(0);
+    at.push(payload.len());
+    at.sort_unstable();
+    at.windows(2).map(|w| payload.slice(w[0]..w[1])).collect()
+}
+
 fn internal_message() -> impl Strategy<Value = InternalMessage> {
     prop_oneof![
         vec(vec(any::<u8>(), 0..64), 0..6).prop_map(InternalMessage::Raft),
@@ -162,6 +299,8 @@ fn internal_message() -> impl Strategy<Value = InternalMessage> {
         ),
         forward_op().prop_map(InternalMessage::Forward),
         forward_answer().prop_map(InternalMessage::ForwardAnswer),
+        replica_fetch().prop_map(InternalMessage::ReplicaFetch),
+        empty_replica_fetch_answer().prop_map(InternalMessage::ReplicaFetchAnswer),
     ]
 }
 
@@ -206,6 +345,18 @@ fn hand_built(
         Option<flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>>,
     ),
 ) -> Vec<u8> {
+    frame_around(&hand_built_header(build))
+}
+
+/// The header [`hand_built`] wraps, alone.
+fn hand_built_header(
+    build: impl FnOnce(
+        &mut FlatBufferBuilder<'static>,
+    ) -> (
+        fb::InternalBody,
+        Option<flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>>,
+    ),
+) -> Vec<u8> {
     let mut fbb = FlatBufferBuilder::new();
     let (body_type, body) = build(&mut fbb);
     let root = fb::InternalFrame::create(
@@ -219,7 +370,7 @@ fn hand_built(
         },
     );
     fbb.finish_minimal(root);
-    frame_around(fbb.finished_data())
+    fbb.finished_data().to_vec()
 }
 
 fn frame_of(message: InternalMessage) -> InternalFrame {
@@ -304,6 +455,126 @@ proptest! {
         assert_sane(decode(&frame_around(&header), &limits()));
     }
 
+    /// An answer with records, its payload cut into random chunks: the chunks travel as given
+    /// (the same buffers, not copies), and the decoded payload is a slice of the frame read.
+    #[test]
+    fn replica_fetch_answers_round_trip_with_payload(
+        (answer, records) in replica_fetch_answer(),
+        cuts in vec(any::<prop::sample::Index>(), 0..6),
+    ) {
+        let payload: Vec<u8> = records.concat();
+        let chunks = chunks(&payload, &cuts);
+        let frame = frame_of(InternalMessage::ReplicaFetchAnswer(answer.clone()));
+        let encoded = encode_with_payload(&frame, chunks.clone(), &limits()).expect("encodes");
+        prop_assert_eq!(encoded.payload.len(), chunks.len());
+        for (sent, given) in encoded.payload.iter().zip(&chunks) {
+            prop_assert_eq!(sent.as_ptr(), given.as_ptr());
+        }
+        let bytes = encoded.to_bytes();
+        let prefix = [bytes[0], bytes[1], bytes[2], bytes[3]];
+        prop_assert_eq!(frame::frame_bytes_from_prefix(prefix, &limits()).unwrap(), bytes.len());
+
+        let (decoded, got) = decode_with_payload(&bytes, &limits()).expect("decodes");
+        prop_assert_eq!(&decoded, &frame);
+        prop_assert_eq!(&got[..], &payload[..]);
+        prop_assert_eq!(got.as_ptr(), bytes[bytes.len() - payload.len()..].as_ptr());
+        let split = answer.split_records(&got).expect("records_bytes add up");
+        let split: Vec<Vec<u8>> = split.iter().map(|b| b.to_vec()).collect();
+        prop_assert_eq!(split, records);
+        // `decode` takes no payload: an answer with records is refused there, not truncated.
+        if !payload.is_empty() {
+            let is_unexpected = matches!(
+                decode(&bytes, &limits()),
+                Err(InternalError::UnexpectedPayload { .. })
+            );
+            prop_assert!(is_unexpected);
+        }
+    }
+
+    /// Every message round-trips through the payload-carrying pair too (an empty payload).
+    #[test]
+    fn every_frame_round_trips_with_payload_api(frame in internal_frame()) {
+        let encoded = encode_with_payload(&frame, vec![Bytes::new()], &limits()).unwrap();
+        let (decoded, payload) = decode_with_payload(&encoded.to_bytes(), &limits()).unwrap();
+        prop_assert_eq!(decoded, frame);
+        prop_assert!(payload.is_empty());
+    }
+
+    #[test]
+    fn truncated_frames_with_payload_are_refused(
+        (answer, records) in replica_fetch_answer(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let frame = frame_of(InternalMessage::ReplicaFetchAnswer(answer));
+        let payload = Bytes::from(records.concat());
+        let bytes = encode_with_payload(&frame, vec![payload], &limits()).unwrap().to_bytes();
+        let n = cut.index(bytes.len());
+        prop_assert!(decode_with_payload(&bytes.slice(..n), &limits()).is_err());
+    }
+
+    /// The prefix rewritten to agree with a payload cut short or grown: the sum check sees it.
+    #[test]
+    fn a_payload_of_the_wrong_length_is_refused(
+        (answer, records) in replica_fetch_answer(),
+        cut in any::<prop::sample::Index>(),
+        extra in vec(any::<u8>(), 1..16),
+    ) {
+        let frame = frame_of(InternalMessage::ReplicaFetchAnswer(answer));
+        let payload = records.concat();
+        let bytes = encode_with_payload(&frame, vec![Bytes::from(payload.clone())], &limits())
+            .unwrap()
+            .to_bytes();
+        let header_bytes = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+        let header = &bytes[frame::FRAME_PREFIX_BYTES..frame::FRAME_PREFIX_BYTES + header_bytes];
+        let short = &payload[..cut.index(payload.len() + 1)];
+        let mut long = payload.clone();
+        long.extend_from_slice(&extra);
+        for wrong in [short, &long[..]] {
+            if wrong.len() == payload.len() {
+                continue;
+            }
+            let bytes = with_payload(header, wrong);
+            let err = decode_with_payload(&bytes, &limits()).unwrap_err();
+            let is_mismatch = matches!(
+                err,
+                InternalError::RecordsBytesMismatch { records_bytes, payload_bytes }
+                    if records_bytes == payload.len() as u64 && payload_bytes == wrong.len()
+            );
+            prop_assert!(is_mismatch, "{}", err);
+            prop_assert_eq!(err.error_code(), ErrorCode::CorruptMessage);
+        }
+    }
+
+    #[test]
+    fn bit_flipped_frames_with_payload_never_panic(
+        (answer, records) in replica_fetch_answer(),
+        flips in vec((any::<prop::sample::Index>(), 0u8..8), 1..4),
+    ) {
+        let frame = frame_of(InternalMessage::ReplicaFetchAnswer(answer));
+        let payload = Bytes::from(records.concat());
+        let mut bytes = encode_with_payload(&frame, vec![payload], &limits())
+            .unwrap()
+            .to_bytes()
+            .to_vec();
+        for (at, bit) in &flips {
+            let i = at.index(bytes.len());
+            bytes[i] ^= 1 << bit;
+        }
+        if let Ok((frame, payload)) = decode_with_payload(&Bytes::from(bytes), &limits()) {
+            let again = encode_with_payload(&frame, vec![payload.clone()], &limits())
+                .expect("a decoded frame re-encodes")
+                .to_bytes();
+            let (frame2, payload2) = decode_with_payload(&again, &limits()).unwrap();
+            prop_assert_eq!(frame2, frame);
+            prop_assert_eq!(payload2, payload);
+        }
+    }
+
+    #[test]
+    fn random_payload_frames_never_panic(bytes in vec(any::<u8>(), 0..256)) {
+        let _ = decode_with_payload(&Bytes::from(bytes), &limits());
+    }
+
     #[test]
     fn bit_flipped_frames_never_panic(
         frame in internal_frame(),
@@ -381,6 +652,321 @@ fn a_payload_is_refused() {
     assert!(
         matches!(err, InternalError::UnexpectedPayload { payload_bytes: 3 }),
         "{err}"
+    );
+}
+
+/// A whole frame around `header` and `payload` (lengths consistent).
+fn with_payload(header: &[u8], payload: &[u8]) -> Bytes {
+    frame::assemble(header, vec![Bytes::copy_from_slice(payload)], &limits())
+        .unwrap()
+        .to_bytes()
+}
+
+fn answer_partition_with(records_bytes: u32) -> ReplicaFetchAnswerPartition {
+    ReplicaFetchAnswerPartition {
+        topic: "t".into(),
+        partition: 0,
+        error: ErrorCode::None,
+        high_watermark: 10,
+        log_start_offset: 0,
+        log_end_offset: 12,
+        diverging_epoch: None,
+        records_bytes,
+    }
+}
+
+fn fetch_partition(topic: &str) -> ReplicaFetchPartition {
+    ReplicaFetchPartition {
+        topic: topic.into(),
+        partition: 0,
+        current_leader_epoch: Some(3),
+        fetch_offset: 100,
+        last_fetched_epoch: Some(2),
+        log_start_offset: 0,
+        durable_offset: None,
+    }
+}
+
+fn fetch(partitions: Vec<ReplicaFetchPartition>) -> InternalMessage {
+    InternalMessage::ReplicaFetch(ReplicaFetch {
+        replica_id: 2,
+        broker_epoch: Some(7),
+        max_wait_ms: 500,
+        min_bytes: 1,
+        max_bytes: 1 << 20,
+        partitions,
+    })
+}
+
+fn answer(partitions: Vec<ReplicaFetchAnswerPartition>) -> InternalMessage {
+    InternalMessage::ReplicaFetchAnswer(ReplicaFetchAnswer {
+        error: ErrorCode::None,
+        partitions,
+    })
+}
+
+#[test]
+fn encode_with_payload_checks_the_records_bytes_sum() {
+    let frame = frame_of(answer(vec![
+        answer_partition_with(3),
+        answer_partition_with(2),
+    ]));
+    let five = vec![Bytes::from_static(b"abc"), Bytes::from_static(b"de")];
+    encode_with_payload(&frame, five, &limits()).expect("3 + 2 bytes");
+    for wrong in [
+        vec![],
+        vec![Bytes::from_static(b"abcd")],
+        vec![Bytes::from(vec![0; 6])],
+    ] {
+        let err = encode_with_payload(&frame, wrong, &limits()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                InternalError::RecordsBytesMismatch {
+                    records_bytes: 5,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+    // `encode` carries no payload, so an answer with records is a mismatch there too.
+    assert!(matches!(
+        encode(&frame),
+        Err(InternalError::RecordsBytesMismatch { .. })
+    ));
+}
+
+#[test]
+fn records_bytes_that_overflow_a_u32_sum_are_a_mismatch() {
+    let frame = frame_of(answer(vec![
+        answer_partition_with(u32::MAX),
+        answer_partition_with(u32::MAX),
+    ]));
+    let err = encode_with_payload(&frame, vec![Bytes::from_static(b"x")], &limits()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            InternalError::RecordsBytesMismatch {
+                records_bytes: 8_589_934_590,
+                payload_bytes: 1
+            }
+        ),
+        "{err}"
+    );
+    // And decoding the same header, built by hand behind a 1-byte payload.
+    let header = hand_built_header(|fbb| {
+        let topic = fbb.create_string("t");
+        let p = fb::ReplicaFetchAnswerPartition::create(
+            fbb,
+            &fb::ReplicaFetchAnswerPartitionArgs {
+                topic: Some(topic),
+                records_bytes: u32::MAX,
+                ..Default::default()
+            },
+        );
+        let partitions = fbb.create_vector(&[p, p]);
+        let a = fb::ReplicaFetchAnswer::create(
+            fbb,
+            &fb::ReplicaFetchAnswerArgs {
+                error: 0,
+                partitions: Some(partitions),
+            },
+        );
+        (
+            fb::InternalBody::ReplicaFetchAnswer,
+            Some(a.as_union_value()),
+        )
+    });
+    let err = decode_with_payload(&with_payload(&header, b"x"), &limits()).unwrap_err();
+    assert!(
+        matches!(err, InternalError::RecordsBytesMismatch { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_replica_fetch_takes_no_payload() {
+    let frame = frame_of(fetch(vec![fetch_partition("t")]));
+    let err = encode_with_payload(&frame, vec![Bytes::from_static(b"x")], &limits()).unwrap_err();
+    assert!(
+        matches!(err, InternalError::UnexpectedPayload { payload_bytes: 1 }),
+        "{err}"
+    );
+    let bytes = encode(&frame).unwrap();
+    let err = decode_with_payload(
+        &with_payload(&bytes[frame::FRAME_PREFIX_BYTES..], b"xyz"),
+        &limits(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, InternalError::UnexpectedPayload { payload_bytes: 3 }),
+        "{err}"
+    );
+    // Without a payload both decoders agree.
+    let (decoded, payload) = decode_with_payload(&bytes, &limits()).unwrap();
+    assert_eq!(decoded, frame);
+    assert_eq!(decode(&bytes, &limits()).unwrap(), frame);
+    assert!(payload.is_empty());
+}
+
+#[test]
+fn a_fetch_answer_splits_its_payload_per_partition() {
+    let InternalMessage::ReplicaFetchAnswer(a) = answer(vec![
+        answer_partition_with(3),
+        answer_partition_with(0),
+        answer_partition_with(2),
+    ]) else {
+        unreachable!()
+    };
+    let payload = Bytes::from_static(b"abcde");
+    let split = a.split_records(&payload).unwrap();
+    assert_eq!(split, vec![&b"abc"[..], &b""[..], &b"de"[..]]);
+    assert_eq!(a.split_records(&Bytes::from_static(b"abcd")), None);
+}
+
+#[test]
+fn out_of_range_numbers_are_refused_both_ways() {
+    let mut p = fetch_partition("t");
+    p.fetch_offset = u64::MAX;
+    let err = encode(&frame_of(fetch(vec![p]))).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            InternalError::OutOfRange {
+                field: "fetch_offset",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut p = fetch_partition("t");
+    p.current_leader_epoch = Some(-2);
+    assert!(matches!(
+        encode(&frame_of(fetch(vec![p]))),
+        Err(InternalError::OutOfRange {
+            field: "current_leader_epoch",
+            value: -2
+        })
+    ));
+
+    // On the wire: -1 is absent, another negative is refused.
+    let by_hand = |fetch_offset: i64, current_leader_epoch: i32, durable_offset: i64| {
+        fetch_by_hand(1, "t", |args| {
+            args.fetch_offset = fetch_offset;
+            args.current_leader_epoch = current_leader_epoch;
+            args.durable_offset = durable_offset;
+        })
+    };
+    let frame = decode(&by_hand(5, -1, -1), &limits()).unwrap();
+    let InternalMessage::ReplicaFetch(f) = frame.message else {
+        panic!("a replica fetch, got {:?}", frame.message);
+    };
+    assert_eq!(f.partitions[0].fetch_offset, 5);
+    assert_eq!(f.partitions[0].current_leader_epoch, None);
+    assert_eq!(f.partitions[0].durable_offset, None);
+    for (bytes, field) in [
+        (by_hand(-5, -1, -1), "fetch_offset"),
+        (by_hand(5, -2, -1), "current_leader_epoch"),
+        (by_hand(5, -1, -3), "durable_offset"),
+    ] {
+        let err = decode(&bytes, &limits()).unwrap_err();
+        assert!(
+            matches!(err, InternalError::OutOfRange { field: f, .. } if f == field),
+            "{field}: {err}"
+        );
+    }
+}
+
+/// A ReplicaFetch of `count` partitions named `topic`, each laid out from the default arguments
+/// as `edit` changes them.
+fn fetch_by_hand(
+    count: usize,
+    topic: &str,
+    edit: impl Fn(&mut fb::ReplicaFetchPartitionArgs<'_>),
+) -> Vec<u8> {
+    hand_built(|fbb| {
+        let topic = fbb.create_string(topic);
+        let mut args = fb::ReplicaFetchPartitionArgs {
+            topic: Some(topic),
+            ..Default::default()
+        };
+        edit(&mut args);
+        let p = fb::ReplicaFetchPartition::create(fbb, &args);
+        let partitions = fbb.create_vector(&vec![p; count]);
+        let f = fb::ReplicaFetch::create(
+            fbb,
+            &fb::ReplicaFetchArgs {
+                partitions: Some(partitions),
+                ..Default::default()
+            },
+        );
+        (fb::InternalBody::ReplicaFetch, Some(f.as_union_value()))
+    })
+}
+
+fn answer_by_hand(count: usize, topic: &str) -> Vec<u8> {
+    hand_built(|fbb| {
+        let topic = fbb.create_string(topic);
+        let p = fb::ReplicaFetchAnswerPartition::create(
+            fbb,
+            &fb::ReplicaFetchAnswerPartitionArgs {
+                topic: Some(topic),
+                ..Default::default()
+            },
+        );
+        let partitions = fbb.create_vector(&vec![p; count]);
+        let a = fb::ReplicaFetchAnswer::create(
+            fbb,
+            &fb::ReplicaFetchAnswerArgs {
+                error: 0,
+                partitions: Some(partitions),
+            },
+        );
+        (
+            fb::InternalBody::ReplicaFetchAnswer,
+            Some(a.as_union_value()),
+        )
+    })
+}
+
+#[test]
+fn replica_fetch_partitions_limit() {
+    let p = fetch_partition("t");
+    check_limit(
+        fetch(vec![p.clone(); REPLICA_FETCH_PARTITIONS_MAX]),
+        fetch(vec![p; REPLICA_FETCH_PARTITIONS_MAX + 1]),
+        fetch_by_hand(REPLICA_FETCH_PARTITIONS_MAX + 1, "t", |_| {}),
+        "replica fetch partitions",
+    );
+    let p = answer_partition_with(0);
+    check_limit(
+        answer(vec![p.clone(); REPLICA_FETCH_PARTITIONS_MAX]),
+        answer(vec![p; REPLICA_FETCH_PARTITIONS_MAX + 1]),
+        answer_by_hand(REPLICA_FETCH_PARTITIONS_MAX + 1, "t"),
+        "replica fetch partitions",
+    );
+}
+
+#[test]
+fn replica_fetch_topic_name_limit() {
+    let at = "x".repeat(NAME_BYTES_MAX);
+    let over = "x".repeat(NAME_BYTES_MAX + 1);
+    check_limit(
+        fetch(vec![fetch_partition(&at)]),
+        fetch(vec![fetch_partition(&over)]),
+        fetch_by_hand(1, &over, |_| {}),
+        "topic name",
+    );
+    let named = |name: &str| ReplicaFetchAnswerPartition {
+        topic: name.into(),
+        ..answer_partition_with(0)
+    };
+    check_limit(
+        answer(vec![named(&at)]),
+        answer(vec![named(&over)]),
+        answer_by_hand(1, &over),
+        "topic name",
     );
 }
 

@@ -3,12 +3,24 @@
 //! A frame is `u32 length | u32 header length | flatbuffers header | payload` with the prefix
 //! layout and constants of [`crate::frame`]; the header is an `InternalFrame` of
 //! `schemas/internal.fbs` ([`crate::internal_wire`]). Raft messages travel inside the header as
-//! byte vectors, so every message of this version has an empty payload (replica fetches will
-//! fill it when they join).
+//! byte vectors. The payload carries replica-fetch record batches: a [`ReplicaFetchAnswer`]'s
+//! partitions' records, concatenated in answer order, each partition's share sized by its
+//! `records_bytes`. Every other message has an empty payload.
+//!
+//! Two pairs of entry points:
+//! - [`encode`] / [`decode`]: one contiguous frame with an empty payload (every message but a
+//!   replica-fetch answer with records; a non-empty payload is [`InternalError::UnexpectedPayload`]);
+//! - [`encode_with_payload`] / [`decode_with_payload`]: the payload as chunks the leader already
+//!   holds (file ranges, tail-cache bytes) written after the header without copying
+//!   ([`EncodedFrame::write_to_async`]), and on the follower a zero-copy [`Bytes::slice`] of the
+//!   frame it read ([`ReplicaFetchAnswer::split_records`] cuts it per partition). Both check that
+//!   the partitions' `records_bytes` add up to the payload's length
+//!   ([`InternalError::RecordsBytesMismatch`]).
 //!
 //! Reading off a socket: take the 4-byte prefix, size the frame with
 //! [`crate::frame::frame_bytes_from_prefix`] (it checks `max_frame_bytes` before anything is
-//! allocated), read exactly that many bytes, prefix included, and hand them to [`decode`] — the
+//! allocated), read exactly that many bytes, prefix included, and hand them to [`decode`] (or
+//! [`decode_with_payload`], where a replica-fetch answer may arrive) — the
 //! same steps `broker/src/connection.rs` takes for native frames. This module adds no prefix
 //! helper of its own.
 //!
@@ -18,7 +30,9 @@
 //!   flatbuffers verifier (depth, table count and apparent size bounded by [`verifier_options`])
 //!   before any field is read, and every vector count and string length is checked against the
 //!   named limits below before it is copied out;
-//! - every failure is an [`InternalError`].
+//! - every failure is an [`InternalError`];
+//! - a frame it accepts has a payload exactly as long as its `records_bytes` say (empty for every
+//!   message but a [`ReplicaFetchAnswer`]).
 //!
 //! [`encode`] checks the same limits, so a frame it writes is one [`decode`] accepts (with the
 //! default [`FrameLimits`]); a peer never sends what it would itself refuse.
@@ -28,10 +42,12 @@ use flatbuffers::{FlatBufferBuilder, UnionWIPOffset, VerifierOptions, WIPOffset}
 use thiserror::Error;
 
 use super::types::{
-    ForwardAnswer, ForwardOp, ForwardTopic, ForwardTopicOutcome, Heartbeat, HeartbeatAnswer,
-    InternalFrame, InternalMessage, Listener, RegisterBroker, RegisterBrokerAnswer,
+    EpochEndOffset, ForwardAnswer, ForwardOp, ForwardTopic, ForwardTopicOutcome, Heartbeat,
+    HeartbeatAnswer, InternalFrame, InternalMessage, Listener, RegisterBroker,
+    RegisterBrokerAnswer, ReplicaFetch, ReplicaFetchAnswer, ReplicaFetchAnswerPartition,
+    ReplicaFetchPartition,
 };
-use crate::frame::{self, FrameError, FrameLimits, FRAME_PREFIX_BYTES};
+use crate::frame::{self, EncodedFrame, FrameError, FrameLimits, FRAME_PREFIX_BYTES};
 use crate::internal_wire as fb;
 use crate::ErrorCode;
 
@@ -56,6 +72,10 @@ pub const NAME_BYTES_MAX: usize = 255;
 pub const CONFIG_VALUE_BYTES_MAX: usize = 64 * 1024;
 /// Bytes in an error message of an answer.
 pub const ERROR_MESSAGE_BYTES_MAX: usize = 16 * 1024;
+/// Partitions in one replica fetch (and in its answer). A follower fetches every partition it
+/// follows from one leader on one core in one session; 10 000 is far past any real broker pair
+/// and bounds a hostile count.
+pub const REPLICA_FETCH_PARTITIONS_MAX: usize = 10_000;
 /// Verifier nesting limit. The deepest path (frame → Forward → CreateTopics → topics →
 /// ForwardTopic → configs → TopicConfig → string) is 8 levels; twice that leaves room for growth.
 pub const VERIFIER_DEPTH_MAX: usize = 16;
@@ -88,10 +108,23 @@ pub enum InternalError {
         bytes: usize,
         max: usize,
     },
-    /// No internal message of this version uses the payload; a non-empty one is refused rather
-    /// than silently dropped.
+    /// A payload on a message that has none (anything but a replica-fetch answer), or given to
+    /// [`encode`] / [`decode`], which carry none: refused rather than silently dropped.
     #[error("internal frame carries a {payload_bytes}-byte payload; its message has none")]
     UnexpectedPayload { payload_bytes: usize },
+    /// A replica-fetch answer whose partitions' `records_bytes` do not add up to its payload.
+    #[error(
+        "replica fetch answer: partitions' records_bytes add up to {records_bytes}, but the \
+         payload is {payload_bytes} bytes"
+    )]
+    RecordsBytesMismatch {
+        records_bytes: u64,
+        payload_bytes: usize,
+    },
+    /// A number outside its field's range: a negative offset, a negative epoch other than -1
+    /// (absent), or an offset over `i64::MAX`.
+    #[error("internal frame: {field} = {value} is out of range")]
+    OutOfRange { field: &'static str, value: i128 },
     /// `ForwardAnswer::ProducerIds(Err(ErrorCode::None))`: on the wire error 0 means success, so
     /// this value has no encoding.
     #[error("ProducerIds answer is an error with code NONE")]
@@ -106,6 +139,7 @@ impl InternalError {
             Self::Frame(e) => e.error_code(),
             Self::TooLong { .. } | Self::TooMany { .. } => ErrorCode::MessageTooLarge,
             Self::ErrorCodeIsNone => ErrorCode::UnknownServerError,
+            Self::RecordsBytesMismatch { .. } => ErrorCode::CorruptMessage,
             _ => ErrorCode::InvalidRequest,
         }
     }
@@ -151,6 +185,25 @@ pub fn encode_with_limits(
     frame: &InternalFrame,
     limits: &FrameLimits,
 ) -> Result<Bytes, InternalError> {
+    let encoded = encode_with_payload(frame, Vec::new(), limits)?;
+    // No payload chunks: the head is the whole frame, no second copy needed.
+    debug_assert_eq!(encoded.len(), encoded.head.len());
+    Ok(encoded.head)
+}
+
+/// Encodes one frame with a payload: the head (prefix and header) is built here, the chunks are
+/// kept as given, so the caller writes `head` then each chunk (a writev) without copying the
+/// record batches. The chunks' total must equal the partitions' `records_bytes` sum of a
+/// [`InternalMessage::ReplicaFetchAnswer`] ([`InternalError::RecordsBytesMismatch`]); any other
+/// message takes no chunks with bytes ([`InternalError::UnexpectedPayload`]). How the chunks cut
+/// the payload does not matter (one partition may span several, or one chunk several partitions).
+pub fn encode_with_payload(
+    frame: &InternalFrame,
+    payload: Vec<Bytes>,
+    limits: &FrameLimits,
+) -> Result<EncodedFrame, InternalError> {
+    let payload_bytes: usize = payload.iter().map(Bytes::len).sum();
+    check_payload(&frame.message, payload_bytes)?;
     let mut capacity_bytes = 256;
     if let InternalMessage::Raft(messages) = &frame.message {
         // Raft bytes are the only bulk a header carries: refuse an oversize batch before the
@@ -165,6 +218,18 @@ pub fn encode_with_limits(
         }
         // Each message adds a table, a vtable and a vector length: well under 32 bytes.
         capacity_bytes += raft_bytes + messages.len() * 32;
+    }
+    // A partition is a table of a handful of scalars and a name: under 128 bytes with its vtable.
+    match &frame.message {
+        InternalMessage::ReplicaFetch(f) if f.partitions.len() <= REPLICA_FETCH_PARTITIONS_MAX => {
+            capacity_bytes += f.partitions.len() * 128;
+        }
+        InternalMessage::ReplicaFetchAnswer(a)
+            if a.partitions.len() <= REPLICA_FETCH_PARTITIONS_MAX =>
+        {
+            capacity_bytes += a.partitions.len() * 128;
+        }
+        _ => {}
     }
     let mut fbb = FlatBufferBuilder::with_capacity(capacity_bytes);
     let (body_type, body) = encode_body(&mut fbb, &frame.message)?;
@@ -182,10 +247,95 @@ pub fn encode_with_limits(
         },
     );
     fbb.finish_minimal(root);
-    let encoded = frame::assemble(fbb.finished_data(), Vec::new(), limits)?;
-    // No payload chunks: the head is the whole frame, no second copy needed.
-    debug_assert_eq!(encoded.len(), encoded.head.len());
-    Ok(encoded.head)
+    Ok(frame::assemble(fbb.finished_data(), payload, limits)?)
+}
+
+/// The payload a message must have: its partitions' records for a replica-fetch answer, none for
+/// anything else.
+fn check_payload(message: &InternalMessage, payload_bytes: usize) -> Result<(), InternalError> {
+    match message {
+        InternalMessage::ReplicaFetchAnswer(answer) => {
+            let records_bytes = answer.records_bytes();
+            if records_bytes != payload_bytes as u64 {
+                return Err(InternalError::RecordsBytesMismatch {
+                    records_bytes,
+                    payload_bytes,
+                });
+            }
+        }
+        _ if payload_bytes != 0 => return Err(InternalError::UnexpectedPayload { payload_bytes }),
+        _ => {}
+    }
+    Ok(())
+}
+
+// Numbers whose Rust form is narrower than the wire's: an absent option is -1, offsets are
+// non-negative. Encoding refuses what decoding would not give back.
+
+fn opt_i32_to_wire(field: &'static str, value: Option<i32>) -> Result<i32, InternalError> {
+    match value {
+        None => Ok(-1),
+        Some(v) if v >= 0 => Ok(v),
+        Some(v) => Err(InternalError::OutOfRange {
+            field,
+            value: v.into(),
+        }),
+    }
+}
+
+fn opt_i64_to_wire(field: &'static str, value: Option<i64>) -> Result<i64, InternalError> {
+    match value {
+        None => Ok(-1),
+        Some(v) if v >= 0 => Ok(v),
+        Some(v) => Err(InternalError::OutOfRange {
+            field,
+            value: v.into(),
+        }),
+    }
+}
+
+fn u64_to_wire(field: &'static str, value: u64) -> Result<i64, InternalError> {
+    i64::try_from(value).map_err(|_| InternalError::OutOfRange {
+        field,
+        value: value.into(),
+    })
+}
+
+fn opt_u64_to_wire(field: &'static str, value: Option<u64>) -> Result<i64, InternalError> {
+    value.map_or(Ok(-1), |v| u64_to_wire(field, v))
+}
+
+fn opt_i32_from_wire(field: &'static str, value: i32) -> Result<Option<i32>, InternalError> {
+    match value {
+        -1 => Ok(None),
+        v if v >= 0 => Ok(Some(v)),
+        v => Err(InternalError::OutOfRange {
+            field,
+            value: v.into(),
+        }),
+    }
+}
+
+fn opt_i64_from_wire(field: &'static str, value: i64) -> Result<Option<i64>, InternalError> {
+    match value {
+        -1 => Ok(None),
+        v if v >= 0 => Ok(Some(v)),
+        v => Err(InternalError::OutOfRange {
+            field,
+            value: v.into(),
+        }),
+    }
+}
+
+fn u64_from_wire(field: &'static str, value: i64) -> Result<u64, InternalError> {
+    u64::try_from(value).map_err(|_| InternalError::OutOfRange {
+        field,
+        value: value.into(),
+    })
+}
+
+fn opt_u64_from_wire(field: &'static str, value: i64) -> Result<Option<u64>, InternalError> {
+    Ok(opt_i64_from_wire(field, value)?.map(|v| v.unsigned_abs()))
 }
 
 type Fbb<'b> = FlatBufferBuilder<'b>;
@@ -258,6 +408,14 @@ fn encode_body(
             );
             (fb::InternalBody::HeartbeatAnswer, answer.as_union_value())
         }
+        InternalMessage::ReplicaFetch(f) => (
+            fb::InternalBody::ReplicaFetch,
+            encode_replica_fetch(fbb, f)?.as_union_value(),
+        ),
+        InternalMessage::ReplicaFetchAnswer(a) => (
+            fb::InternalBody::ReplicaFetchAnswer,
+            encode_replica_fetch_answer(fbb, a)?.as_union_value(),
+        ),
         InternalMessage::Forward(op) => {
             let (op_type, op) = encode_forward_op(fbb, op)?;
             let forward = fb::Forward::create(
@@ -488,10 +646,87 @@ fn encode_forward_answer(
     })
 }
 
+fn encode_replica_fetch<'b>(
+    fbb: &mut Fbb<'b>,
+    f: &ReplicaFetch,
+) -> Result<WIPOffset<fb::ReplicaFetch<'b>>, InternalError> {
+    check_count(
+        "replica fetch partitions",
+        f.partitions.len(),
+        REPLICA_FETCH_PARTITIONS_MAX,
+    )?;
+    let mut partitions = Vec::with_capacity(f.partitions.len());
+    for p in &f.partitions {
+        let topic = encode_name(fbb, "topic name", &p.topic)?;
+        let args = fb::ReplicaFetchPartitionArgs {
+            topic: Some(topic),
+            partition: p.partition,
+            current_leader_epoch: opt_i32_to_wire("current_leader_epoch", p.current_leader_epoch)?,
+            fetch_offset: u64_to_wire("fetch_offset", p.fetch_offset)?,
+            last_fetched_epoch: opt_i32_to_wire("last_fetched_epoch", p.last_fetched_epoch)?,
+            log_start_offset: u64_to_wire("log_start_offset", p.log_start_offset)?,
+            durable_offset: opt_u64_to_wire("durable_offset", p.durable_offset)?,
+        };
+        partitions.push(fb::ReplicaFetchPartition::create(fbb, &args));
+    }
+    let partitions = fbb.create_vector(&partitions);
+    Ok(fb::ReplicaFetch::create(
+        fbb,
+        &fb::ReplicaFetchArgs {
+            replica_id: f.replica_id,
+            broker_epoch: opt_i64_to_wire("broker_epoch", f.broker_epoch)?,
+            max_wait_ms: f.max_wait_ms,
+            min_bytes: f.min_bytes,
+            max_bytes: f.max_bytes,
+            partitions: Some(partitions),
+        },
+    ))
+}
+
+fn encode_replica_fetch_answer<'b>(
+    fbb: &mut Fbb<'b>,
+    a: &ReplicaFetchAnswer,
+) -> Result<WIPOffset<fb::ReplicaFetchAnswer<'b>>, InternalError> {
+    check_count(
+        "replica fetch partitions",
+        a.partitions.len(),
+        REPLICA_FETCH_PARTITIONS_MAX,
+    )?;
+    let mut partitions = Vec::with_capacity(a.partitions.len());
+    for p in &a.partitions {
+        let topic = encode_name(fbb, "topic name", &p.topic)?;
+        let diverging_epoch = p
+            .diverging_epoch
+            .map(|d| fb::EpochEndOffset::new(d.epoch, d.end_offset));
+        partitions.push(fb::ReplicaFetchAnswerPartition::create(
+            fbb,
+            &fb::ReplicaFetchAnswerPartitionArgs {
+                topic: Some(topic),
+                partition: p.partition,
+                error: p.error.code(),
+                high_watermark: p.high_watermark,
+                log_start_offset: p.log_start_offset,
+                log_end_offset: p.log_end_offset,
+                diverging_epoch: diverging_epoch.as_ref(),
+                records_bytes: p.records_bytes,
+            },
+        ));
+    }
+    let partitions = fbb.create_vector(&partitions);
+    Ok(fb::ReplicaFetchAnswer::create(
+        fbb,
+        &fb::ReplicaFetchAnswerArgs {
+            error: a.error.code(),
+            partitions: Some(partitions),
+        },
+    ))
+}
+
 // ---------------------------------------------------------------------------------------------
 // decode
 
 /// Decodes one whole frame, prefix included, exactly as read off the socket (see the module doc).
+/// The frame must have an empty payload ([`decode_with_payload`] takes one).
 pub fn decode(frame: &[u8], limits: &FrameLimits) -> Result<InternalFrame, InternalError> {
     let (header, payload) = split(frame, limits)?;
     if !payload.is_empty() {
@@ -499,6 +734,24 @@ pub fn decode(frame: &[u8], limits: &FrameLimits) -> Result<InternalFrame, Inter
             payload_bytes: payload.len(),
         });
     }
+    decode_header(header, 0)
+}
+
+/// Decodes one whole frame like [`decode`], and returns its payload alongside: a zero-copy slice
+/// of `frame`, exactly as long as a [`ReplicaFetchAnswer`]'s partitions' `records_bytes` add up
+/// to (checked: [`InternalError::RecordsBytesMismatch`]), and empty for every other message.
+pub fn decode_with_payload(
+    frame: &Bytes,
+    limits: &FrameLimits,
+) -> Result<(InternalFrame, Bytes), InternalError> {
+    let (header, payload) = split(frame, limits)?;
+    let payload_bytes = payload.len();
+    let decoded = decode_header(header, payload_bytes)?;
+    Ok((decoded, frame.slice(frame.len() - payload_bytes..)))
+}
+
+/// The header of a frame whose payload is `payload_bytes` long.
+fn decode_header(header: &[u8], payload_bytes: usize) -> Result<InternalFrame, InternalError> {
     let root = fb::root_as_internal_frame_with_opts(&verifier_options(header.len()), header)?;
     let message = match root.body_type() {
         fb::InternalBody::NONE => return Err(InternalError::MissingBody),
@@ -548,6 +801,16 @@ pub fn decode(frame: &[u8], limits: &FrameLimits) -> Result<InternalFrame, Inter
             root.body_as_forward_answer()
                 .ok_or(InternalError::MissingBody)?,
         )?),
+        fb::InternalBody::ReplicaFetch => InternalMessage::ReplicaFetch(decode_replica_fetch(
+            root.body_as_replica_fetch()
+                .ok_or(InternalError::MissingBody)?,
+        )?),
+        fb::InternalBody::ReplicaFetchAnswer => {
+            InternalMessage::ReplicaFetchAnswer(decode_replica_fetch_answer(
+                root.body_as_replica_fetch_answer()
+                    .ok_or(InternalError::MissingBody)?,
+            )?)
+        }
         other => {
             return Err(InternalError::UnknownUnionType {
                 union: "InternalBody",
@@ -555,6 +818,7 @@ pub fn decode(frame: &[u8], limits: &FrameLimits) -> Result<InternalFrame, Inter
             })
         }
     };
+    check_payload(&message, payload_bytes)?;
     Ok(InternalFrame {
         from_node: root.from_node(),
         correlation_id: root.correlation_id(),
@@ -757,4 +1021,74 @@ fn decode_forward_answer(answer: fb::ForwardAnswer<'_>) -> Result<ForwardAnswer,
             type_id: other.0,
         }),
     }
+}
+
+fn decode_replica_fetch(f: fb::ReplicaFetch<'_>) -> Result<ReplicaFetch, InternalError> {
+    let mut partitions = Vec::new();
+    if let Some(ps) = f.partitions() {
+        check_count(
+            "replica fetch partitions",
+            ps.len(),
+            REPLICA_FETCH_PARTITIONS_MAX,
+        )?;
+        partitions.reserve_exact(ps.len());
+        for p in ps {
+            partitions.push(ReplicaFetchPartition {
+                topic: decode_name("topic name", p.topic())?,
+                partition: p.partition(),
+                current_leader_epoch: opt_i32_from_wire(
+                    "current_leader_epoch",
+                    p.current_leader_epoch(),
+                )?,
+                fetch_offset: u64_from_wire("fetch_offset", p.fetch_offset())?,
+                last_fetched_epoch: opt_i32_from_wire(
+                    "last_fetched_epoch",
+                    p.last_fetched_epoch(),
+                )?,
+                log_start_offset: u64_from_wire("log_start_offset", p.log_start_offset())?,
+                durable_offset: opt_u64_from_wire("durable_offset", p.durable_offset())?,
+            });
+        }
+    }
+    Ok(ReplicaFetch {
+        replica_id: f.replica_id(),
+        broker_epoch: opt_i64_from_wire("broker_epoch", f.broker_epoch())?,
+        max_wait_ms: f.max_wait_ms(),
+        min_bytes: f.min_bytes(),
+        max_bytes: f.max_bytes(),
+        partitions,
+    })
+}
+
+fn decode_replica_fetch_answer(
+    a: fb::ReplicaFetchAnswer<'_>,
+) -> Result<ReplicaFetchAnswer, InternalError> {
+    let mut partitions = Vec::new();
+    if let Some(ps) = a.partitions() {
+        check_count(
+            "replica fetch partitions",
+            ps.len(),
+            REPLICA_FETCH_PARTITIONS_MAX,
+        )?;
+        partitions.reserve_exact(ps.len());
+        for p in ps {
+            partitions.push(ReplicaFetchAnswerPartition {
+                topic: decode_name("topic name", p.topic())?,
+                partition: p.partition(),
+                error: ErrorCode::from_wire(p.error()),
+                high_watermark: p.high_watermark(),
+                log_start_offset: p.log_start_offset(),
+                log_end_offset: p.log_end_offset(),
+                diverging_epoch: p.diverging_epoch().map(|d| EpochEndOffset {
+                    epoch: d.epoch(),
+                    end_offset: d.end_offset(),
+                }),
+                records_bytes: p.records_bytes(),
+            });
+        }
+    }
+    Ok(ReplicaFetchAnswer {
+        error: ErrorCode::from_wire(a.error()),
+        partitions,
+    })
 }

@@ -2,6 +2,8 @@
 //! Every message carries the sender's node id; a request carries a correlation id that its answer
 //! repeats (the codec puts both in the frame header).
 
+use bytes::Bytes;
+
 use crate::ErrorCode;
 
 /// One frame of the internal protocol.
@@ -28,6 +30,11 @@ pub enum InternalMessage {
     /// A metadata change a broker forwards to the active controller (KIP-590's forwarding).
     Forward(ForwardOp),
     ForwardAnswer(ForwardAnswer),
+    /// A follower's fetch from a partition leader (its payload is empty).
+    ReplicaFetch(ReplicaFetch),
+    /// The leader's answer; the frame's payload carries the partitions' record batches (see
+    /// [`ReplicaFetchAnswer`]).
+    ReplicaFetchAnswer(ReplicaFetchAnswer),
 }
 
 /// A listener a broker advertises (`name` is `native` or `kafka`, or `internal`).
@@ -119,4 +126,94 @@ pub enum ForwardAnswer {
     ProducerIds(Result<(i64, i32), ErrorCode>),
     /// The receiver is not the active controller (the sender refreshes and retries).
     NotController,
+}
+
+/// A follower's fetch from a partition leader (REPLICATION.md "Follower fetch"): one per
+/// leader/follower/core session, over many partitions. The per-partition fields, with the
+/// request's `replica_id` and `broker_epoch`, are exactly `broker_core::follower_fetch::FollowerFetch`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetch {
+    pub replica_id: i32,
+    /// KIP-903's replica broker epoch; `None` when absent (-1 on the wire).
+    pub broker_epoch: Option<i64>,
+    pub max_wait_ms: i32,
+    pub min_bytes: i32,
+    pub max_bytes: i32,
+    pub partitions: Vec<ReplicaFetchPartition>,
+}
+
+/// One partition of a [`ReplicaFetch`]. On the wire an absent option is -1; the codec refuses any
+/// other negative number, and an offset over `i64::MAX`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetchPartition {
+    pub topic: String,
+    pub partition: i32,
+    /// KIP-320's current leader epoch; `None`: not checked.
+    pub current_leader_epoch: Option<i32>,
+    /// The follower's log end: where to read from.
+    pub fetch_offset: u64,
+    /// The epoch of the follower's last appended batch; `None` when its log has none.
+    pub last_fetched_epoch: Option<i32>,
+    pub log_start_offset: u64,
+    /// The offset the follower has fdatasynced (`durability = fsync`); `None`: its fetch offset.
+    pub durable_offset: Option<u64>,
+}
+
+/// Where the leader's copy of `epoch` ends (`broker_core::epoch_cache::EpochEndOffset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochEndOffset {
+    pub epoch: i32,
+    pub end_offset: i64,
+}
+
+/// The leader's answer to a [`ReplicaFetch`]. The frame's payload is every partition's records,
+/// concatenated in answer order: partition `i`'s are the `records_bytes` bytes after those of
+/// partitions `0..i` ([`Self::split_records`]). The codec checks the sum equals the payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetchAnswer {
+    /// A whole-request error (NONE when the partitions say how each went).
+    pub error: ErrorCode,
+    pub partitions: Vec<ReplicaFetchAnswerPartition>,
+}
+
+/// One partition of a [`ReplicaFetchAnswer`], in request order. The offsets are -1 when unknown
+/// (an error answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetchAnswerPartition {
+    pub topic: String,
+    pub partition: i32,
+    pub error: ErrorCode,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    /// Set when the follower's log diverges: it truncates to this and fetches again.
+    pub diverging_epoch: Option<EpochEndOffset>,
+    /// How many payload bytes are this partition's records.
+    pub records_bytes: u32,
+}
+
+impl ReplicaFetchAnswer {
+    /// The payload bytes the partitions' `records_bytes` add up to.
+    pub fn records_bytes(&self) -> u64 {
+        self.partitions
+            .iter()
+            .map(|p| u64::from(p.records_bytes))
+            .sum()
+    }
+
+    /// Each partition's records, in answer order, as zero-copy slices of `payload`; `None` when
+    /// the `records_bytes` do not add up to `payload.len()` (a decoded answer always does).
+    pub fn split_records(&self, payload: &Bytes) -> Option<Vec<Bytes>> {
+        if self.records_bytes() != payload.len() as u64 {
+            return None;
+        }
+        let mut at = 0;
+        let mut out = Vec::with_capacity(self.partitions.len());
+        for p in &self.partitions {
+            let end = at + p.records_bytes as usize;
+            out.push(payload.slice(at..end));
+            at = end;
+        }
+        Some(out)
+    }
 }

@@ -46,6 +46,16 @@ pub mod spool {
     pub use self::not_controller_generated::*;
     mod forward_answer_generated;
     pub use self::forward_answer_generated::*;
+    mod replica_fetch_partition_generated;
+    pub use self::replica_fetch_partition_generated::*;
+    mod replica_fetch_generated;
+    pub use self::replica_fetch_generated::*;
+    mod epoch_end_offset_generated;
+    pub use self::epoch_end_offset_generated::*;
+    mod replica_fetch_answer_partition_generated;
+    pub use self::replica_fetch_answer_partition_generated::*;
+    mod replica_fetch_answer_generated;
+    pub use self::replica_fetch_answer_generated::*;
     mod internal_frame_generated;
     pub use self::internal_frame_generated::*;
   } // internal

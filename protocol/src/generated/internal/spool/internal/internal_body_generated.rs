@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_INTERNAL_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_INTERNAL_BODY: u8 = 7;
+pub const ENUM_MAX_INTERNAL_BODY: u8 = 9;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_INTERNAL_BODY: [InternalBody; 8] = [
+pub const ENUM_VALUES_INTERNAL_BODY: [InternalBody; 10] = [
   InternalBody::NONE,
   InternalBody::Raft,
   InternalBody::RegisterBroker,
@@ -17,6 +17,8 @@ pub const ENUM_VALUES_INTERNAL_BODY: [InternalBody; 8] = [
   InternalBody::HeartbeatAnswer,
   InternalBody::Forward,
   InternalBody::ForwardAnswer,
+  InternalBody::ReplicaFetch,
+  InternalBody::ReplicaFetchAnswer,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -32,9 +34,11 @@ impl InternalBody {
   pub const HeartbeatAnswer: Self = Self(5);
   pub const Forward: Self = Self(6);
   pub const ForwardAnswer: Self = Self(7);
+  pub const ReplicaFetch: Self = Self(8);
+  pub const ReplicaFetchAnswer: Self = Self(9);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 7;
+  pub const ENUM_MAX: u8 = 9;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::Raft,
@@ -44,6 +48,8 @@ impl InternalBody {
     Self::HeartbeatAnswer,
     Self::Forward,
     Self::ForwardAnswer,
+    Self::ReplicaFetch,
+    Self::ReplicaFetchAnswer,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -56,6 +62,8 @@ impl InternalBody {
       Self::HeartbeatAnswer => Some("HeartbeatAnswer"),
       Self::Forward => Some("Forward"),
       Self::ForwardAnswer => Some("ForwardAnswer"),
+      Self::ReplicaFetch => Some("ReplicaFetch"),
+      Self::ReplicaFetchAnswer => Some("ReplicaFetchAnswer"),
       _ => None,
     }
   }
@@ -124,6 +132,8 @@ pub enum InternalBodyT {
   HeartbeatAnswer(alloc::boxed::Box<HeartbeatAnswerT>),
   Forward(alloc::boxed::Box<ForwardT>),
   ForwardAnswer(alloc::boxed::Box<ForwardAnswerT>),
+  ReplicaFetch(alloc::boxed::Box<ReplicaFetchT>),
+  ReplicaFetchAnswer(alloc::boxed::Box<ReplicaFetchAnswerT>),
 }
 impl Default for InternalBodyT {
   fn default() -> Self {
@@ -141,6 +151,8 @@ impl InternalBodyT {
       Self::HeartbeatAnswer(_) => InternalBody::HeartbeatAnswer,
       Self::Forward(_) => InternalBody::Forward,
       Self::ForwardAnswer(_) => InternalBody::ForwardAnswer,
+      Self::ReplicaFetch(_) => InternalBody::ReplicaFetch,
+      Self::ReplicaFetchAnswer(_) => InternalBody::ReplicaFetchAnswer,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -153,6 +165,8 @@ impl InternalBodyT {
       Self::HeartbeatAnswer(v) => Some(v.pack(fbb).as_union_value()),
       Self::Forward(v) => Some(v.pack(fbb).as_union_value()),
       Self::ForwardAnswer(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ReplicaFetch(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ReplicaFetchAnswer(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned RaftT, setting the union to NONE.
@@ -301,5 +315,47 @@ impl InternalBodyT {
   /// If the union variant matches, return a mutable reference to the ForwardAnswerT.
   pub fn as_forward_answer_mut(&mut self) -> Option<&mut ForwardAnswerT> {
     if let Self::ForwardAnswer(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ReplicaFetchT, setting the union to NONE.
+  pub fn take_replica_fetch(&mut self) -> Option<alloc::boxed::Box<ReplicaFetchT>> {
+    if let Self::ReplicaFetch(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ReplicaFetch(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ReplicaFetchT.
+  pub fn as_replica_fetch(&self) -> Option<&ReplicaFetchT> {
+    if let Self::ReplicaFetch(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ReplicaFetchT.
+  pub fn as_replica_fetch_mut(&mut self) -> Option<&mut ReplicaFetchT> {
+    if let Self::ReplicaFetch(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ReplicaFetchAnswerT, setting the union to NONE.
+  pub fn take_replica_fetch_answer(&mut self) -> Option<alloc::boxed::Box<ReplicaFetchAnswerT>> {
+    if let Self::ReplicaFetchAnswer(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ReplicaFetchAnswer(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ReplicaFetchAnswerT.
+  pub fn as_replica_fetch_answer(&self) -> Option<&ReplicaFetchAnswerT> {
+    if let Self::ReplicaFetchAnswer(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ReplicaFetchAnswerT.
+  pub fn as_replica_fetch_answer_mut(&mut self) -> Option<&mut ReplicaFetchAnswerT> {
+    if let Self::ReplicaFetchAnswer(v) = self { Some(v.as_mut()) } else { None }
   }
 }

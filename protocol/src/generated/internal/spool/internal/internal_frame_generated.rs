@@ -84,6 +84,16 @@ impl<'a> InternalFrame<'a> {
             .expect("Invalid union table, expected `InternalBody::ForwardAnswer`.")
             .unpack()
       )),
+      InternalBody::ReplicaFetch => InternalBodyT::ReplicaFetch(alloc::boxed::Box::new(
+        self.body_as_replica_fetch()
+            .expect("Invalid union table, expected `InternalBody::ReplicaFetch`.")
+            .unpack()
+      )),
+      InternalBody::ReplicaFetchAnswer => InternalBodyT::ReplicaFetchAnswer(alloc::boxed::Box::new(
+        self.body_as_replica_fetch_answer()
+            .expect("Invalid union table, expected `InternalBody::ReplicaFetchAnswer`.")
+            .unpack()
+      )),
       _ => InternalBodyT::NONE,
     };
     let cluster_id = self.cluster_id().map(|x| {
@@ -237,6 +247,36 @@ impl<'a> InternalFrame<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_replica_fetch(&self) -> Option<ReplicaFetch<'a>> {
+    if self.body_type() == InternalBody::ReplicaFetch {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ReplicaFetch::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_replica_fetch_answer(&self) -> Option<ReplicaFetchAnswer<'a>> {
+    if self.body_type() == InternalBody::ReplicaFetchAnswer {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ReplicaFetchAnswer::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for InternalFrame<'_> {
@@ -256,6 +296,8 @@ impl ::flatbuffers::Verifiable for InternalFrame<'_> {
           InternalBody::HeartbeatAnswer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<HeartbeatAnswer>>("InternalBody::HeartbeatAnswer", pos),
           InternalBody::Forward => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Forward>>("InternalBody::Forward", pos),
           InternalBody::ForwardAnswer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ForwardAnswer>>("InternalBody::ForwardAnswer", pos),
+          InternalBody::ReplicaFetch => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ReplicaFetch>>("InternalBody::ReplicaFetch", pos),
+          InternalBody::ReplicaFetchAnswer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ReplicaFetchAnswer>>("InternalBody::ReplicaFetchAnswer", pos),
           _ => Ok(()),
         }
      })?
@@ -375,6 +417,20 @@ impl ::core::fmt::Debug for InternalFrame<'_> {
         },
         InternalBody::ForwardAnswer => {
           if let Some(x) = self.body_as_forward_answer() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        InternalBody::ReplicaFetch => {
+          if let Some(x) = self.body_as_replica_fetch() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        InternalBody::ReplicaFetchAnswer => {
+          if let Some(x) = self.body_as_replica_fetch_answer() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
