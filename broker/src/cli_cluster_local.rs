@@ -1,6 +1,8 @@
 //! `spool cluster local --nodes N`: a real N-broker cluster on this machine, as child processes
 //! (DESIGN §10): node `i` (1-based) runs `spool serve` on 127.0.0.`i` with the usual ports, its
-//! data in `<data-dir>/node-i`, rack `a`, `b`, `c`, … and every node a controller voter. It prints
+//! data in `<data-dir>/node-i`, rack `a`, `b`, `c`, … Nodes 1 to 3 are the controller voters
+//! (Kafka's usual quorum of three: more voters make every metadata commit wait for more of them);
+//! nodes past the third follow the metadata log as learners. It prints
 //! where each listens, then waits; Ctrl-C or SIGTERM stops every node with SIGTERM (a clean
 //! shutdown). A node that dies (say a test or an operator `kill -9`s it) is reported and the
 //! others keep running, as a real cluster would; the command ends when every node has exited.
@@ -19,7 +21,7 @@ const STOP_GRACE_MS: u64 = 15_000;
 
 #[derive(Debug, clap::Args)]
 pub struct LocalArgs {
-    /// How many brokers (each also a controller voter).
+    /// How many brokers (the first three are the controller voters; the others learners).
     #[arg(long, default_value_t = 3)]
     pub nodes: u32,
     /// Parent of the nodes' data directories (`node-1`, `node-2`, …).
@@ -40,9 +42,13 @@ pub fn node_rack(i: u32) -> String {
     char::from(b'a' + (i - 1) as u8).to_string()
 }
 
-/// The `--controller-voters` value of an `n`-node local cluster.
+/// Controller voters of a local cluster, at most (the rest of the nodes are learners).
+pub const LOCAL_VOTERS_MAX: u32 = 3;
+
+/// The `--controller-voters` value of an `n`-node local cluster: its first
+/// [`LOCAL_VOTERS_MAX`] nodes.
 pub fn voters(n: u32) -> String {
-    (1..=n)
+    (1..=n.min(LOCAL_VOTERS_MAX))
         .map(|i| format!("{i}@{}:9094", node_host(i)))
         .collect::<Vec<_>>()
         .join(",")
@@ -156,6 +162,11 @@ mod tests {
         );
         assert_eq!((node_rack(1), node_rack(3)), ("a".into(), "c".into()));
         let parsed = crate::cluster_config::parse_voters(&voters(LOCAL_NODES_MAX)).unwrap();
-        assert_eq!(parsed.len(), LOCAL_NODES_MAX as usize);
+        assert_eq!(
+            parsed.len(),
+            LOCAL_VOTERS_MAX as usize,
+            "three voters, the rest learn"
+        );
+        assert_eq!(voters(1), "1@127.0.0.1:9094");
     }
 }
