@@ -39,6 +39,8 @@ pub mod follower_state;
 pub mod group;
 pub mod isr_change;
 pub mod liveness;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod placement;
 pub mod producer_state;
 pub mod replica;

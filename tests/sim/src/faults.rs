@@ -43,7 +43,13 @@ pub enum Fault {
     Heal,
     NetChaos(LinkFaults),
     NetCalm,
+    /// `lose_unsynced`: power loss (the partition logs' unsynced tails may vanish or tear).
     BrokerCrash {
+        broker: i32,
+        lose_unsynced: bool,
+    },
+    /// Cuts the broker off from every other endpoint, both ways (undone by [`Fault::Heal`]).
+    IsolateBroker {
         broker: i32,
     },
     BrokerRestart {
@@ -168,8 +174,20 @@ pub fn plan(
             }
             _ => {
                 let broker = rng.range(1, brokers as u64) as i32;
-                out.push((t, Fault::BrokerCrash { broker }));
-                out.push((until, Fault::BrokerRestart { broker }));
+                if rng.chance(0.5) {
+                    let lose_unsynced = rng.chance(profile.power_loss_chance);
+                    out.push((
+                        t,
+                        Fault::BrokerCrash {
+                            broker,
+                            lose_unsynced,
+                        },
+                    ));
+                    out.push((until, Fault::BrokerRestart { broker }));
+                } else {
+                    out.push((t, Fault::IsolateBroker { broker }));
+                    out.push((until, Fault::Heal));
+                }
             }
         }
         t += rng

@@ -19,10 +19,13 @@
 //! `check_image`, `liveness` (the checkers); `describe` (trace text); `config`, `world`,
 //! `runner` (running).
 
+pub mod alter;
 pub mod broker;
 pub mod check_durable;
 pub mod check_image;
 pub mod check_raft;
+pub mod check_repl;
+pub mod clients;
 pub mod config;
 pub mod controller;
 pub mod describe;
@@ -30,13 +33,20 @@ pub mod disk;
 pub mod events;
 pub mod faults;
 pub mod liveness;
+pub mod liveness_repl;
 pub mod message;
+pub mod metaview;
 pub mod net;
 pub mod node;
 pub mod out;
 pub mod planted;
+pub mod plog;
+pub mod repl_event;
+pub mod repl_message;
+pub mod replica_host;
 pub mod rng;
 pub mod runner;
+pub mod sim_replica;
 pub mod trace;
 pub mod violation;
 pub mod workload;

@@ -297,7 +297,8 @@ impl SimNode {
             write_ready(self.id, &mut self.disk, &ready, out);
             let token = self.next_token;
             self.next_token += 1;
-            match self.config.planted {
+            // The replication bugs are planted in spool-core, not in this driver.
+            match self.config.planted.filter(|b| b.core().is_none()) {
                 None => {
                     out.syncs.push(SyncRequest {
                         node: self.id,
@@ -316,6 +317,7 @@ impl SimNode {
                 Some(PlantedBug::SkipFsync) => {
                     finish(self.id, run, &mut self.disk, ready, now_ms, out);
                 }
+                Some(other) => unreachable!("{other} is not a driver bug"),
             }
         }
         let role = (run.raft.is_leader(), run.raft.term(), run.raft.leader_id());
