@@ -63,6 +63,17 @@ pub struct ReplStats {
     pub committed_batches: u64,
 }
 
+impl ReplStats {
+    pub fn add(&mut self, o: &ReplStats) {
+        self.leaderships += o.leaderships;
+        self.truncations += o.truncations;
+        self.acked_all += o.acked_all;
+        self.acked += o.acked;
+        self.read += o.read;
+        self.committed_batches += o.committed_batches;
+    }
+}
+
 fn fail(invariant: &'static str, detail: String) -> Result<(), Violation> {
     Err(Violation::new(invariant, detail))
 }
@@ -175,7 +186,13 @@ impl ReplChecks {
                     );
                 }
                 for m in isr {
-                    let log = host(hosts, *m).and_then(|h| h.replicas().get(key)).map(|r| &r.log);
+                    let member = host(hosts, *m);
+                    // A member that already dropped the partition (its topic was deleted) holds
+                    // nothing to check.
+                    if member.is_some_and(|h| !h.view().partitions.contains_key(key)) {
+                        continue;
+                    }
+                    let log = member.and_then(|h| h.replicas().get(key)).map(|r| &r.log);
                     let durable = log.is_some_and(|l| {
                         l.batch_at(batch.base_offset) == Some(batch)
                             && batch.end_offset() <= l.synced_offset()
@@ -307,16 +324,12 @@ impl ReplChecks {
                 let entries = r.epochs().entries();
                 let last = self.caches.get(&(me, *key));
                 if let Some((g, old_end, old)) = last {
-                    // Entries that described no record may go; after a cut (truncation,
-                    // crash) so may those past the committed prefix.
+                    // Entries that described no record may go; after a cut (a truncation, whose
+                    // safety `Truncated` checks, or a crash losing unsynced batches) so may
+                    // those past the log's new end.
                     let mut end = *old_end;
                     if *g != gen {
-                        let c_end = self
-                            .committed
-                            .get(key)
-                            .and_then(|c| c.last())
-                            .map_or(0, SimBatch::end_offset);
-                        end = end.min(c_end);
+                        end = end.min(r.log.end_offset());
                     }
                     let kept = old.iter().filter(|e| e.start_offset < end).count();
                     if entries.len() < kept || entries[..kept] != old[..kept] {

@@ -61,6 +61,7 @@ fn main() -> ExitCode {
     };
     let started = Instant::now();
     let (mut violations, mut sim_ms, mut events) = (0u64, 0u64, 0u64);
+    let mut repl = spool_sim::check_repl::ReplStats::default();
     for &seed in &seeds {
         let config = SimConfig {
             seed,
@@ -70,6 +71,7 @@ fn main() -> ExitCode {
         let report = spool_sim::run(config.clone());
         sim_ms += report.sim_ms;
         events += report.events;
+        repl.add(&report.repl);
         if verbose {
             println!(
                 "seed {seed}: trace hash {:016x}, {} events, max applied index {}, {} faults",
@@ -97,6 +99,10 @@ fn main() -> ExitCode {
     println!("RESULT sim_violations={violations}");
     println!("RESULT sim_seconds={sim_s:.0}");
     println!("RESULT sim_events={events}");
+    println!(
+        "RESULT sim_repl leaderships={} truncations={} committed_batches={} acked={} acked_all={} read={}",
+        repl.leaderships, repl.truncations, repl.committed_batches, repl.acked, repl.acked_all, repl.read
+    );
     println!("RESULT sim_wall_seconds={wall_s:.2}");
     println!("RESULT sim_speedup={:.0}", sim_s / wall_s);
     println!(

@@ -54,6 +54,12 @@ struct Running {
     last_tick_ms: u64,
     /// `(is_leader, term, leader_id)` as last traced.
     last_role: (bool, u64, u64),
+    /// A tick that came while an fsync was in flight, or a tick's session fencing that waits for
+    /// the fsync the tick's reconcile started: the real controller's fsync blocks, and its tick
+    /// and fencing run after it. Without these a node that is always persisting (a busy
+    /// leader) would never tick or fence.
+    tick_due: bool,
+    fence_due: bool,
 }
 
 pub struct SimNode {
@@ -148,6 +154,8 @@ impl SimNode {
         );
         self.run = Some(Running {
             last_role: (raft.is_leader(), raft.term(), raft.leader_id()),
+            tick_due: false,
+            fence_due: false,
             raft,
             service,
             inbox: VecDeque::new(),
@@ -216,6 +224,7 @@ impl SimNode {
             return;
         };
         if run.persisting.is_some() {
+            run.tick_due = true;
             return;
         }
         let interval = self.config.tick_interval_ms;
@@ -232,6 +241,8 @@ impl SimNode {
         if let Some(run) = self.run.as_mut() {
             if run.persisting.is_none() {
                 run.service.fence_expired(&mut run.raft, now_ms, out);
+            } else {
+                run.fence_due = true;
             }
         }
         self.drive(now_ms, out);
@@ -250,6 +261,15 @@ impl SimNode {
         if run.persisting.as_ref().is_some_and(|(t, _)| *t == token) {
             if let Some((_, ready)) = run.persisting.take() {
                 finish(self.id, run, &mut self.disk, ready, now_ms, out);
+            }
+            // What the blocking fsync held up runs now, in the real controller's order: the
+            // fencing of the tick that started it, then a tick whose timer fired meanwhile.
+            if std::mem::take(&mut run.fence_due) {
+                run.service.fence_expired(&mut run.raft, now_ms, out);
+            }
+            if std::mem::take(&mut run.tick_due) {
+                self.tick(now_ms, out);
+                return;
             }
             self.drive(now_ms, out);
             self.pump(now_ms, out);

@@ -339,9 +339,12 @@ impl ReplicaHost {
                 let Endpoint::Broker(leader) = from else {
                     return;
                 };
-                if self.sessions.get(&leader).is_some_and(|(s, _)| *s == session) {
-                    self.sessions.remove(&leader);
+                // Only the answer to the session's fetch in flight: a duplicate or a late one
+                // would offer batches the log already moved past.
+                if !self.sessions.get(&leader).is_some_and(|(s, _)| *s == session) {
+                    return;
                 }
+                self.sessions.remove(&leader);
                 for (key, epoch, answer) in parts {
                     self.on_fetched(key, epoch, answer, out);
                 }
