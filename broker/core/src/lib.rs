@@ -39,9 +39,9 @@ pub mod follower_state;
 pub mod group;
 pub mod isr_change;
 pub mod liveness;
+pub mod placement;
 #[cfg(feature = "planted-bugs")]
 pub mod planted;
-pub mod placement;
 pub mod producer_state;
 pub mod replica;
 pub mod shard_map;

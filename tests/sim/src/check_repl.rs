@@ -107,7 +107,10 @@ impl ReplChecks {
             if !self.is_committed(key, b) {
                 return fail(
                     READS_COMMITTED,
-                    format!("{key}: a reader saw batch {} at {} that is not committed", b.id, b.base_offset),
+                    format!(
+                        "{key}: a reader saw batch {} at {} that is not committed",
+                        b.id, b.base_offset
+                    ),
                 );
             }
         }
@@ -153,7 +156,10 @@ impl ReplChecks {
                 if let Some(b) = cut.iter().find(|b| self.is_committed(key, b)) {
                     return fail(
                         COMMITTED_NEVER_TRUNCATED,
-                        format!("b{broker} truncated committed batch {} at {} of {key}", b.id, b.base_offset),
+                        format!(
+                            "b{broker} truncated committed batch {} at {} of {key}",
+                            b.id, b.base_offset
+                        ),
                     );
                 }
             }
@@ -164,7 +170,12 @@ impl ReplChecks {
                 let Some(r) = host(hosts, *broker).and_then(|h| h.replicas().get(key)) else {
                     return Ok(());
                 };
-                let copies = r.log.batches().iter().filter(|b| b.producer == Some(p)).count();
+                let copies = r
+                    .log
+                    .batches()
+                    .iter()
+                    .filter(|b| b.producer == Some(p))
+                    .count();
                 if copies > 1 {
                     return fail(
                         NO_DUPLICATE_SEQUENCE,
@@ -182,7 +193,10 @@ impl ReplChecks {
                 if !self.is_committed(key, batch) {
                     return fail(
                         ACKED_IN_LATER_LEADERS,
-                        format!("b{broker} acknowledged {key} batch {} at {} before it was committed", batch.id, batch.base_offset),
+                        format!(
+                            "b{broker} acknowledged {key} batch {} at {} before it was committed",
+                            batch.id, batch.base_offset
+                        ),
                     );
                 }
                 for m in isr {
@@ -256,7 +270,9 @@ impl ReplChecks {
                     );
                 }
                 let hw = l.state.high_watermark();
-                let last = self.term.insert((me, *key, epoch), (ls.partition_epoch, hw));
+                let last = self
+                    .term
+                    .insert((me, *key, epoch), (ls.partition_epoch, hw));
                 if let Some((pe, last_hw)) = last {
                     if pe > ls.partition_epoch {
                         return fail(
@@ -295,7 +311,10 @@ impl ReplChecks {
                 if hw > r.log.end_offset() {
                     return fail(
                         HW_WITHIN_LOG,
-                        format!("b{me} {key} HW {hw} past its log end {}", r.log.end_offset()),
+                        format!(
+                            "b{me} {key} HW {hw} past its log end {}",
+                            r.log.end_offset()
+                        ),
                     );
                 }
                 let gen = r.log.generation();
@@ -340,7 +359,9 @@ impl ReplChecks {
                     }
                 }
                 let log_end = r.log.end_offset();
-                if last.is_none_or(|(g, e, old)| *g != gen || *e != log_end || old.as_slice() != entries) {
+                if last.is_none_or(|(g, e, old)| {
+                    *g != gen || *e != log_end || old.as_slice() != entries
+                }) {
                     self.caches
                         .insert((me, *key), (gen, log_end, entries.to_vec()));
                 }

@@ -172,7 +172,11 @@ impl Producer {
         else {
             return;
         };
-        let Some(f) = self.in_flight.as_ref().filter(|f| f.request_id == *request_id) else {
+        let Some(f) = self
+            .in_flight
+            .as_ref()
+            .filter(|f| f.request_id == *request_id)
+        else {
             return;
         };
         if *error == ErrorCode::None {

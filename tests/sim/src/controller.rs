@@ -36,9 +36,7 @@ use spool_raft::validate::{
     validate_create_topic, validate_delete_topic, CreateTopicPolicy, CreateTopicRequest,
     HeartbeatRequest, RegisterBrokerRequest,
 };
-use spool_raft::{
-    Committed, IdSource, MetadataImage, MetadataRaft, ProposalId, Refusal, TopicId,
-};
+use spool_raft::{Committed, IdSource, MetadataImage, MetadataRaft, ProposalId, Refusal, TopicId};
 
 use crate::alter::alter_partition_record;
 use crate::metaview::{MetaView, PartKey};
@@ -265,7 +263,14 @@ impl ControllerService {
     ) {
         let leader_epoch = request.leader_epoch;
         if require_leader(raft).is_err() {
-            return answer_alter(self.me, to, key, leader_epoch, AlterPartitionAnswer::Lost, out);
+            return answer_alter(
+                self.me,
+                to,
+                key,
+                leader_epoch,
+                AlterPartitionAnswer::Lost,
+                out,
+            );
         }
         match alter_partition_record(raft.latest_image(), key, request) {
             Ok(Some(record)) => match raft.propose(record) {
@@ -279,9 +284,14 @@ impl ControllerService {
                         },
                     );
                 }
-                Err(_) => {
-                    answer_alter(self.me, to, key, leader_epoch, AlterPartitionAnswer::Lost, out)
-                }
+                Err(_) => answer_alter(
+                    self.me,
+                    to,
+                    key,
+                    leader_epoch,
+                    AlterPartitionAnswer::Lost,
+                    out,
+                ),
             },
             Ok(None) => {
                 let answer = committed_leadership(raft.latest_image(), key)

@@ -48,7 +48,8 @@ pub enum Fault {
         broker: i32,
         lose_unsynced: bool,
     },
-    /// Cuts the broker off from every other endpoint, both ways (undone by [`Fault::Heal`]).
+    /// Cuts the broker off from the controllers and the other brokers, both ways, but not from
+    /// the clients (undone by [`Fault::Heal`]).
     IsolateBroker {
         broker: i32,
     },
@@ -97,6 +98,16 @@ impl FaultProfile {
             fsync_crash_chance: *rng.pick(&[0.0, 0.002, 0.01, 0.03]),
             power_loss_chance: *rng.pick(&[0.0, 0.5, 1.0]),
         }
+    }
+}
+
+impl FaultProfile {
+    /// Keeps the network and broker faults, drops the controller nodes' (a focus for runs that
+    /// test replication).
+    pub fn only_broker_and_network_faults(&mut self) {
+        self.weights[..4].fill(0);
+        self.weights[5] = self.weights[5].max(1);
+        self.fsync_crash_chance = 0.0;
     }
 }
 

@@ -33,9 +33,15 @@ struct Args {
     /// Stop at the first violation instead of running every seed.
     #[arg(long)]
     stop_at_first: bool,
-    /// Plant a bug in the simulator's driver: ack-before-persist, skip-fsync.
+    /// Plant a bug: in the simulator's raft driver (ack-before-persist, skip-fsync) or in
+    /// spool-core's replication (truncate-to-hw, elect-outside-isr, hw-before-isr,
+    /// ack-before-follower-fsync).
     #[arg(long)]
     planted_bug: Option<PlantedBug>,
+    /// Only broker and network faults: the controller quorum stays up, so runs spend their
+    /// faults on replication (the replication planted-bug tests use it).
+    #[arg(long)]
+    broker_faults: bool,
 }
 
 fn main() -> ExitCode {
@@ -46,6 +52,7 @@ fn main() -> ExitCode {
     let base = SimConfig {
         sim_ms: args.sim_seconds * 1000,
         planted: args.planted_bug,
+        broker_faults: args.broker_faults,
         ..SimConfig::new(0)
     };
     let base = SimConfig {

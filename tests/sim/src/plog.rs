@@ -64,7 +64,11 @@ impl SimLog {
     }
 
     pub fn append(&mut self, batch: SimBatch) {
-        assert_eq!(batch.base_offset, self.end_offset(), "append off the log end");
+        assert_eq!(
+            batch.base_offset,
+            self.end_offset(),
+            "append off the log end"
+        );
         assert!(batch.records > 0);
         self.batches.push(batch);
     }

@@ -108,7 +108,11 @@ impl ReplMsg {
                         }
                     })
                     .collect();
-                format!("FetchAnswer #{session} parts={} {}", parts.len(), p.join(" "))
+                format!(
+                    "FetchAnswer #{session} parts={} {}",
+                    parts.len(),
+                    p.join(" ")
+                )
             }
             ReplMsg::AlterPartition { key, request } => format!(
                 "AlterPartition {key} le={} pe={} isr={:?}",

@@ -233,7 +233,8 @@ impl ReplicaHost {
             if !ends.is_empty() {
                 self.next_token += 1;
                 self.syncing = Some((self.next_token, ends));
-                out.log_syncs.push((self.id, self.incarnation, self.next_token));
+                out.log_syncs
+                    .push((self.id, self.incarnation, self.next_token));
             }
         }
         let me = self.id;
@@ -248,7 +249,9 @@ impl ReplicaHost {
             }
             match &mut r.role {
                 Role::Leader(l) => {
-                    if l.alter_sent_ms.is_some_and(|t| now_ms >= t + REPL_REQUEST_TIMEOUT_MS) {
+                    if l.alter_sent_ms
+                        .is_some_and(|t| now_ms >= t + REPL_REQUEST_TIMEOUT_MS)
+                    {
                         isr_change::on_answer(&mut l.state, AlterPartitionAnswer::Lost, now_ms);
                         l.alter_sent_ms = None;
                     }
@@ -268,10 +271,7 @@ impl ReplicaHost {
                         out.sends.push(Envelope::new(
                             Endpoint::Broker(me),
                             Endpoint::Node(controller),
-                            Payload::Repl(Box::new(ReplMsg::AlterPartition {
-                                key: *key,
-                                request,
-                            })),
+                            Payload::Repl(Box::new(ReplMsg::AlterPartition { key: *key, request })),
                         ));
                     }
                 }
@@ -334,14 +334,20 @@ impl ReplicaHost {
             return;
         }
         match msg {
-            ReplMsg::Fetch { session, parts } => self.serve_fetch(from, session, parts, now_ms, out),
+            ReplMsg::Fetch { session, parts } => {
+                self.serve_fetch(from, session, parts, now_ms, out)
+            }
             ReplMsg::FetchAnswer { session, parts } => {
                 let Endpoint::Broker(leader) = from else {
                     return;
                 };
                 // Only the answer to the session's fetch in flight: a duplicate or a late one
                 // would offer batches the log already moved past.
-                if !self.sessions.get(&leader).is_some_and(|(s, _)| *s == session) {
+                if !self
+                    .sessions
+                    .get(&leader)
+                    .is_some_and(|(s, _)| *s == session)
+                {
                     return;
                 }
                 self.sessions.remove(&leader);
@@ -603,9 +609,12 @@ impl ReplicaHost {
                 let last_seq = seq + batch.records as i32 - 1;
                 match l.producers.check(pid, pepoch, seq, last_seq) {
                     Check::Append => None,
-                    Check::Duplicate { base_offset } => {
-                        Some(r.log.batch_at(base_offset).copied().ok_or(ErrorCode::UnknownServerError))
-                    }
+                    Check::Duplicate { base_offset } => Some(
+                        r.log
+                            .batch_at(base_offset)
+                            .copied()
+                            .ok_or(ErrorCode::UnknownServerError),
+                    ),
                     Check::Reject(e) => Some(Err(e)),
                 }
             }
