@@ -343,10 +343,10 @@ impl ReplicaHost {
                 };
                 // Only the answer to the session's fetch in flight: a duplicate or a late one
                 // would offer batches the log already moved past.
-                if !self
+                if self
                     .sessions
                     .get(&leader)
-                    .is_some_and(|(s, _)| *s == session)
+                    .is_none_or(|(s, _)| *s != session)
                 {
                     return;
                 }
