@@ -7,8 +7,10 @@
 //! once, writes the snapshot, entries and hard state, and *waits for the fsync* (a
 //! [`SyncRequest`] whose completion the world schedules) before it calls `advance` and sends
 //! what advancing produced — raft's persist-then-acknowledge rule. While it waits it neither
-//! steps, ticks nor answers (the real controller's I/O is blocking on core 0); missed ticks are
-//! caught up afterwards with `Controller::tick`'s rule (one per elapsed interval, at most four
+//! steps, ticks nor answers (the real controller's I/O is blocking on core 0); a tick that
+//! fired meanwhile (and a tick's fencing held up by its own fsync) runs when the fsync completes,
+//! so a node that is always persisting still ticks and fences; missed ticks are caught up
+//! afterwards with `Controller::tick`'s rule (one per elapsed interval, at most four
 //! election timeouts' worth). What `advance` asks to write (commit index, conf state, a taken
 //! snapshot) is written at once and made durable by the next fsync, which raft allows. On
 //! restart the node recovers its disk (bumping the incarnation) and builds a fresh

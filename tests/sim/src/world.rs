@@ -4,7 +4,10 @@
 //! Owns: the event loop (pop the earliest event, advance the clock to it, dispatch it, send and
 //! schedule what it produced, run every safety check), turning fsync requests into completions
 //! (and sometimes into a power loss mid-fsync), applying faults, and stopping them at
-//! `faults_end_ms` (heal, calm links, resume and restart everything).
+//! `faults_end_ms` (heal, calm links, resume and restart everything); for replication, the
+//! brokers' replication ticks and partition-log fsyncs, the data clients' ticks (each takes a
+//! broker's cached metadata first), and handing each step's replication events, touched
+//! replicas, acknowledgements and reads to [`ReplChecks`].
 //! Promises: the run is a function of the [`SimConfig`] alone — every draw comes from one
 //! [`SimRng`] seeded with `config.seed`, in event order; the clock is the event queue's; every
 //! event is traced (and so hashed). The first violation stops the run.
