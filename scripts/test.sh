@@ -61,5 +61,5 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
 
-echo "== simulator: a fixed budget of seeds (scripts/sim.sh; SPOOL_SIM_SEEDS, default 2000)"
-scripts/sim.sh "${SPOOL_SIM_SEEDS:-2000}"
+echo "== simulator: a fixed budget of seeds (scripts/sim.sh; SPOOL_SIM_SEEDS, default 1000)"
+scripts/sim.sh "${SPOOL_SIM_SEEDS:-1000}"

@@ -175,6 +175,20 @@ pub fn reconcile(
         && isr.contains(&partition.leader);
     let leader = if leader_still_valid {
         partition.leader
+    } else if let Some(b) = planted_outside_isr(partition, &alive) {
+        // Planted `elect-outside-isr`: the first live replica leads, and joins the ISR.
+        if !isr.contains(&b) {
+            isr.push(b);
+        }
+        let change = PartitionChange {
+            leader: b,
+            isr,
+            eligible_leaders: partition.eligible_leaders.clone(),
+            leader_epoch: partition.leader_epoch + i32::from(b != partition.leader),
+            partition_epoch: partition.partition_epoch + 1,
+            unclean: false,
+        };
+        return Ok(Some(change));
     } else if let Some(&b) = partition
         .replicas
         .iter()
@@ -222,6 +236,22 @@ pub fn reconcile(
     };
     assert_transition(partition, &change, fenced, policy);
     Ok(Some(change))
+}
+
+/// The leader the planted `elect-outside-isr` picks (`crate::planted`): the first live replica in
+/// assignment order, ignoring the ISR. `None` unless this thread selected it.
+#[cfg(feature = "planted-bugs")]
+fn planted_outside_isr(partition: &PartitionView, alive: &impl Fn(&i32) -> bool) -> Option<i32> {
+    use crate::planted::{election_planted, PlantedBug};
+    if !election_planted(PlantedBug::ElectOutsideIsr) {
+        return None;
+    }
+    partition.replicas.iter().copied().find(|b| alive(b))
+}
+
+#[cfg(not(feature = "planted-bugs"))]
+fn planted_outside_isr(_: &PartitionView, _: &impl Fn(&i32) -> bool) -> Option<i32> {
+    None
 }
 
 /// Pair assertions on what [`reconcile`] returns: a bug here must stop the controller before

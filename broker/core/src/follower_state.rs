@@ -21,6 +21,23 @@
 use crate::epoch_cache::{Assigned, EpochEndOffset, LeaderEpochCache};
 use crate::follower_fetch::FollowerFetch;
 
+/// The planted bugs this file can select (`crate::planted`); without the feature, values of a
+/// type with none, so every planted branch is dead code the compiler drops.
+#[cfg(feature = "planted-bugs")]
+mod bug {
+    use crate::planted::PlantedBug;
+    pub const TRUNCATE_TO_HW: PlantedBug = PlantedBug::TruncateToHw;
+    pub const ACK_BEFORE_FOLLOWER_FSYNC: PlantedBug = PlantedBug::AckBeforeFollowerFsync;
+}
+#[cfg(not(feature = "planted-bugs"))]
+mod bug {
+    pub const TRUNCATE_TO_HW: super::Never = super::Never;
+    pub const ACK_BEFORE_FOLLOWER_FSYNC: super::Never = super::Never;
+}
+#[cfg(not(feature = "planted-bugs"))]
+#[derive(Clone, Copy)]
+struct Never;
+
 /// What the follower reports as held: its log end, or (under `durability = fsync`) the offset
 /// it has fdatasynced, so that acks=all means on disk on every ISR member (DESIGN §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +99,9 @@ pub struct FollowerPartition {
     synced_offset: u64,
     high_watermark: u64,
     epochs: LeaderEpochCache,
+    /// The simulator's planted bug (`crate::planted`), if any.
+    #[cfg(feature = "planted-bugs")]
+    planted: Option<crate::planted::PlantedBug>,
 }
 
 impl FollowerPartition {
@@ -109,6 +129,8 @@ impl FollowerPartition {
             synced_offset: log_end_offset,
             high_watermark: high_watermark.min(log_end_offset),
             epochs,
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
         };
         f.assert_invariants();
         f
@@ -116,6 +138,22 @@ impl FollowerPartition {
 
     pub fn leader_id(&self) -> i32 {
         self.leader_id
+    }
+
+    /// Selects a planted bug for this follower (the simulator's proof that its checks fail).
+    #[cfg(feature = "planted-bugs")]
+    pub fn plant(&mut self, bug: Option<crate::planted::PlantedBug>) {
+        self.planted = bug;
+    }
+
+    #[cfg(feature = "planted-bugs")]
+    fn planted(&self, bug: crate::planted::PlantedBug) -> bool {
+        self.planted == Some(bug)
+    }
+
+    #[cfg(not(feature = "planted-bugs"))]
+    fn planted(&self, _bug: Never) -> bool {
+        false
     }
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch
@@ -165,6 +203,10 @@ impl FollowerPartition {
             log_start_offset: self.log_start_offset,
             durable_offset: match reporting {
                 Reporting::LogEnd => None,
+                // Planted: the log end passed off as durable, so acks=all counts page cache.
+                Reporting::Synced if self.planted(bug::ACK_BEFORE_FOLLOWER_FSYNC) => {
+                    Some(self.log_end_offset)
+                }
                 Reporting::Synced => Some(self.synced_offset),
             },
         }
@@ -264,6 +306,13 @@ impl FollowerPartition {
     /// that kept them while this one did not leaves the replicas' logs diverged at the same
     /// offsets. The leader's epoch boundaries say exactly which suffix is not the leader's.
     pub fn truncation_for(&self, diverging: EpochEndOffset) -> Truncation {
+        if self.planted(bug::TRUNCATE_TO_HW) {
+            // Planted: pre-KIP-101, the follower's own (lagging) watermark.
+            return Truncation {
+                offset: self.high_watermark.max(self.log_start_offset),
+                complete: true,
+            };
+        }
         let leader_end = diverging.end().unwrap_or(0);
         if diverging.is_undefined() {
             // The leader found no epoch for us; it answers OFFSET_OUT_OF_RANGE instead of this,

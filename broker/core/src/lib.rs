@@ -40,6 +40,8 @@ pub mod group;
 pub mod isr_change;
 pub mod liveness;
 pub mod placement;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod producer_state;
 pub mod replica;
 pub mod shard_map;

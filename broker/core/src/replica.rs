@@ -98,6 +98,9 @@ pub struct ReplicaState {
     high_watermark: u64,
     /// The ISR proposed to the controller and not yet answered: at most one per partition.
     pending_isr: Option<Vec<i32>>,
+    /// The simulator's planted bug (`crate::planted`), if any.
+    #[cfg(feature = "planted-bugs")]
+    planted: Option<crate::planted::PlantedBug>,
 }
 
 impl ReplicaState {
@@ -127,6 +130,8 @@ impl ReplicaState {
             // they report (the watermark is never lowered to their unknown ends).
             high_watermark: start_offset,
             pending_isr: None,
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
         };
         state.assert_invariants();
         state
@@ -166,6 +171,21 @@ impl ReplicaState {
 
     pub fn high_watermark(&self) -> u64 {
         self.high_watermark
+    }
+
+    /// Selects a planted bug for this leader (the simulator's proof that its checks fail).
+    #[cfg(feature = "planted-bugs")]
+    pub fn plant(&mut self, bug: Option<crate::planted::PlantedBug>) {
+        self.planted = bug;
+        self.recompute_high_watermark();
+    }
+
+    /// Planted `hw-before-isr`: the watermark follows the leader's own log end.
+    fn hw_before_isr(&self) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        return self.planted == Some(crate::planted::PlantedBug::HwBeforeIsr);
+        #[cfg(not(feature = "planted-bugs"))]
+        false
     }
 
     pub fn leader_epoch(&self) -> i32 {
@@ -359,6 +379,10 @@ impl ReplicaState {
     /// `min(log end over the ISR)`, kept monotonic, and held while the ISR is below min ISR.
     fn recompute_high_watermark(&mut self) -> u64 {
         let before = self.high_watermark;
+        if self.hw_before_isr() {
+            self.high_watermark = self.high_watermark.max(self.leader_log_end);
+            return self.high_watermark;
+        }
         let isr_min = self.isr_min_log_end();
         if self.has_min_isr() && isr_min > self.high_watermark {
             self.high_watermark = isr_min;

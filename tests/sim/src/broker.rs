@@ -65,6 +65,11 @@ impl SimBroker {
         self.epoch
     }
 
+    /// The controller node it sends to next.
+    pub fn controller_guess(&self) -> u64 {
+        self.controller_guess
+    }
+
     pub fn thinks_fenced(&self) -> bool {
         self.fenced
     }
@@ -151,6 +156,7 @@ impl SimBroker {
                 fenced,
                 metadata_offset,
                 leader_hint,
+                ..
             } => {
                 if Some(*broker_epoch) != self.epoch {
                     // An answer to an earlier registration's heartbeat.

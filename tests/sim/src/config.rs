@@ -32,6 +32,8 @@ pub struct SimConfig {
     pub fsync_ms_min: u64,
     pub fsync_ms_max: u64,
     pub planted: Option<PlantedBug>,
+    /// Only broker and network faults (the controller nodes are never crashed, paused or cut).
+    pub broker_faults: bool,
     /// Print every trace line as it happens.
     pub verbose: bool,
 }
@@ -53,6 +55,7 @@ impl SimConfig {
             fsync_ms_min: 1,
             fsync_ms_max: 12,
             planted: None,
+            broker_faults: false,
             verbose: false,
         }
     }

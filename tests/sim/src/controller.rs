@@ -19,6 +19,10 @@
 //! leader hint).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use spool_core::isr_change::{AlterPartitionAnswer, AlterPartitionRequest};
+use spool_core::replica::Leadership;
 
 use spool_core::liveness::{BrokerSessions, BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT};
 use spool_core::topic_config::TopicDefaults;
@@ -32,7 +36,11 @@ use spool_raft::validate::{
     validate_create_topic, validate_delete_topic, CreateTopicPolicy, CreateTopicRequest,
     HeartbeatRequest, RegisterBrokerRequest,
 };
-use spool_raft::{Committed, IdSource, MetadataRaft, ProposalId, Refusal, TopicId};
+use spool_raft::{Committed, IdSource, MetadataImage, MetadataRaft, ProposalId, Refusal, TopicId};
+
+use crate::alter::alter_partition_record;
+use crate::metaview::{MetaView, PartKey};
+use crate::repl_message::ReplMsg;
 
 use crate::message::{Endpoint, Envelope, Payload};
 use crate::out::Out;
@@ -55,6 +63,11 @@ enum Waiter {
         to: Endpoint,
         request_id: u64,
     },
+    Alter {
+        to: Endpoint,
+        key: PartKey,
+        leader_epoch: i32,
+    },
 }
 
 pub struct ControllerService {
@@ -64,6 +77,8 @@ pub struct ControllerService {
     session_timeout_ms: u64,
     waiting: BTreeMap<ProposalId, Waiter>,
     policy: CreateTopicPolicy,
+    /// The metadata heartbeat answers carry, built once per applied index.
+    metadata: Option<Arc<MetaView>>,
 }
 
 impl ControllerService {
@@ -75,6 +90,7 @@ impl ControllerService {
             session_timeout_ms,
             waiting: BTreeMap::new(),
             policy: CreateTopicPolicy::default(),
+            metadata: None,
         }
     }
 
@@ -163,6 +179,16 @@ impl ControllerService {
                     .and_then(|record| raft.propose(record));
                 self.admin_proposed(raft, from, request_id, proposed, out);
             }
+            Payload::Repl(m) => match *m {
+                ReplMsg::AlterPartition { key, request } => {
+                    self.alter_partition(raft, from, key, &request, out)
+                }
+                other => out.errors.push(format!(
+                    "{} got an unexpected {}",
+                    self.me,
+                    other.describe()
+                )),
+            },
             other => out.errors.push(format!(
                 "{} got an unexpected {}",
                 self.me,
@@ -221,6 +247,64 @@ impl ControllerService {
                 request.broker_id,
                 request.broker_epoch,
                 r.code,
+                out,
+            ),
+        }
+    }
+
+    /// AlterPartition ([`crate::alter`]): answered when its record commits, at once when
+    /// nothing needs writing, `Lost` (the leader retries) when this node cannot propose.
+    fn alter_partition(
+        &mut self,
+        raft: &mut MetadataRaft,
+        to: Endpoint,
+        key: PartKey,
+        request: &AlterPartitionRequest,
+        out: &mut Out,
+    ) {
+        let leader_epoch = request.leader_epoch;
+        if require_leader(raft).is_err() {
+            return answer_alter(
+                self.me,
+                to,
+                key,
+                leader_epoch,
+                AlterPartitionAnswer::Lost,
+                out,
+            );
+        }
+        match alter_partition_record(raft.latest_image(), key, request) {
+            Ok(Some(record)) => match raft.propose(record) {
+                Ok(id) => {
+                    self.waiting.insert(
+                        id,
+                        Waiter::Alter {
+                            to,
+                            key,
+                            leader_epoch,
+                        },
+                    );
+                }
+                Err(_) => answer_alter(
+                    self.me,
+                    to,
+                    key,
+                    leader_epoch,
+                    AlterPartitionAnswer::Lost,
+                    out,
+                ),
+            },
+            Ok(None) => {
+                let answer = committed_leadership(raft.latest_image(), key)
+                    .map_or(AlterPartitionAnswer::Lost, AlterPartitionAnswer::Committed);
+                answer_alter(self.me, to, key, leader_epoch, answer, out);
+            }
+            Err(e) => answer_alter(
+                self.me,
+                to,
+                key,
+                leader_epoch,
+                AlterPartitionAnswer::Refused(e),
                 out,
             ),
         }
@@ -355,6 +439,17 @@ impl ControllerService {
                 broker_epoch,
             } => self.answer_heartbeat(raft, to, broker_id, broker_epoch, code, out),
             Waiter::Admin { to, request_id } => self.answer_admin(raft, to, request_id, code, out),
+            Waiter::Alter {
+                to,
+                key,
+                leader_epoch,
+            } => {
+                let answer = (code == ErrorCode::None)
+                    .then(|| committed_leadership(raft.image(), key))
+                    .flatten()
+                    .map_or(AlterPartitionAnswer::Lost, AlterPartitionAnswer::Committed);
+                answer_alter(self.me, to, key, leader_epoch, answer, out);
+            }
         }
     }
 
@@ -378,7 +473,7 @@ impl ControllerService {
     }
 
     fn answer_heartbeat(
-        &self,
+        &mut self,
         raft: &MetadataRaft,
         to: Endpoint,
         broker_id: i32,
@@ -388,6 +483,18 @@ impl ControllerService {
     ) {
         let fenced =
             error != ErrorCode::None || raft.image().broker(broker_id).is_none_or(|b| b.fenced);
+        let offset = i64::try_from(raft.applied_index()).unwrap_or(i64::MAX);
+        let metadata = (error == ErrorCode::None).then(|| {
+            let fresh = self.metadata.as_ref().filter(|m| m.offset == offset);
+            match fresh {
+                Some(m) => Arc::clone(m),
+                None => {
+                    let m = Arc::new(MetaView::from_image(raft.image(), offset));
+                    self.metadata = Some(Arc::clone(&m));
+                    m
+                }
+            }
+        });
         out.sends.push(Envelope::new(
             self.me,
             to,
@@ -395,8 +502,9 @@ impl ControllerService {
                 broker_epoch,
                 error,
                 fenced,
-                metadata_offset: i64::try_from(raft.applied_index()).unwrap_or(i64::MAX),
+                metadata_offset: offset,
                 leader_hint: raft.leader_id(),
+                metadata,
             },
         ));
     }
@@ -419,6 +527,38 @@ impl ControllerService {
             },
         ));
     }
+}
+
+/// The committed state of `key` as its leader takes it.
+fn committed_leadership(image: &MetadataImage, key: PartKey) -> Option<Leadership> {
+    let topic = image.topic_by_id(key.topic_id)?;
+    let p = topic.partitions.get(usize::try_from(key.partition).ok()?)?;
+    Some(Leadership {
+        leader_id: p.leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        replicas: p.replicas.clone(),
+        isr: p.isr.clone(),
+    })
+}
+
+fn answer_alter(
+    me: Endpoint,
+    to: Endpoint,
+    key: PartKey,
+    leader_epoch: i32,
+    answer: AlterPartitionAnswer,
+    out: &mut Out,
+) {
+    out.sends.push(Envelope::new(
+        me,
+        to,
+        Payload::Repl(Box::new(ReplMsg::AlterPartitionAnswer {
+            key,
+            leader_epoch,
+            answer,
+        })),
+    ));
 }
 
 /// The façade's gate (`Controller::require_leader`): only the active leader — leading, and

@@ -43,7 +43,14 @@ pub enum Fault {
     Heal,
     NetChaos(LinkFaults),
     NetCalm,
+    /// `lose_unsynced`: power loss (the partition logs' unsynced tails may vanish or tear).
     BrokerCrash {
+        broker: i32,
+        lose_unsynced: bool,
+    },
+    /// Cuts the broker off from the controllers and the other brokers, both ways, but not from
+    /// the clients (undone by [`Fault::Heal`]).
+    IsolateBroker {
         broker: i32,
     },
     BrokerRestart {
@@ -91,6 +98,16 @@ impl FaultProfile {
             fsync_crash_chance: *rng.pick(&[0.0, 0.002, 0.01, 0.03]),
             power_loss_chance: *rng.pick(&[0.0, 0.5, 1.0]),
         }
+    }
+}
+
+impl FaultProfile {
+    /// Keeps the network and broker faults, drops the controller nodes' (a focus for runs that
+    /// test replication).
+    pub fn only_broker_and_network_faults(&mut self) {
+        self.weights[..4].fill(0);
+        self.weights[5] = self.weights[5].max(1);
+        self.fsync_crash_chance = 0.0;
     }
 }
 
@@ -168,8 +185,20 @@ pub fn plan(
             }
             _ => {
                 let broker = rng.range(1, brokers as u64) as i32;
-                out.push((t, Fault::BrokerCrash { broker }));
-                out.push((until, Fault::BrokerRestart { broker }));
+                if rng.chance(0.5) {
+                    let lose_unsynced = rng.chance(profile.power_loss_chance);
+                    out.push((
+                        t,
+                        Fault::BrokerCrash {
+                            broker,
+                            lose_unsynced,
+                        },
+                    ));
+                    out.push((until, Fault::BrokerRestart { broker }));
+                } else {
+                    out.push((t, Fault::IsolateBroker { broker }));
+                    out.push((until, Fault::Heal));
+                }
             }
         }
         t += rng

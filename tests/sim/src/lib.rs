@@ -13,16 +13,28 @@
 //! [`rng::SimRng`], on the clock of one [`events::EventQueue`]; the [`trace::Trace`] hashes
 //! every event, so a seed replays exactly.
 //!
-//! Layout, one job per file: `rng`, `events`, `trace` (foundations); `message`, `net`, `disk`,
-//! `out` (the simulated world's parts); `controller`, `node`, `broker`, `workload` (the actors);
-//! `faults`, `planted` (what goes wrong); `violation`, `check_raft`, `check_durable`,
-//! `check_image`, `liveness` (the checkers); `describe` (trace text); `config`, `world`,
-//! `runner` (running).
+//! The replication half: each broker's [`replica_host::ReplicaHost`] hosts the replicas the
+//! committed image assigns it (learned from heartbeat answers, [`metaview`]), each a
+//! [`sim_replica::SimReplica`] over a [`plog::SimLog`] driven by spool-core's replication
+//! structs; followers fetch from leaders in sessions, leaders send ISR changes to the
+//! controller ([`alter`]); [`clients`] produce (acks 0/1/all, idempotent and not) and read;
+//! [`check_repl`] checks the replication invariants after every step and [`liveness_repl`]
+//! judges recovery.
+//!
+//! Layout, one job per file: `rng`, `events`, `trace` (foundations); `message`,
+//! `repl_message`, `net`, `disk`, `plog`, `out`, `repl_event`, `metaview` (the simulated
+//! world's parts); `controller`, `alter`, `node`, `broker`, `replica_host`, `sim_replica`,
+//! `workload`, `clients` (the actors); `faults`, `planted` (what goes wrong); `violation`,
+//! `check_raft`, `check_durable`, `check_image`, `check_repl`, `liveness`, `liveness_repl` (the
+//! checkers); `describe` (trace text); `config`, `world`, `runner` (running).
 
+pub mod alter;
 pub mod broker;
 pub mod check_durable;
 pub mod check_image;
 pub mod check_raft;
+pub mod check_repl;
+pub mod clients;
 pub mod config;
 pub mod controller;
 pub mod describe;
@@ -30,13 +42,20 @@ pub mod disk;
 pub mod events;
 pub mod faults;
 pub mod liveness;
+pub mod liveness_repl;
 pub mod message;
+pub mod metaview;
 pub mod net;
 pub mod node;
 pub mod out;
 pub mod planted;
+pub mod plog;
+pub mod repl_event;
+pub mod repl_message;
+pub mod replica_host;
 pub mod rng;
 pub mod runner;
+pub mod sim_replica;
 pub mod trace;
 pub mod violation;
 pub mod workload;

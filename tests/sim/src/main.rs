@@ -33,9 +33,15 @@ struct Args {
     /// Stop at the first violation instead of running every seed.
     #[arg(long)]
     stop_at_first: bool,
-    /// Plant a bug in the simulator's driver: ack-before-persist, skip-fsync.
+    /// Plant a bug: in the simulator's raft driver (ack-before-persist, skip-fsync) or in
+    /// spool-core's replication (truncate-to-hw, elect-outside-isr, hw-before-isr,
+    /// ack-before-follower-fsync).
     #[arg(long)]
     planted_bug: Option<PlantedBug>,
+    /// Only broker and network faults: the controller quorum stays up, so runs spend their
+    /// faults on replication (the replication planted-bug tests use it).
+    #[arg(long)]
+    broker_faults: bool,
 }
 
 fn main() -> ExitCode {
@@ -46,6 +52,7 @@ fn main() -> ExitCode {
     let base = SimConfig {
         sim_ms: args.sim_seconds * 1000,
         planted: args.planted_bug,
+        broker_faults: args.broker_faults,
         ..SimConfig::new(0)
     };
     let base = SimConfig {
@@ -61,6 +68,7 @@ fn main() -> ExitCode {
     };
     let started = Instant::now();
     let (mut violations, mut sim_ms, mut events) = (0u64, 0u64, 0u64);
+    let mut repl = spool_sim::check_repl::ReplStats::default();
     for &seed in &seeds {
         let config = SimConfig {
             seed,
@@ -70,6 +78,7 @@ fn main() -> ExitCode {
         let report = spool_sim::run(config.clone());
         sim_ms += report.sim_ms;
         events += report.events;
+        repl.add(&report.repl);
         if verbose {
             println!(
                 "seed {seed}: trace hash {:016x}, {} events, max applied index {}, {} faults",
@@ -97,6 +106,10 @@ fn main() -> ExitCode {
     println!("RESULT sim_violations={violations}");
     println!("RESULT sim_seconds={sim_s:.0}");
     println!("RESULT sim_events={events}");
+    println!(
+        "RESULT sim_repl leaderships={} truncations={} committed_batches={} acked={} acked_all={} read={}",
+        repl.leaderships, repl.truncations, repl.committed_batches, repl.acked, repl.acked_all, repl.read
+    );
     println!("RESULT sim_wall_seconds={wall_s:.2}");
     println!("RESULT sim_speedup={:.0}", sim_s / wall_s);
     println!(

@@ -8,10 +8,15 @@
 //! is a pure function of the message (so it can be hashed).
 //! Never does: route or deliver (that is [`crate::net`]).
 
+use std::sync::Arc;
+
 use raft::eraftpb::Message;
 use spool_protocol::ErrorCode;
 use spool_raft::validate::HeartbeatRequest;
 use spool_raft::Uuid128;
+
+use crate::metaview::MetaView;
+use crate::repl_message::ReplMsg;
 
 /// A network address in the simulated world.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -22,6 +27,10 @@ pub enum Endpoint {
     Broker(i32),
     /// The workload's admin client.
     Client,
+    /// A producing client.
+    Producer(u32),
+    /// The reading client.
+    Reader,
 }
 
 impl std::fmt::Display for Endpoint {
@@ -30,6 +39,8 @@ impl std::fmt::Display for Endpoint {
             Endpoint::Node(id) => write!(f, "n{id}"),
             Endpoint::Broker(id) => write!(f, "b{id}"),
             Endpoint::Client => write!(f, "client"),
+            Endpoint::Producer(id) => write!(f, "p{id}"),
+            Endpoint::Reader => write!(f, "reader"),
         }
     }
 }
@@ -56,6 +67,8 @@ pub enum Payload {
         fenced: bool,
         metadata_offset: i64,
         leader_hint: u64,
+        /// The answering node's applied image, as the broker's metadata (none on a refusal).
+        metadata: Option<Arc<MetaView>>,
     },
     CreateTopic {
         request_id: u64,
@@ -72,6 +85,8 @@ pub enum Payload {
         error: ErrorCode,
         leader_hint: u64,
     },
+    /// Replication and client traffic ([`crate::repl_message`]).
+    Repl(Box<ReplMsg>),
 }
 
 /// One message in flight.
@@ -133,6 +148,7 @@ impl Payload {
                 fenced,
                 metadata_offset,
                 leader_hint,
+                ..
             } => format!(
                 "HeartbeatAnswer epoch={broker_epoch} {error:?} fenced={fenced} \
                  offset={metadata_offset} leader={leader_hint}"
@@ -153,6 +169,7 @@ impl Payload {
                 error,
                 leader_hint,
             } => format!("AdminAnswer #{request_id} {error:?} leader={leader_hint}"),
+            Payload::Repl(m) => m.describe(),
         }
     }
 }

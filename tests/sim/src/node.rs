@@ -7,8 +7,10 @@
 //! once, writes the snapshot, entries and hard state, and *waits for the fsync* (a
 //! [`SyncRequest`] whose completion the world schedules) before it calls `advance` and sends
 //! what advancing produced — raft's persist-then-acknowledge rule. While it waits it neither
-//! steps, ticks nor answers (the real controller's I/O is blocking on core 0); missed ticks are
-//! caught up afterwards with `Controller::tick`'s rule (one per elapsed interval, at most four
+//! steps, ticks nor answers (the real controller's I/O is blocking on core 0); a tick that
+//! fired meanwhile (and a tick's fencing held up by its own fsync) runs when the fsync completes,
+//! so a node that is always persisting still ticks and fences; missed ticks are caught up
+//! afterwards with `Controller::tick`'s rule (one per elapsed interval, at most four
 //! election timeouts' worth). What `advance` asks to write (commit index, conf state, a taken
 //! snapshot) is written at once and made durable by the next fsync, which raft allows. On
 //! restart the node recovers its disk (bumping the incarnation) and builds a fresh
@@ -54,6 +56,12 @@ struct Running {
     last_tick_ms: u64,
     /// `(is_leader, term, leader_id)` as last traced.
     last_role: (bool, u64, u64),
+    /// A tick that came while an fsync was in flight, or a tick's session fencing that waits for
+    /// the fsync the tick's reconcile started: the real controller's fsync blocks, and its tick
+    /// and fencing run after it. Without these a node that is always persisting (a busy
+    /// leader) would never tick or fence.
+    tick_due: bool,
+    fence_due: bool,
 }
 
 pub struct SimNode {
@@ -148,6 +156,8 @@ impl SimNode {
         );
         self.run = Some(Running {
             last_role: (raft.is_leader(), raft.term(), raft.leader_id()),
+            tick_due: false,
+            fence_due: false,
             raft,
             service,
             inbox: VecDeque::new(),
@@ -216,6 +226,7 @@ impl SimNode {
             return;
         };
         if run.persisting.is_some() {
+            run.tick_due = true;
             return;
         }
         let interval = self.config.tick_interval_ms;
@@ -232,6 +243,8 @@ impl SimNode {
         if let Some(run) = self.run.as_mut() {
             if run.persisting.is_none() {
                 run.service.fence_expired(&mut run.raft, now_ms, out);
+            } else {
+                run.fence_due = true;
             }
         }
         self.drive(now_ms, out);
@@ -250,6 +263,15 @@ impl SimNode {
         if run.persisting.as_ref().is_some_and(|(t, _)| *t == token) {
             if let Some((_, ready)) = run.persisting.take() {
                 finish(self.id, run, &mut self.disk, ready, now_ms, out);
+            }
+            // What the blocking fsync held up runs now, in the real controller's order: the
+            // fencing of the tick that started it, then a tick whose timer fired meanwhile.
+            if std::mem::take(&mut run.fence_due) {
+                run.service.fence_expired(&mut run.raft, now_ms, out);
+            }
+            if std::mem::take(&mut run.tick_due) {
+                self.tick(now_ms, out);
+                return;
             }
             self.drive(now_ms, out);
             self.pump(now_ms, out);
@@ -297,7 +319,8 @@ impl SimNode {
             write_ready(self.id, &mut self.disk, &ready, out);
             let token = self.next_token;
             self.next_token += 1;
-            match self.config.planted {
+            // The replication bugs are planted in spool-core, not in this driver.
+            match self.config.planted.filter(|b| b.core().is_none()) {
                 None => {
                     out.syncs.push(SyncRequest {
                         node: self.id,
@@ -316,6 +339,7 @@ impl SimNode {
                 Some(PlantedBug::SkipFsync) => {
                     finish(self.id, run, &mut self.disk, ready, now_ms, out);
                 }
+                Some(other) => unreachable!("{other} is not a driver bug"),
             }
         }
         let role = (run.raft.is_leader(), run.raft.term(), run.raft.leader_id());

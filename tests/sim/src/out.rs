@@ -7,6 +7,7 @@
 //! Never does: act on anything itself.
 
 use crate::message::Envelope;
+use crate::repl_event::ReplEvent;
 
 /// What a driver wrote to its disk, for the raft checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +41,12 @@ pub struct Out {
     pub started: Vec<u64>,
     /// Errors a real driver would log or die of (e.g. `advance` failing).
     pub errors: Vec<String>,
+    /// Replication facts for the replication checkers.
+    pub repl: Vec<ReplEvent>,
+    /// Replicas a step may have changed, (broker, partition): the replication checks look at these.
+    pub repl_touched: Vec<(i32, crate::metaview::PartKey)>,
+    /// Partition-log fsyncs a broker started: (broker, incarnation, token).
+    pub log_syncs: Vec<(i32, u64, u64)>,
 }
 
 impl Out {

@@ -1,11 +1,13 @@
-//! [`PlantedBug`]: bugs compiled into the simulator's own driver on purpose, to prove the checker
-//! fails when the code it watches is wrong.
+//! [`PlantedBug`]: bugs compiled in on purpose, to prove the checkers fail when the code they
+//! watch is wrong.
 //!
 //! Owns: the names `--planted-bug` accepts and what each one breaks.
 //! Promises: with no planted bug selected (the default) the driver follows
-//! `spool_raft::Controller`'s order of operations exactly; each planted bug changes only the
-//! driver in [`crate::node`] — never spool-raft, spool-core or any production crate.
-//! Never does: plant anything in the code under test.
+//! `spool_raft::Controller`'s order of operations exactly and spool-core runs unplanted. The two
+//! raft-driver bugs change only the driver in [`crate::node`]; the four replication bugs live in
+//! spool-core itself, where the real bug would be, behind its `planted-bugs` feature (which only
+//! this crate enables) and selected at run time through [`PlantedBug::core`].
+//! Never does: plant anything in spool-raft or a production build.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,15 +21,47 @@ pub enum PlantedBug {
     /// The driver never fsyncs the raft log or hard state (only the incarnation, on open), so a
     /// power loss may drop everything the node ever acknowledged.
     SkipFsync,
+    /// spool-core's follower truncates to its own HW on a diverging epoch (pre-KIP-101).
+    TruncateToHw,
+    /// spool-core's election picks the first live replica, in the ISR or not.
+    ElectOutsideIsr,
+    /// spool-core's leader advances its HW to its own log end, before the ISR has the batch.
+    HwBeforeIsr,
+    /// spool-core's follower reports its log end instead of its synced offset under fsync.
+    AckBeforeFollowerFsync,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 2] = [PlantedBug::AckBeforePersist, PlantedBug::SkipFsync];
+    pub const ALL: [PlantedBug; 6] = [
+        PlantedBug::AckBeforePersist,
+        PlantedBug::SkipFsync,
+        PlantedBug::TruncateToHw,
+        PlantedBug::ElectOutsideIsr,
+        PlantedBug::HwBeforeIsr,
+        PlantedBug::AckBeforeFollowerFsync,
+    ];
+
+    /// The spool-core bug this selects (behind spool-core's `planted-bugs` feature), if it is
+    /// one of the replication bugs planted in the real code.
+    pub fn core(self) -> Option<spool_core::planted::PlantedBug> {
+        use spool_core::planted::PlantedBug as Core;
+        match self {
+            PlantedBug::AckBeforePersist | PlantedBug::SkipFsync => None,
+            PlantedBug::TruncateToHw => Some(Core::TruncateToHw),
+            PlantedBug::ElectOutsideIsr => Some(Core::ElectOutsideIsr),
+            PlantedBug::HwBeforeIsr => Some(Core::HwBeforeIsr),
+            PlantedBug::AckBeforeFollowerFsync => Some(Core::AckBeforeFollowerFsync),
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {
             PlantedBug::AckBeforePersist => "ack-before-persist",
             PlantedBug::SkipFsync => "skip-fsync",
+            PlantedBug::TruncateToHw => "truncate-to-hw",
+            PlantedBug::ElectOutsideIsr => "elect-outside-isr",
+            PlantedBug::HwBeforeIsr => "hw-before-isr",
+            PlantedBug::AckBeforeFollowerFsync => "ack-before-follower-fsync",
         }
     }
 }

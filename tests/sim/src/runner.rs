@@ -20,6 +20,9 @@ pub fn replay_command(config: &SimConfig) -> String {
     if let Some(bug) = config.planted {
         cmd.push_str(&format!(" --planted-bug {bug}"));
     }
+    if config.broker_faults {
+        cmd.push_str(" --broker-faults");
+    }
     cmd
 }
 

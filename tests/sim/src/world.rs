@@ -4,7 +4,10 @@
 //! Owns: the event loop (pop the earliest event, advance the clock to it, dispatch it, send and
 //! schedule what it produced, run every safety check), turning fsync requests into completions
 //! (and sometimes into a power loss mid-fsync), applying faults, and stopping them at
-//! `faults_end_ms` (heal, calm links, resume and restart everything).
+//! `faults_end_ms` (heal, calm links, resume and restart everything); for replication, the
+//! brokers' replication ticks and partition-log fsyncs, the data clients' ticks (each takes a
+//! broker's cached metadata first), and handing each step's replication events, touched
+//! replicas, acknowledgements and reads to [`ReplChecks`].
 //! Promises: the run is a function of the [`SimConfig`] alone — every draw comes from one
 //! [`SimRng`] seeded with `config.seed`, in event order; the clock is the event queue's; every
 //! event is traced (and so hashed). The first violation stops the run.
@@ -21,13 +24,18 @@ use crate::events::EventQueue;
 use crate::faults::{plan, Fault, FaultProfile};
 use crate::liveness;
 
+use crate::check_repl::{ReplChecks, ReplStats};
+use crate::clients::{Producer, Reader};
+use crate::liveness_repl;
 use crate::message::{Endpoint, Envelope, Payload};
 use crate::net::{Fate, Network};
 use crate::node::{Life, NodeConfig, SimNode};
 use crate::out::Out;
+use crate::planted::PlantedBug;
+use crate::replica_host::{ReplicaHost, REPL_TICK_MS};
 use crate::rng::SimRng;
 use crate::trace::Trace;
-use crate::violation::{Violation, DRIVER_ERROR, PANIC};
+use crate::violation::{Violation, DRIVER_ERROR, PANIC, READS_COMMITTED};
 
 /// The admin client starts nothing new this long before the run ends.
 const WORKLOAD_SILENT_BEFORE_END_MS: u64 = 3_000;
@@ -35,9 +43,20 @@ const WORKLOAD_SILENT_BEFORE_END_MS: u64 = 3_000;
 enum Event {
     Deliver(Envelope),
     NodeTick(u64),
-    SyncDone { node: u64, token: u64 },
+    SyncDone {
+        node: u64,
+        token: u64,
+    },
     BrokerTick(i32),
     ClientTick,
+    ReplTick(i32),
+    LogSyncDone {
+        broker: i32,
+        incarnation: u64,
+        token: u64,
+    },
+    ProducerTick(u32),
+    ReaderTick,
     Fault(Fault),
     FaultsEnd,
 }
@@ -55,6 +74,7 @@ pub struct RunReport {
     pub tail: Vec<String>,
     pub commits_max: u64,
     pub faults: u64,
+    pub repl: ReplStats,
 }
 
 pub struct World {
@@ -73,6 +93,10 @@ pub struct World {
     raft_checks: RaftChecks,
     durable_checks: DurableChecks,
     image_checks: ImageChecks,
+    hosts: Vec<ReplicaHost>,
+    producers: Vec<Producer>,
+    reader: Reader,
+    repl_checks: ReplChecks,
 }
 
 impl World {
@@ -101,7 +125,14 @@ impl World {
         let brokers = (1..=config.brokers)
             .map(|id| SimBroker::new(id, config.nodes))
             .collect();
-        let profile = FaultProfile::draw(&mut rng);
+        let core_bug = config.planted.and_then(PlantedBug::core);
+        let hosts = (1..=config.brokers)
+            .map(|id| ReplicaHost::new(id, core_bug))
+            .collect();
+        let mut profile = FaultProfile::draw(&mut rng);
+        if config.broker_faults {
+            profile.only_broker_and_network_faults();
+        }
         let mut world = World {
             trace: Trace::new(config.verbose),
             client: crate::workload::AdminClient::new(config.nodes),
@@ -117,6 +148,10 @@ impl World {
             raft_checks: RaftChecks::default(),
             durable_checks: DurableChecks::default(),
             image_checks: ImageChecks::default(),
+            hosts,
+            producers: vec![Producer::new(1, true), Producer::new(2, false)],
+            reader: Reader::new(),
+            repl_checks: ReplChecks::default(),
             config,
         };
         world.schedule_start();
@@ -135,6 +170,16 @@ impl World {
         }
         let first_client_ms = self.rng.range(500, 1500);
         self.queue.push(first_client_ms, Event::ClientTick);
+        for id in 1..=c.brokers {
+            let offset = self.rng.below(REPL_TICK_MS);
+            self.queue.push(offset, Event::ReplTick(id));
+        }
+        for p in 1..=self.producers.len() as u32 {
+            let at = self.rng.range(1000, 2000);
+            self.queue.push(at, Event::ProducerTick(p));
+        }
+        let at = self.rng.range(1000, 2000);
+        self.queue.push(at, Event::ReaderTick);
         let faults = plan(
             &mut self.rng,
             &self.profile,
@@ -150,6 +195,8 @@ impl World {
 
     /// Runs to the end (or the first violation).
     pub fn run(mut self) -> RunReport {
+        // spool-core's planted election bug is selected per thread, for this run only.
+        let _planted = spool_core::planted::scoped(self.config.planted.and_then(PlantedBug::core));
         let profile = format!("{:?}", self.profile);
         self.trace
             .record(0, &format!("seed {} profile {profile}", self.config.seed));
@@ -159,6 +206,9 @@ impl World {
         }
         for b in &mut self.brokers {
             b.start();
+        }
+        for h in &mut self.hosts {
+            h.start();
         }
         let mut violation = self.absorb(out).err();
         while violation.is_none() {
@@ -180,7 +230,16 @@ impl World {
         }
         if violation.is_none() {
             self.now_ms = self.config.sim_ms;
-            violation = liveness::check(&self.nodes, &self.brokers, self.config.quiet_ms).err();
+            violation = liveness::check(&self.nodes, &self.brokers, self.config.quiet_ms)
+                .and_then(|()| {
+                    liveness_repl::check(
+                        &self.nodes,
+                        &self.hosts,
+                        self.repl_checks.acked_all(),
+                        self.config.quiet_ms,
+                    )
+                })
+                .err();
         }
         if let Some(v) = &violation {
             self.trace.record(self.now_ms, &format!("VIOLATION {v}"));
@@ -200,6 +259,7 @@ impl World {
             tail: self.trace.tail().map(str::to_owned).collect(),
             commits_max,
             faults: self.faults,
+            repl: self.repl_checks.stats,
         }
     }
 
@@ -220,8 +280,18 @@ impl World {
                 self.trace.record(now, &format!("recv {}", env.describe()));
                 match env.to {
                     Endpoint::Node(id) => self.node(id).deliver(env, now, &mut out),
-                    Endpoint::Broker(id) => self.brokers[(id - 1) as usize].on_answer(&env.payload),
+                    Endpoint::Broker(id) => self.deliver_to_broker(id, env, &mut out),
                     Endpoint::Client => self.client.on_answer(&env.payload),
+                    Endpoint::Producer(id) => {
+                        if let Payload::Repl(m) = &env.payload {
+                            self.producers[(id - 1) as usize].on_answer(m);
+                        }
+                    }
+                    Endpoint::Reader => {
+                        if let Payload::Repl(m) = &env.payload {
+                            self.reader.on_answer(m);
+                        }
+                    }
                 }
             }
             Event::NodeTick(id) => {
@@ -254,6 +324,38 @@ impl World {
                 let next = now + self.rng.range(200, 1000);
                 self.queue.push(next, Event::ClientTick);
             }
+            Event::ReplTick(id) => {
+                let i = (id - 1) as usize;
+                let controller = self.brokers[i].controller_guess();
+                self.hosts[i].tick(now, controller, &mut out);
+                self.queue.push(now + REPL_TICK_MS, Event::ReplTick(id));
+            }
+            Event::LogSyncDone {
+                broker,
+                incarnation,
+                token,
+            } => {
+                self.hosts[(broker - 1) as usize].sync_done(incarnation, token, now, &mut out);
+            }
+            Event::ProducerTick(id) => {
+                if now + WORKLOAD_SILENT_BEFORE_END_MS >= self.config.sim_ms {
+                    return out;
+                }
+                self.refresh_client_metadata(Endpoint::Producer(id));
+                if let Some(env) = self.producers[(id - 1) as usize].tick(&mut self.rng, now) {
+                    out.sends.push(env);
+                }
+                let next = now + self.rng.range(20, 120);
+                self.queue.push(next, Event::ProducerTick(id));
+            }
+            Event::ReaderTick => {
+                self.refresh_client_metadata(Endpoint::Reader);
+                if let Some(env) = self.reader.tick(&mut self.rng) {
+                    out.sends.push(env);
+                }
+                let next = now + self.rng.range(20, 120);
+                self.queue.push(next, Event::ReaderTick);
+            }
             Event::Fault(f) => self.inject(f, &mut out),
             Event::FaultsEnd => {
                 self.trace
@@ -268,14 +370,56 @@ impl World {
                         Life::Up => {}
                     }
                 }
-                for b in &mut self.brokers {
+                for (b, h) in self.brokers.iter_mut().zip(&mut self.hosts) {
                     if !b.is_up() {
                         b.start();
+                        h.start();
+                        h.touch_all(&mut out);
                     }
                 }
             }
         }
         out
+    }
+
+    /// A message for a broker: replication traffic to its [`ReplicaHost`], controller answers
+    /// to its [`SimBroker`] (a heartbeat answer's metadata then goes to the host).
+    fn deliver_to_broker(&mut self, id: i32, env: Envelope, out: &mut Out) {
+        let i = (id - 1) as usize;
+        if let Payload::Repl(m) = env.payload {
+            if self.brokers[i].is_up() {
+                self.hosts[i].handle(env.from, *m, self.now_ms, out);
+            }
+            return;
+        }
+        self.brokers[i].on_answer(&env.payload);
+        if let Payload::HeartbeatAnswer {
+            metadata: Some(view),
+            broker_epoch,
+            ..
+        } = &env.payload
+        {
+            if self.brokers[i].is_up() && self.brokers[i].epoch() == Some(*broker_epoch) {
+                self.hosts[i].on_metadata(view, Some(*broker_epoch), self.now_ms, out);
+            }
+        }
+    }
+
+    /// A client asks a broker (drawn from the up ones) for metadata: it gets that broker's view.
+    fn refresh_client_metadata(&mut self, client: Endpoint) {
+        let up: Vec<usize> = (0..self.hosts.len())
+            .filter(|i| {
+                self.hosts[*i].is_up() && !self.net.is_cut(client, Endpoint::Broker(*i as i32 + 1))
+            })
+            .collect();
+        if up.is_empty() {
+            return;
+        }
+        let view = std::sync::Arc::clone(self.hosts[*self.rng.pick(&up)].view());
+        match client {
+            Endpoint::Producer(id) => self.producers[(id - 1) as usize].on_metadata(&view),
+            _ => self.reader.on_metadata(&view),
+        }
     }
 
     fn inject(&mut self, fault: Fault, out: &mut Out) {
@@ -314,11 +458,37 @@ impl World {
             Fault::Heal => self.net.heal(),
             Fault::NetChaos(f) => self.net.set_faults(f),
             Fault::NetCalm => self.net.calm(),
-            Fault::BrokerCrash { broker } => self.brokers[(broker - 1) as usize].crash(),
+            Fault::BrokerCrash {
+                broker,
+                lose_unsynced,
+            } => {
+                let i = (broker - 1) as usize;
+                self.brokers[i].crash();
+                self.hosts[i].crash(lose_unsynced, &mut self.rng);
+                self.hosts[i].touch_all(out);
+            }
             Fault::BrokerRestart { broker } => {
-                let b = &mut self.brokers[(broker - 1) as usize];
-                if !b.is_up() {
-                    b.start();
+                let i = (broker - 1) as usize;
+                if !self.brokers[i].is_up() {
+                    self.brokers[i].start();
+                    self.hosts[i].start();
+                    self.hosts[i].touch_all(out);
+                }
+            }
+            Fault::IsolateBroker { broker } => {
+                let me = Endpoint::Broker(broker);
+                let others: Vec<Endpoint> = (1..=self.config.nodes)
+                    .map(Endpoint::Node)
+                    .chain(
+                        (1..=self.config.brokers)
+                            .filter(|b| *b != broker)
+                            .map(Endpoint::Broker),
+                    )
+                    .collect();
+                // The clients still reach it (REPLICATION.md's case: a leader cut off from the
+                // cluster keeps taking acks=1 writes, which its successor's log lacks).
+                for o in others {
+                    self.net.cut_both_ways(me, o);
                 }
             }
         }
@@ -387,6 +557,19 @@ impl World {
                     .push(back_at, Event::Fault(Fault::Restart { node: s.node }));
             }
         }
+        for (broker, incarnation, token) in out.log_syncs {
+            let latency_ms = self
+                .rng
+                .range(self.config.fsync_ms_min, self.config.fsync_ms_max);
+            self.queue.push(
+                now + latency_ms,
+                Event::LogSyncDone {
+                    broker,
+                    incarnation,
+                    token,
+                },
+            );
+        }
         for o in &out.observed {
             self.raft_checks.observe(o)?;
         }
@@ -396,6 +579,22 @@ impl World {
                 self.image_checks.check_node(n.id(), n.starts(), r)?;
             }
         }
+        let acks: Vec<_> = self
+            .producers
+            .iter_mut()
+            .flat_map(|p| p.acked.drain(..))
+            .collect();
+        if let Some(m) = self.reader.misreads.first() {
+            return Err(Violation::new(READS_COMMITTED, m.clone()));
+        }
+        self.repl_checks.check(
+            &self.hosts,
+            &out.repl_touched,
+            &out.repl,
+            &acks,
+            &self.reader.seen,
+        )?;
+        self.reader.seen.clear();
         Ok(())
     }
 }

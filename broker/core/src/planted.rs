@@ -1,0 +1,58 @@
+//! [`PlantedBug`]: replication bugs compiled into the real decision code on purpose, so the
+//! deterministic simulator (tests/sim, issue #14) can prove its checkers fail when this code is
+//! wrong. Only with the cargo feature `planted-bugs`, which only `spool-sim` enables; without it
+//! this module does not exist and every planted branch is compiled out.
+//!
+//! Owns: the bug names and where each one is selected:
+//! - [`PlantedBug::TruncateToHw`] in `follower_state::FollowerPartition::truncation_for` and
+//!   [`PlantedBug::AckBeforeFollowerFsync`] in `FollowerPartition::next_fetch`, selected by the
+//!   struct's `plant` method;
+//! - [`PlantedBug::HwBeforeIsr`] in `replica::ReplicaState`'s watermark, selected by its `plant`;
+//! - [`PlantedBug::ElectOutsideIsr`] in `election::reconcile`, which spool-raft's failover calls
+//!   with a signature that must not change: selected for the current thread by [`scoped`] (the
+//!   simulator runs one seed per thread and holds the guard for the run).
+//!
+//! Promises: with nothing planted (the default everywhere) every function behaves exactly as
+//! without the feature.
+//! Never does: enable itself; production builds never name the feature.
+
+use std::cell::Cell;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlantedBug {
+    /// A follower answered with a diverging epoch truncates to its own HW (pre-KIP-101).
+    TruncateToHw,
+    /// An election picks the first live replica, in the ISR or not (Kafka 0.8's loss).
+    ElectOutsideIsr,
+    /// The leader's HW follows its own log end, not the ISR's smallest.
+    HwBeforeIsr,
+    /// Under `durability = fsync` a follower reports its log end instead of its synced offset.
+    AckBeforeFollowerFsync,
+}
+
+thread_local! {
+    static ELECTION: Cell<Option<PlantedBug>> = const { Cell::new(None) };
+}
+
+/// Selects `bug` for the elections this thread runs until the guard drops.
+pub fn scoped(bug: Option<PlantedBug>) -> Scoped {
+    let before = ELECTION.with(|c| c.replace(bug));
+    Scoped { before }
+}
+
+/// Whether `bug` is selected for this thread's elections.
+pub fn election_planted(bug: PlantedBug) -> bool {
+    ELECTION.with(|c| c.get()) == Some(bug)
+}
+
+/// Restores the previous selection when dropped.
+#[must_use]
+pub struct Scoped {
+    before: Option<PlantedBug>,
+}
+
+impl Drop for Scoped {
+    fn drop(&mut self) {
+        ELECTION.with(|c| c.set(self.before));
+    }
+}
