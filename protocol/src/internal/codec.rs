@@ -38,138 +38,26 @@
 //! default [`FrameLimits`]); a peer never sends what it would itself refuse.
 
 use bytes::Bytes;
-use flatbuffers::{FlatBufferBuilder, UnionWIPOffset, VerifierOptions, WIPOffset};
-use thiserror::Error;
+use flatbuffers::{FlatBufferBuilder, UnionWIPOffset, WIPOffset};
 
+use super::limits::{check_count, check_len, decode_name, encode_name, verifier_options, Fbb};
+pub use super::limits::{
+    InternalError, CONFIGS_PER_TOPIC_MAX, CONFIG_VALUE_BYTES_MAX, ERROR_MESSAGE_BYTES_MAX,
+    LISTENERS_PER_REGISTRATION_MAX, NAME_BYTES_MAX, RAFT_MESSAGES_PER_FRAME_MAX,
+    RAFT_MESSAGE_BYTES_MAX, REPLICA_FETCH_PARTITIONS_MAX, TOPICS_PER_FORWARD_MAX,
+    VERIFIER_DEPTH_MAX,
+};
+use super::replica_fetch_codec::{
+    decode_replica_fetch, decode_replica_fetch_answer, encode_replica_fetch,
+    encode_replica_fetch_answer,
+};
 use super::types::{
-    EpochEndOffset, ForwardAnswer, ForwardOp, ForwardTopic, ForwardTopicOutcome, Heartbeat,
-    HeartbeatAnswer, InternalFrame, InternalMessage, Listener, RegisterBroker,
-    RegisterBrokerAnswer, ReplicaFetch, ReplicaFetchAnswer, ReplicaFetchAnswerPartition,
-    ReplicaFetchPartition,
+    ForwardAnswer, ForwardOp, ForwardTopic, ForwardTopicOutcome, Heartbeat, HeartbeatAnswer,
+    InternalFrame, InternalMessage, Listener, RegisterBroker, RegisterBrokerAnswer,
 };
 use crate::frame::{self, EncodedFrame, FrameError, FrameLimits, FRAME_PREFIX_BYTES};
 use crate::internal_wire as fb;
 use crate::ErrorCode;
-
-/// Raft messages in one frame. raft-rs sends a handful per ready (one per peer and kind); the
-/// cap only bounds a hostile count.
-pub const RAFT_MESSAGES_PER_FRAME_MAX: usize = 4096;
-/// Bytes in one raft message (`eraftpb::Message`). The raft driver must keep `max_size_per_msg`
-/// and snapshot chunks below it; all of a frame's raft bytes must also fit the header limit
-/// ([`crate::frame::DEFAULT_MAX_HEADER_BYTES`], 16 MiB).
-pub const RAFT_MESSAGE_BYTES_MAX: usize = 8 * 1024 * 1024;
-/// Listeners one broker registers (`native`, `kafka`, `internal`, with room for more).
-pub const LISTENERS_PER_REGISTRATION_MAX: usize = 16;
-/// Topics in one forwarded create or delete (and outcomes in its answer).
-pub const TOPICS_PER_FORWARD_MAX: usize = 10_000;
-/// Configs on one forwarded topic.
-pub const CONFIGS_PER_TOPIC_MAX: usize = 256;
-/// Bytes in a name: topic, config name, listener name, host, rack, cluster id. 255 is DNS's host
-/// limit and above Kafka's topic limit (249), so no valid name is refused here; a broker
-/// forwarding a longer topic name answers INVALID_TOPIC_EXCEPTION itself.
-pub const NAME_BYTES_MAX: usize = 255;
-/// Bytes in one config value.
-pub const CONFIG_VALUE_BYTES_MAX: usize = 64 * 1024;
-/// Bytes in an error message of an answer.
-pub const ERROR_MESSAGE_BYTES_MAX: usize = 16 * 1024;
-/// Partitions in one replica fetch (and in its answer). A follower fetches every partition it
-/// follows from one leader on one core in one session; 10 000 is far past any real broker pair
-/// and bounds a hostile count.
-pub const REPLICA_FETCH_PARTITIONS_MAX: usize = 10_000;
-/// Verifier nesting limit. The deepest path (frame → Forward → CreateTopics → topics →
-/// ForwardTopic → configs → TopicConfig → string) is 8 levels; twice that leaves room for growth.
-pub const VERIFIER_DEPTH_MAX: usize = 16;
-
-/// Why an internal frame could not be encoded or decoded.
-#[derive(Debug, Error)]
-pub enum InternalError {
-    /// The envelope: sizes, prefix, header length (see [`FrameError`]).
-    #[error("internal frame: {0}")]
-    Frame(#[from] FrameError),
-    #[error("internal frame header failed flatbuffers verification: {0}")]
-    Verify(#[from] flatbuffers::InvalidFlatbuffer),
-    #[error("internal frame header has no body")]
-    MissingBody,
-    /// A field the codec requires but the schema cannot mark required (a union inside a body).
-    #[error("internal frame: {field} is missing")]
-    MissingField { field: &'static str },
-    /// A union member this build does not know (a newer peer, or corruption).
-    #[error("internal frame: {union} member {type_id} is unknown to this build")]
-    UnknownUnionType { union: &'static str, type_id: u8 },
-    #[error("internal frame: {what} holds {count} items, over the limit of {max}")]
-    TooMany {
-        what: &'static str,
-        count: usize,
-        max: usize,
-    },
-    #[error("internal frame: {what} is {bytes} bytes, over the limit of {max}")]
-    TooLong {
-        what: &'static str,
-        bytes: usize,
-        max: usize,
-    },
-    /// A payload on a message that has none (anything but a replica-fetch answer), or given to
-    /// [`encode`] / [`decode`], which carry none: refused rather than silently dropped.
-    #[error("internal frame carries a {payload_bytes}-byte payload; its message has none")]
-    UnexpectedPayload { payload_bytes: usize },
-    /// A replica-fetch answer whose partitions' `records_bytes` do not add up to its payload.
-    #[error(
-        "replica fetch answer: partitions' records_bytes add up to {records_bytes}, but the \
-         payload is {payload_bytes} bytes"
-    )]
-    RecordsBytesMismatch {
-        records_bytes: u64,
-        payload_bytes: usize,
-    },
-    /// A number outside its field's range: a negative offset, a negative epoch other than -1
-    /// (absent), or an offset over `i64::MAX`.
-    #[error("internal frame: {field} = {value} is out of range")]
-    OutOfRange { field: &'static str, value: i128 },
-    /// `ForwardAnswer::ProducerIds(Err(ErrorCode::None))`: on the wire error 0 means success, so
-    /// this value has no encoding.
-    #[error("ProducerIds answer is an error with code NONE")]
-    ErrorCodeIsNone,
-}
-
-impl InternalError {
-    /// The protocol error this failure stands for (for logs and metrics; the internal protocol
-    /// closes the connection on a bad frame rather than answering it).
-    pub fn error_code(&self) -> ErrorCode {
-        match self {
-            Self::Frame(e) => e.error_code(),
-            Self::TooLong { .. } | Self::TooMany { .. } => ErrorCode::MessageTooLarge,
-            Self::ErrorCodeIsNone => ErrorCode::UnknownServerError,
-            Self::RecordsBytesMismatch { .. } => ErrorCode::CorruptMessage,
-            _ => ErrorCode::InvalidRequest,
-        }
-    }
-}
-
-/// Verifier limits for a header of `header_bytes`, scaled as [`crate::codec`] scales its own: at
-/// most one table per 4 bytes and an apparent size of 16 times the buffer, so offsets shared
-/// between fields cannot make decoding copy out much more than arrived.
-pub fn verifier_options(header_bytes: usize) -> VerifierOptions {
-    VerifierOptions {
-        max_depth: VERIFIER_DEPTH_MAX,
-        max_tables: header_bytes / 4 + 8,
-        max_apparent_size: header_bytes.saturating_mul(16).saturating_add(4096),
-        ignore_missing_null_terminator: false,
-    }
-}
-
-fn check_count(what: &'static str, count: usize, max: usize) -> Result<(), InternalError> {
-    if count > max {
-        return Err(InternalError::TooMany { what, count, max });
-    }
-    Ok(())
-}
-
-fn check_len(what: &'static str, bytes: usize, max: usize) -> Result<(), InternalError> {
-    if bytes > max {
-        return Err(InternalError::TooLong { what, bytes, max });
-    }
-    Ok(())
-}
 
 // ---------------------------------------------------------------------------------------------
 // encode
@@ -272,74 +160,6 @@ fn check_payload(message: &InternalMessage, payload_bytes: usize) -> Result<(), 
 // Numbers whose Rust form is narrower than the wire's: an absent option is -1, offsets are
 // non-negative. Encoding refuses what decoding would not give back.
 
-fn opt_i32_to_wire(field: &'static str, value: Option<i32>) -> Result<i32, InternalError> {
-    match value {
-        None => Ok(-1),
-        Some(v) if v >= 0 => Ok(v),
-        Some(v) => Err(InternalError::OutOfRange {
-            field,
-            value: v.into(),
-        }),
-    }
-}
-
-fn opt_i64_to_wire(field: &'static str, value: Option<i64>) -> Result<i64, InternalError> {
-    match value {
-        None => Ok(-1),
-        Some(v) if v >= 0 => Ok(v),
-        Some(v) => Err(InternalError::OutOfRange {
-            field,
-            value: v.into(),
-        }),
-    }
-}
-
-fn u64_to_wire(field: &'static str, value: u64) -> Result<i64, InternalError> {
-    i64::try_from(value).map_err(|_| InternalError::OutOfRange {
-        field,
-        value: value.into(),
-    })
-}
-
-fn opt_u64_to_wire(field: &'static str, value: Option<u64>) -> Result<i64, InternalError> {
-    value.map_or(Ok(-1), |v| u64_to_wire(field, v))
-}
-
-fn opt_i32_from_wire(field: &'static str, value: i32) -> Result<Option<i32>, InternalError> {
-    match value {
-        -1 => Ok(None),
-        v if v >= 0 => Ok(Some(v)),
-        v => Err(InternalError::OutOfRange {
-            field,
-            value: v.into(),
-        }),
-    }
-}
-
-fn opt_i64_from_wire(field: &'static str, value: i64) -> Result<Option<i64>, InternalError> {
-    match value {
-        -1 => Ok(None),
-        v if v >= 0 => Ok(Some(v)),
-        v => Err(InternalError::OutOfRange {
-            field,
-            value: v.into(),
-        }),
-    }
-}
-
-fn u64_from_wire(field: &'static str, value: i64) -> Result<u64, InternalError> {
-    u64::try_from(value).map_err(|_| InternalError::OutOfRange {
-        field,
-        value: value.into(),
-    })
-}
-
-fn opt_u64_from_wire(field: &'static str, value: i64) -> Result<Option<u64>, InternalError> {
-    Ok(opt_i64_from_wire(field, value)?.map(|v| v.unsigned_abs()))
-}
-
-type Fbb<'b> = FlatBufferBuilder<'b>;
-
 fn encode_body(
     fbb: &mut Fbb<'_>,
     message: &InternalMessage,
@@ -439,15 +259,6 @@ fn encode_body(
             (fb::InternalBody::ForwardAnswer, answer.as_union_value())
         }
     })
-}
-
-fn encode_name<'b>(
-    fbb: &mut Fbb<'b>,
-    what: &'static str,
-    name: &str,
-) -> Result<WIPOffset<&'b str>, InternalError> {
-    check_len(what, name.len(), NAME_BYTES_MAX)?;
-    Ok(fbb.create_string(name))
 }
 
 fn encode_opt_message<'b>(
@@ -646,82 +457,6 @@ fn encode_forward_answer(
     })
 }
 
-fn encode_replica_fetch<'b>(
-    fbb: &mut Fbb<'b>,
-    f: &ReplicaFetch,
-) -> Result<WIPOffset<fb::ReplicaFetch<'b>>, InternalError> {
-    check_count(
-        "replica fetch partitions",
-        f.partitions.len(),
-        REPLICA_FETCH_PARTITIONS_MAX,
-    )?;
-    let mut partitions = Vec::with_capacity(f.partitions.len());
-    for p in &f.partitions {
-        let topic = encode_name(fbb, "topic name", &p.topic)?;
-        let args = fb::ReplicaFetchPartitionArgs {
-            topic: Some(topic),
-            partition: p.partition,
-            current_leader_epoch: opt_i32_to_wire("current_leader_epoch", p.current_leader_epoch)?,
-            fetch_offset: u64_to_wire("fetch_offset", p.fetch_offset)?,
-            last_fetched_epoch: opt_i32_to_wire("last_fetched_epoch", p.last_fetched_epoch)?,
-            log_start_offset: u64_to_wire("log_start_offset", p.log_start_offset)?,
-            durable_offset: opt_u64_to_wire("durable_offset", p.durable_offset)?,
-        };
-        partitions.push(fb::ReplicaFetchPartition::create(fbb, &args));
-    }
-    let partitions = fbb.create_vector(&partitions);
-    Ok(fb::ReplicaFetch::create(
-        fbb,
-        &fb::ReplicaFetchArgs {
-            replica_id: f.replica_id,
-            broker_epoch: opt_i64_to_wire("broker_epoch", f.broker_epoch)?,
-            max_wait_ms: f.max_wait_ms,
-            min_bytes: f.min_bytes,
-            max_bytes: f.max_bytes,
-            partitions: Some(partitions),
-        },
-    ))
-}
-
-fn encode_replica_fetch_answer<'b>(
-    fbb: &mut Fbb<'b>,
-    a: &ReplicaFetchAnswer,
-) -> Result<WIPOffset<fb::ReplicaFetchAnswer<'b>>, InternalError> {
-    check_count(
-        "replica fetch partitions",
-        a.partitions.len(),
-        REPLICA_FETCH_PARTITIONS_MAX,
-    )?;
-    let mut partitions = Vec::with_capacity(a.partitions.len());
-    for p in &a.partitions {
-        let topic = encode_name(fbb, "topic name", &p.topic)?;
-        let diverging_epoch = p
-            .diverging_epoch
-            .map(|d| fb::EpochEndOffset::new(d.epoch, d.end_offset));
-        partitions.push(fb::ReplicaFetchAnswerPartition::create(
-            fbb,
-            &fb::ReplicaFetchAnswerPartitionArgs {
-                topic: Some(topic),
-                partition: p.partition,
-                error: p.error.code(),
-                high_watermark: p.high_watermark,
-                log_start_offset: p.log_start_offset,
-                log_end_offset: p.log_end_offset,
-                diverging_epoch: diverging_epoch.as_ref(),
-                records_bytes: p.records_bytes,
-            },
-        ));
-    }
-    let partitions = fbb.create_vector(&partitions);
-    Ok(fb::ReplicaFetchAnswer::create(
-        fbb,
-        &fb::ReplicaFetchAnswerArgs {
-            error: a.error.code(),
-            partitions: Some(partitions),
-        },
-    ))
-}
-
 // ---------------------------------------------------------------------------------------------
 // decode
 
@@ -858,11 +593,6 @@ fn split<'f>(frame: &'f [u8], limits: &FrameLimits) -> Result<(&'f [u8], &'f [u8
         });
     }
     Ok((header, payload))
-}
-
-fn decode_name(what: &'static str, name: &str) -> Result<String, InternalError> {
-    check_len(what, name.len(), NAME_BYTES_MAX)?;
-    Ok(name.to_owned())
 }
 
 fn decode_opt_message(message: Option<&str>) -> Result<Option<String>, InternalError> {
@@ -1021,74 +751,4 @@ fn decode_forward_answer(answer: fb::ForwardAnswer<'_>) -> Result<ForwardAnswer,
             type_id: other.0,
         }),
     }
-}
-
-fn decode_replica_fetch(f: fb::ReplicaFetch<'_>) -> Result<ReplicaFetch, InternalError> {
-    let mut partitions = Vec::new();
-    if let Some(ps) = f.partitions() {
-        check_count(
-            "replica fetch partitions",
-            ps.len(),
-            REPLICA_FETCH_PARTITIONS_MAX,
-        )?;
-        partitions.reserve_exact(ps.len());
-        for p in ps {
-            partitions.push(ReplicaFetchPartition {
-                topic: decode_name("topic name", p.topic())?,
-                partition: p.partition(),
-                current_leader_epoch: opt_i32_from_wire(
-                    "current_leader_epoch",
-                    p.current_leader_epoch(),
-                )?,
-                fetch_offset: u64_from_wire("fetch_offset", p.fetch_offset())?,
-                last_fetched_epoch: opt_i32_from_wire(
-                    "last_fetched_epoch",
-                    p.last_fetched_epoch(),
-                )?,
-                log_start_offset: u64_from_wire("log_start_offset", p.log_start_offset())?,
-                durable_offset: opt_u64_from_wire("durable_offset", p.durable_offset())?,
-            });
-        }
-    }
-    Ok(ReplicaFetch {
-        replica_id: f.replica_id(),
-        broker_epoch: opt_i64_from_wire("broker_epoch", f.broker_epoch())?,
-        max_wait_ms: f.max_wait_ms(),
-        min_bytes: f.min_bytes(),
-        max_bytes: f.max_bytes(),
-        partitions,
-    })
-}
-
-fn decode_replica_fetch_answer(
-    a: fb::ReplicaFetchAnswer<'_>,
-) -> Result<ReplicaFetchAnswer, InternalError> {
-    let mut partitions = Vec::new();
-    if let Some(ps) = a.partitions() {
-        check_count(
-            "replica fetch partitions",
-            ps.len(),
-            REPLICA_FETCH_PARTITIONS_MAX,
-        )?;
-        partitions.reserve_exact(ps.len());
-        for p in ps {
-            partitions.push(ReplicaFetchAnswerPartition {
-                topic: decode_name("topic name", p.topic())?,
-                partition: p.partition(),
-                error: ErrorCode::from_wire(p.error()),
-                high_watermark: p.high_watermark(),
-                log_start_offset: p.log_start_offset(),
-                log_end_offset: p.log_end_offset(),
-                diverging_epoch: p.diverging_epoch().map(|d| EpochEndOffset {
-                    epoch: d.epoch(),
-                    end_offset: d.end_offset(),
-                }),
-                records_bytes: p.records_bytes(),
-            });
-        }
-    }
-    Ok(ReplicaFetchAnswer {
-        error: ErrorCode::from_wire(a.error()),
-        partitions,
-    })
 }

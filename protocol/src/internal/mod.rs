@@ -13,6 +13,8 @@
 //! typed error: a peer's bytes are input like any other.
 
 pub mod codec;
+mod limits;
+mod replica_fetch_codec;
 pub mod types;
 
 pub use codec::{
