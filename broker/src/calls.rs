@@ -16,8 +16,10 @@ use std::rc::Rc;
 
 use spool_core::group::{GroupAnswer, GroupCall};
 
+use spool_core::isr_change::AlterPartitionAnswer;
+
 use crate::requests::{
-    AllocateProducerIds, ApplyMetadata, ControllerOp, FetchPartition, FetchResult,
+    AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, FetchPartition, FetchResult,
     ListOffsetsPartition, ListOffsetsResult, MetricsText, ProducePartition, ProduceResult,
     ProducerIdRange, QuorumQuery, TopicOutcome, WatchPartitions,
 };
@@ -90,6 +92,8 @@ calls! {
     ApplyMetadata(ApplyMetadata) -> () => apply_metadata;
     /// A producer-id block from the controller (core 0).
     AllocateProducerIds(AllocateProducerIds) -> ProducerIdRange => allocate_producer_ids;
+    /// A partition leader's ISR change for the active controller (core 0).
+    AlterPartition(AlterPartition) -> AlterPartitionAnswer => alter_partition;
     Metrics(MetricsText) -> String => metrics;
     /// The controller's status (core 0), for Metadata's quorum section.
     Quorum(QuorumQuery) -> Option<spool_raft::ControllerStatus> => quorum;

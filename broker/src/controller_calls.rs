@@ -124,6 +124,16 @@ impl Controller {
         }
     }
 
+    /// A partition leader's ISR change, decided by the active controller wherever it runs.
+    /// Not built yet: every change is `Lost`, so leaders keep their committed ISR.
+    pub async fn alter_partition_or_forward<S: Services>(
+        self: &Rc<Self>,
+        _services: &Rc<S>,
+        _request: crate::requests::AlterPartition,
+    ) -> spool_core::isr_change::AlterPartitionAnswer {
+        spool_core::isr_change::AlterPartitionAnswer::Lost
+    }
+
     /// Proposes what `f` builds, waits for its commit and its publication to every core.
     async fn propose_and_wait<S: Services>(
         self: &Rc<Self>,

@@ -132,6 +132,17 @@ pub struct NewTopic {
     pub configs: Vec<(String, String)>,
 }
 
+/// A partition leader's ISR change for the active controller (Kafka's AlterPartition, KIP-497),
+/// sent to core 0: served there when it is the active controller, forwarded to it otherwise.
+/// The reply is the committed partition state, the controller's refusal, or `Lost` (no answer in
+/// time, no controller reachable): the leader frees its in-flight slot and proposes afresh.
+#[derive(Debug, Clone)]
+pub struct AlterPartition {
+    pub topic_id: spool_raft::TopicId,
+    pub partition: i32,
+    pub request: spool_core::isr_change::AlterPartitionRequest,
+}
+
 /// Metadata changes, proposed to the controller on core 0.
 #[derive(Debug, Clone)]
 pub enum ControllerOp {

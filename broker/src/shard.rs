@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use glommio::channels::channel_mesh::{Receivers, Senders};
 use spool_core::group::{GroupAnswer, GroupCall};
+use spool_core::isr_change::AlterPartitionAnswer;
 use spool_protocol::ErrorCode;
 
 use crate::calls::{Call, Services};
@@ -27,7 +28,7 @@ use crate::group::driver::GroupDriver;
 use crate::group::CoordinatorConfig;
 use crate::local::Local;
 use crate::requests::{
-    AllocateProducerIds, ApplyMetadata, ControllerOp, FetchPartition, FetchResult,
+    AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, FetchPartition, FetchResult,
     ListOffsetsPartition, ListOffsetsResult, MetricsText, ProducePartition, ProduceResult,
     ProducerIdRange, QuorumQuery, TopicOutcome, TopicPartition, WatchPartitions,
 };
@@ -210,6 +211,14 @@ impl Services for Shard {
         match controller {
             Some(c) => c.allocate_or_forward(self).await,
             None => Err(ErrorCode::NotController),
+        }
+    }
+
+    async fn alter_partition(self: &Rc<Self>, request: AlterPartition) -> AlterPartitionAnswer {
+        let controller = self.controller.borrow().clone();
+        match controller {
+            Some(c) => c.alter_partition_or_forward(self, request).await,
+            None => AlterPartitionAnswer::Lost,
         }
     }
 
