@@ -21,7 +21,8 @@ use spool_core::isr_change::AlterPartitionAnswer;
 use crate::requests::{
     AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, FetchPartition, FetchResult,
     ListOffsetsPartition, ListOffsetsResult, MetricsText, ProducePartition, ProduceResult,
-    ProducerIdRange, QuorumQuery, TopicOutcome, WatchPartitions,
+    ProducerIdRange, QuorumQuery, ReplicaFetchRead, ReplicaFetchShare, TopicOutcome,
+    WatchPartitions,
 };
 
 /// A request one core can send another; [`Call::Reply`] is what comes back.
@@ -84,6 +85,8 @@ calls! {
     /// Reads one partition below its high watermark.
     Fetch(FetchPartition) -> FetchResult => fetch;
     ListOffsets(ListOffsetsPartition) -> ListOffsetsResult => list_offsets;
+    /// Serves a follower's fetch for the partitions this core owns (a leader's half).
+    ReplicaFetch(ReplicaFetchShare) -> Vec<ReplicaFetchRead> => replica_fetch;
     /// Waits for new data on some of the owner's partitions (a fetch's long poll).
     Watch(WatchPartitions) -> () => watch;
     /// A metadata change for the controller (core 0).

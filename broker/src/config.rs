@@ -157,6 +157,10 @@ pub struct BrokerConfig {
     pub broker_heartbeat_interval_ms: u64,
     pub broker_session_timeout_ms: u64,
     pub metadata_snapshot_entries: u64,
+    /// This process's incarnation id (KIP-631), drawn once at start-up by `runtime::serve`
+    /// (zero until then): how the controller tells a restart from a broker that never went
+    /// away, and how every core tells its own registration in the image from a previous one.
+    pub incarnation: spool_raft::Uuid128,
 }
 
 impl BrokerConfig {
@@ -295,6 +299,7 @@ impl BrokerConfig {
             broker_heartbeat_interval_ms: a.broker_heartbeat_interval_ms,
             broker_session_timeout_ms: a.broker_session_timeout_ms,
             metadata_snapshot_entries: a.metadata_snapshot_entries,
+            incarnation: spool_raft::Uuid128::default(),
         })
     }
 }

@@ -216,10 +216,13 @@ impl Controller {
             })
             .await?;
         let status = raft.status();
-        let peers = local
-            .config
-            .clustered()
-            .then(|| Peers::new(local.config.node_id, local.config.controller_voters.clone()));
+        let peers = local.config.clustered().then(|| {
+            Peers::new(
+                local.config.node_id,
+                local.config.controller_voters.clone(),
+                crate::peer_connect::source_ip(&local.config.host),
+            )
+        });
         let c = Rc::new(Self {
             raft: RefCell::new(Some(raft)),
             turn: Semaphore::new(1),

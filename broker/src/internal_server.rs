@@ -1,7 +1,9 @@
 //! The internal port (`--internal-port`, 9094) on core 0 of a clustered broker (DESIGN §7): other
 //! brokers' raft messages go into this node's raft; their calls to the active controller
 //! (registration, heartbeats, forwarded metadata changes) are answered on the same connection,
-//! each with its request's correlation id.
+//! each with its request's correlation id; so are their followers' fetches, each partition served
+//! on the core that owns it ([`crate::replica_share`]) and the records sent after the answer's
+//! header as the frame's payload.
 //!
 //! A peer's bytes are input like any other: a frame over the limit, one that fails the verifier
 //! or does not decode closes only its connection, after a log line. Answers queue on a bounded
@@ -15,10 +17,18 @@ use glommio::channels::local_channel;
 use glommio::net::TcpStream;
 use glommio::sync::Semaphore;
 use spool_protocol::frame;
-use spool_protocol::internal::{self, ForwardAnswer, InternalFrame, InternalMessage};
+use std::collections::BTreeMap;
+
+use spool_core::follower_fetch::FollowerFetch;
+use spool_protocol::internal::{
+    self, EpochEndOffset, ForwardAnswer, InternalFrame, InternalMessage, ReplicaFetch,
+    ReplicaFetchAnswer, ReplicaFetchAnswerPartition,
+};
+use spool_protocol::ErrorCode;
 
 use crate::net_io;
 use crate::peers::internal_limits;
+use crate::requests::{ReplicaFetchRead, ReplicaFetchShare, TopicPartition};
 use crate::shard::Shard;
 
 /// Calls one peer connection may have in flight.
@@ -99,6 +109,32 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             break;
         };
         let (shard, tx) = (Rc::clone(&shard), Rc::clone(&tx));
+        if let InternalMessage::ReplicaFetch(fetch) = message {
+            glommio::spawn_local(async move {
+                let _permit = permit;
+                let (answer, payload) = serve_replica_fetch(&shard, from_node, fetch).await;
+                let frame = InternalFrame {
+                    from_node: shard.config.node_id,
+                    correlation_id,
+                    message: InternalMessage::ReplicaFetchAnswer(answer),
+                    cluster_id: shard.cluster_id().unwrap_or_default(),
+                };
+                match internal::encode_with_payload(&frame, payload, &internal_limits()) {
+                    Ok(encoded) => {
+                        // One buffer per answer: answers to concurrent calls share the writer.
+                        let mut whole = bytes::BytesMut::with_capacity(encoded.len());
+                        whole.extend_from_slice(&encoded.head);
+                        for chunk in &encoded.payload {
+                            whole.extend_from_slice(chunk);
+                        }
+                        let _ = tx.send(whole.freeze()).await;
+                    }
+                    Err(e) => tracing::error!("encoding a replica fetch answer: {e}"),
+                }
+            })
+            .detach();
+            continue;
+        }
         glommio::spawn_local(async move {
             let _permit = permit;
             let answer = match message {
@@ -133,3 +169,121 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     drop(tx);
     writer_task.await;
 }
+
+/// A follower's fetch: its partitions grouped by owner core, each core's share served there
+/// (concurrently), the answers put back in request order with their records as the payload.
+async fn serve_replica_fetch(
+    shard: &Rc<Shard>,
+    from_node: i32,
+    fetch: ReplicaFetch,
+) -> (ReplicaFetchAnswer, Vec<bytes::Bytes>) {
+    let refuse = |error| {
+        (
+            ReplicaFetchAnswer {
+                error,
+                partitions: Vec::new(),
+            },
+            Vec::new(),
+        )
+    };
+    if fetch.replica_id != from_node {
+        return refuse(ErrorCode::InvalidRequest);
+    }
+    let mut shares: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut reads: Vec<Option<ReplicaFetchRead>> = vec![None; fetch.partitions.len()];
+    for (i, p) in fetch.partitions.iter().enumerate() {
+        let tp = TopicPartition::new(p.topic.clone(), p.partition);
+        match shard.owner(&tp) {
+            Some(core) => shares.entry(core).or_default().push(i),
+            None => reads[i] = Some(ReplicaFetchRead::error(ErrorCode::NotLeaderOrFollower)),
+        }
+    }
+    let max_bytes = usize::try_from(fetch.max_bytes).unwrap_or(0);
+    let max_wait_ms = u64::try_from(fetch.max_wait_ms).unwrap_or(0);
+    let calls = shares.iter().map(|(&core, indexes)| {
+        let share = ReplicaFetchShare {
+            partitions: indexes
+                .iter()
+                .map(|&i| {
+                    let p = &fetch.partitions[i];
+                    (
+                        TopicPartition::new(p.topic.clone(), p.partition),
+                        FollowerFetch {
+                            replica_id: fetch.replica_id,
+                            replica_broker_epoch: fetch.broker_epoch,
+                            current_leader_epoch: p.current_leader_epoch,
+                            fetch_offset: p.fetch_offset,
+                            last_fetched_epoch: p.last_fetched_epoch,
+                            log_start_offset: p.log_start_offset,
+                            durable_offset: p.durable_offset,
+                        },
+                    )
+                })
+                .collect(),
+            max_wait_ms,
+            // Each core's share may fill the budget: a fetch spanning cores answers at most
+            // `cores` times it, still bounded by the frame limit below.
+            max_bytes,
+        };
+        let me = Rc::clone(shard);
+        glommio::spawn_local(async move { me.call(core, share).await })
+    });
+    let calls: Vec<_> = calls.collect();
+    let mut answers = Vec::with_capacity(calls.len());
+    for c in calls {
+        answers.push(c.await);
+    }
+    for ((_, indexes), answer) in shares.iter().zip(answers) {
+        match answer {
+            Ok(share_reads) if share_reads.len() == indexes.len() => {
+                for (&i, r) in indexes.iter().zip(share_reads) {
+                    reads[i] = Some(r);
+                }
+            }
+            _ => {
+                for &i in indexes {
+                    reads[i] = Some(ReplicaFetchRead::error(ErrorCode::RequestTimedOut));
+                }
+            }
+        }
+    }
+    let mut payload = Vec::new();
+    let mut payload_bytes = 0usize;
+    let mut partitions = Vec::with_capacity(reads.len());
+    for (p, read) in fetch.partitions.iter().zip(reads) {
+        let mut read =
+            read.unwrap_or_else(|| ReplicaFetchRead::error(ErrorCode::UnknownServerError));
+        // The frame stays under the internal limit whatever the cores sent (the headers take
+        // well under the slack left).
+        if payload_bytes + read.records.len() > REPLICA_FETCH_ANSWER_BYTES_MAX {
+            read.records = bytes::Bytes::new();
+        }
+        payload_bytes += read.records.len();
+        partitions.push(ReplicaFetchAnswerPartition {
+            topic: p.topic.clone(),
+            partition: p.partition,
+            error: read.error,
+            high_watermark: read.high_watermark,
+            log_start_offset: read.log_start_offset,
+            log_end_offset: read.log_end_offset,
+            diverging_epoch: read.diverging.map(|d| EpochEndOffset {
+                epoch: d.epoch,
+                end_offset: d.end_offset,
+            }),
+            records_bytes: read.records.len() as u32,
+        });
+        if !read.records.is_empty() {
+            payload.push(read.records);
+        }
+    }
+    (
+        ReplicaFetchAnswer {
+            error: ErrorCode::None,
+            partitions,
+        },
+        payload,
+    )
+}
+
+/// Record bytes one replica fetch answer carries at most (under the internal frame limit).
+pub const REPLICA_FETCH_ANSWER_BYTES_MAX: usize = crate::peers::INTERNAL_MAX_FRAME_BYTES / 2;

@@ -54,5 +54,52 @@ pub async fn close_partitions(local: &Local) {
 pub fn metrics_text(local: &Local) -> String {
     let parts = local.partitions.borrow();
     let log_bytes: u64 = parts.values().map(|p| p.log.size_bytes()).sum();
-    local.metrics.render(parts.len(), log_bytes)
+    let mut text = local.metrics.render(parts.len(), log_bytes);
+    text.push_str(&replication_text(local.core, &parts));
+    text
+}
+
+/// What this core's leaders see of replication: partitions led, under-replicated and under
+/// min ISR (by the leader's committed ISR), and each follower's lag in messages and in ms.
+fn replication_text(
+    core: usize,
+    parts: &std::collections::HashMap<
+        crate::requests::TopicPartition,
+        std::rc::Rc<crate::partition::Partition>,
+    >,
+) -> String {
+    use std::fmt::Write;
+    let now_ms = crate::clock::monotonic_ms();
+    let (mut led, mut under_replicated, mut under_min_isr) = (0, 0, 0);
+    let mut lags = String::new();
+    let mut sorted: Vec<_> = parts.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(b.0));
+    for (tp, p) in sorted {
+        let Some((under, below_min)) = p.replication_health() else {
+            continue;
+        };
+        led += 1;
+        under_replicated += u64::from(under);
+        under_min_isr += u64::from(below_min);
+        for (follower, messages, ms) in p.follower_lags(now_ms) {
+            let labels = format!(
+                "topic=\"{}\",partition=\"{}\",follower=\"{follower}\"",
+                tp.topic, tp.partition
+            );
+            let _ = writeln!(lags, "spool_replica_lag_messages{{{labels}}} {messages}");
+            let _ = writeln!(lags, "spool_replica_lag_ms{{{labels}}} {ms}");
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "spool_leader_partitions{{core=\"{core}\"}} {led}");
+    let _ = writeln!(
+        out,
+        "spool_leader_under_replicated_partitions{{core=\"{core}\"}} {under_replicated}"
+    );
+    let _ = writeln!(
+        out,
+        "spool_leader_under_min_isr_partitions{{core=\"{core}\"}} {under_min_isr}"
+    );
+    out.push_str(&lags);
+    out
 }

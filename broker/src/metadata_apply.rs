@@ -15,7 +15,7 @@ use spool_storage::PartitionLog;
 use crate::group::driver::GroupDriver;
 use crate::group::OFFSETS_TOPIC;
 use crate::local::Local;
-use crate::partition::{log_error_code, Partition};
+use crate::partition::{log_error_code, Committed, Partition};
 use crate::requests::TopicPartition;
 use crate::router::Router;
 use crate::topic_config::log_config_for;
@@ -117,7 +117,7 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
     if let Some(n) = local.partition_count(OFFSETS_TOPIC) {
         groups.set_partition_count(n);
     }
-    let wanted: Vec<(TopicPartition, i32, spool_storage::LogConfig)> = {
+    let wanted: Vec<(TopicPartition, spool_storage::LogConfig)> = {
         let image = local.image.borrow();
         let opened = local.partitions.borrow();
         let mut out = Vec::new();
@@ -129,7 +129,7 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
                 }
                 let tp = TopicPartition::new(topic.name.clone(), p as i32);
                 if router.assign(&tp) == local.core && !opened.contains_key(&tp) {
-                    out.push((tp, state.leader_epoch, log_config_for(&local.config, topic)));
+                    out.push((tp, log_config_for(&local.config, topic)));
                 }
             }
         }
@@ -138,12 +138,12 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
     // Groups of offsets partitions about to open here, that this broker leads, wait
     // (COORDINATOR_LOAD_IN_PROGRESS) rather than being told this core is not their coordinator
     // while the opens below run.
-    for (tp, _, _) in &wanted {
+    for (tp, _) in &wanted {
         if tp.topic == OFFSETS_TOPIC && leads(local, tp) {
             groups.expect_load(tp.partition);
         }
     }
-    for (tp, epoch, log_config) in wanted {
+    for (tp, log_config) in wanted {
         let dir = local.config.data_dir.join(tp.to_string());
         match PartitionLog::open(&dir, log_config).await {
             Ok((log, stats)) => {
@@ -152,10 +152,13 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
                     tp.clone(),
                     log,
                     local.config.node_id,
-                    epoch.max(0),
                     local.config.durability,
                     local.config.fetch_copy,
                 );
+                // Its role before anyone can reach it: leading, or following the leader.
+                if let Some(c) = committed(local, &tp) {
+                    part.learn(&c, crate::clock::monotonic_ms()).await;
+                }
                 local
                     .partitions
                     .borrow_mut()
@@ -172,23 +175,53 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
             }
         }
     }
-    follow_leader_epochs(local);
+    follow_partition_states(local).await;
     follow_offsets_leadership(local, groups).await;
 }
 
-/// Every open partition this broker leads takes the leader epoch the image gives it (a leader
-/// change bumps it), so what it appends next is stamped with the current epoch.
-fn follow_leader_epochs(local: &Local) {
-    let me = local.config.node_id;
-    let image = local.image.borrow();
-    for (tp, part) in local.partitions.borrow().iter() {
-        let state = image
-            .topic(&tp.topic)
-            .and_then(|t| t.partitions.get(tp.partition as usize));
-        if let Some(p) = state.filter(|p| p.leader == me) {
-            part.on_new_leader_epoch(me, p.leader_epoch);
+/// Every open partition takes its committed state from the image (`Partition::learn`): a new
+/// leader or leader epoch, an ISR change, or leadership taken or lost.
+async fn follow_partition_states(local: &Local) {
+    let parts: Vec<(TopicPartition, Rc<Partition>)> = local
+        .partitions
+        .borrow()
+        .iter()
+        .map(|(tp, p)| (tp.clone(), Rc::clone(p)))
+        .collect();
+    let now_ms = crate::clock::monotonic_ms();
+    for (tp, part) in parts {
+        if let Some(c) = committed(local, &tp) {
+            part.learn(&c, now_ms).await;
         }
     }
+}
+
+/// `tp`'s committed state in this core's image, as [`Partition::learn`] takes it.
+pub fn committed(local: &Local, tp: &TopicPartition) -> Option<Committed> {
+    let image = local.image.borrow();
+    let topic = image.topic(&tp.topic)?;
+    let p = topic.partitions.get(usize::try_from(tp.partition).ok()?)?;
+    let config = crate::topic_config::resolved(&local.config, topic);
+    let me = image.broker(local.config.node_id);
+    // A restarted broker replays the metadata log from its own disk first: until its image
+    // holds this process's registration, a leadership it names for this broker is a past
+    // one (the controller has moved it, or will once it fences the old incarnation), so the
+    // replica leads nothing and cannot acknowledge what the real leader will not have.
+    let current = !local.config.clustered()
+        || me.is_some_and(|b| b.incarnation_id == Some(local.config.incarnation));
+    Some(Committed {
+        leader: if p.leader == local.config.node_id && !current {
+            crate::partition::NO_LEADER
+        } else {
+            p.leader
+        },
+        leader_epoch: p.leader_epoch.max(0),
+        partition_epoch: p.partition_epoch,
+        replicas: p.replicas.clone(),
+        isr: p.isr.clone(),
+        min_insync_replicas: config.required_isr(p.replicas.len()),
+        broker_epoch: me.filter(|_| current).map_or(-1, |b| b.broker_epoch),
+    })
 }
 
 /// Whether this broker leads `tp` in this core's image.

@@ -15,6 +15,9 @@ pub struct CoreMetrics {
     pub fetch_bytes: Cell<u64>,
     pub request_errors: Cell<u64>,
     pub connections: Cell<u64>,
+    /// ISR changes this core's leaders had committed that removed or added members.
+    pub isr_shrinks: Cell<u64>,
+    pub isr_expands: Cell<u64>,
     produce_latency_us: RefCell<Histogram<u64>>,
     fetch_latency_us: RefCell<Histogram<u64>>,
 }
@@ -39,6 +42,8 @@ impl CoreMetrics {
             fetch_bytes: Cell::new(0),
             request_errors: Cell::new(0),
             connections: Cell::new(0),
+            isr_shrinks: Cell::new(0),
+            isr_expands: Cell::new(0),
             produce_latency_us: RefCell::new(histogram()),
             fetch_latency_us: RefCell::new(histogram()),
         }
@@ -99,6 +104,16 @@ impl CoreMetrics {
             s,
             "spool_connections{{core=\"{c}\"}} {}",
             self.connections.get()
+        );
+        let _ = writeln!(
+            s,
+            "spool_isr_shrinks_total{{core=\"{c}\"}} {}",
+            self.isr_shrinks.get()
+        );
+        let _ = writeln!(
+            s,
+            "spool_isr_expands_total{{core=\"{c}\"}} {}",
+            self.isr_expands.get()
         );
         let _ = writeln!(s, "spool_partitions{{core=\"{c}\"}} {partitions}");
         let _ = writeln!(s, "spool_log_bytes{{core=\"{c}\"}} {log_bytes}");

@@ -1,8 +1,10 @@
-//! Outgoing connections to the other brokers' internal ports (DESIGN §7), on core 0: one
-//! connection per peer, opened on first use and reopened after a failure, carrying raft messages
-//! (fire and forget: raft retransmits what is lost) and calls to the active controller
-//! (registration, heartbeats, forwarded metadata changes), whose answers come back on the same
-//! connection matched by correlation id.
+//! Outgoing connections to the other brokers' internal ports (DESIGN §7): one connection per
+//! peer, opened on first use and reopened after a failure, carrying raft messages (fire and
+//! forget: raft retransmits what is lost) and calls — to the active controller (registration,
+//! heartbeats, forwarded metadata changes), from core 0 — and followers' fetches to partition
+//! leaders, from every core (each core has its own `Peers` for those: one fetch session per
+//! leader, follower and core). Answers come back on the same connection matched by correlation
+//! id, with their frame's payload.
 //!
 //! Voters' addresses come from `--controller-voters`; a learner's (a broker that follows the
 //! metadata log without voting) from its registration, as the controller driver learns it.
@@ -13,13 +15,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_lite::AsyncWriteExt;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
-use glommio::net::TcpStream;
 use spool_protocol::frame::{self, FrameLimits};
 use spool_protocol::internal::{self, InternalFrame, InternalMessage};
 
@@ -60,7 +62,10 @@ pub enum PeerError {
     Encode(String),
 }
 
-type Waiting = RefCell<HashMap<i32, LocalSender<InternalMessage>>>;
+/// An answer and its frame's payload (a replica fetch answer's records; empty otherwise).
+type Answer = (InternalMessage, Bytes);
+
+type Waiting = RefCell<HashMap<i32, LocalSender<Answer>>>;
 
 struct Peer {
     queue: LocalSender<Bytes>,
@@ -79,11 +84,13 @@ pub struct Peers {
     /// This node's cluster id as every frame carries it (empty until the image has one).
     cluster_id: RefCell<String>,
     next_correlation_id: Cell<i32>,
+    /// The address connections are made from (`crate::peer_connect`).
+    source: Option<IpAddr>,
 }
 
 impl Peers {
-    /// Peers of node `me` among `voters` (connections open lazily).
-    pub fn new(me: i32, voters: Vec<Voter>) -> Rc<Self> {
+    /// Peers of node `me` among `voters` (connections open lazily, from `source`).
+    pub fn new(me: i32, voters: Vec<Voter>, source: Option<IpAddr>) -> Rc<Self> {
         let mut voter_ids: Vec<i32> = voters.iter().map(|v| v.node_id).collect();
         voter_ids.sort_unstable();
         Rc::new(Self {
@@ -93,6 +100,7 @@ impl Peers {
             addresses: RefCell::new(voters.into_iter().map(|v| (v.node_id, v)).collect()),
             cluster_id: RefCell::new(String::new()),
             next_correlation_id: Cell::new(1),
+            source,
         })
     }
 
@@ -159,6 +167,18 @@ impl Peers {
         message: InternalMessage,
         timeout_ms: u64,
     ) -> Result<InternalMessage, PeerError> {
+        self.call_with_payload(node, message, timeout_ms)
+            .await
+            .map(|(m, _)| m)
+    }
+
+    /// [`Peers::call`], returning the answer's payload too (a follower's fetch: the records).
+    pub async fn call_with_payload(
+        &self,
+        node: i32,
+        message: InternalMessage,
+        timeout_ms: u64,
+    ) -> Result<Answer, PeerError> {
         let correlation_id = self.next_correlation_id.get();
         self.next_correlation_id
             .set(correlation_id.checked_add(1).unwrap_or(1));
@@ -213,7 +233,7 @@ impl Peers {
             .clone();
         let (tx, rx) = local_channel::new_bounded(PEER_QUEUE_FRAMES);
         let waiting: Rc<Waiting> = Rc::new(RefCell::new(HashMap::new()));
-        glommio::spawn_local(run_connection(voter, rx, Rc::clone(&waiting))).detach();
+        glommio::spawn_local(run_connection(voter, self.source, rx, Rc::clone(&waiting))).detach();
         self.peers
             .borrow_mut()
             .insert(node, Peer { queue: tx, waiting });
@@ -223,12 +243,19 @@ impl Peers {
 
 /// Keeps one peer connected and writes its queue; answers read back go to their callers. Ends
 /// when the queue's sender is dropped (the broker stops).
-async fn run_connection(voter: Voter, queue: LocalReceiver<Bytes>, waiting: Rc<Waiting>) {
+async fn run_connection(
+    voter: Voter,
+    source: Option<IpAddr>,
+    queue: LocalReceiver<Bytes>,
+    waiting: Rc<Waiting>,
+) {
     let addr = format!("{}:{}", voter.host, voter.port);
     let mut pending: Option<Bytes> = None;
     loop {
-        let stream = match TcpStream::connect_timeout(
-            addr.as_str(),
+        let stream = match crate::peer_connect::connect_from(
+            source,
+            &voter.host,
+            voter.port,
             Duration::from_millis(CONNECT_TIMEOUT_MS),
         )
         .await
@@ -304,11 +331,11 @@ fn spawn_reader(mut reader: Half, waiting: Rc<Waiting>, node: i32) -> glommio::T
                     return;
                 }
             };
-            match internal::decode(&frame, &limits) {
-                Ok(f) => {
+            match internal::decode_with_payload(&frame, &limits) {
+                Ok((f, payload)) => {
                     let tx = waiting.borrow_mut().remove(&f.correlation_id);
                     if let Some(tx) = tx {
-                        let _ = tx.try_send(f.message);
+                        let _ = tx.try_send((f.message, payload));
                     }
                 }
                 Err(e) => {

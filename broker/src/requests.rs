@@ -123,6 +123,44 @@ pub struct WatchPartitions {
     pub timeout_ms: u64,
 }
 
+/// One core's share of a follower's fetch (DESIGN §7): the partitions of one `ReplicaFetch` that
+/// this core owns, served in order on it. With nothing to send and `max_wait_ms` left, the core
+/// waits (without a task per partition) for one of them to grow, then reads again.
+#[derive(Debug, Clone)]
+pub struct ReplicaFetchShare {
+    pub partitions: Vec<(TopicPartition, spool_core::follower_fetch::FollowerFetch)>,
+    pub max_wait_ms: u64,
+    /// Record bytes this share may return in all (at least one batch of the first partition
+    /// with data is sent whatever its size, so a follower always progresses).
+    pub max_bytes: usize,
+}
+
+/// The leader's answer for one partition of a follower's fetch: the wire answer's fields, with
+/// the records read (empty unless `error` is NONE and there is no divergence).
+#[derive(Debug, Clone)]
+pub struct ReplicaFetchRead {
+    pub error: ErrorCode,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    pub diverging: Option<spool_core::epoch_cache::EpochEndOffset>,
+    pub records: Bytes,
+}
+
+impl ReplicaFetchRead {
+    /// An answer carrying only an error (offsets unknown).
+    pub fn error(error: ErrorCode) -> Self {
+        Self {
+            error,
+            high_watermark: -1,
+            log_start_offset: -1,
+            log_end_offset: -1,
+            diverging: None,
+            records: Bytes::new(),
+        }
+    }
+}
+
 /// A topic to create, as the controller sees it.
 #[derive(Debug, Clone)]
 pub struct NewTopic {

@@ -91,6 +91,12 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         check_port_free(&config.host, config.internal_port, "internal port")?;
     }
     crate::stop_signal::install();
+    let mut config = config;
+    // A fresh incarnation id per process start (KIP-631). Entropy is drawn here, at the edge.
+    config.incarnation = spool_raft::Uuid128 {
+        high: crate::clock::entropy_seed(),
+        low: crate::clock::entropy_seed() | 1,
+    };
     let config = std::sync::Arc::new(config);
     let phases = std::sync::Arc::new(ShutdownPhases::default());
     let mesh = MeshBuilder::<Envelope, _>::full(config.cores, MESH_CHANNEL_CAPACITY);
@@ -175,12 +181,7 @@ async fn run_core(
     shard.spawn_receivers(receivers);
     spawn_stop_watcher(&shard);
     if core == 0 {
-        // A fresh incarnation id per process start (KIP-631): how the controller tells a restart
-        // from a broker that never went away. Entropy is drawn here, at the edge.
-        let incarnation = spool_raft::Uuid128 {
-            high: crate::clock::entropy_seed(),
-            low: crate::clock::entropy_seed() | 1,
-        };
+        let incarnation = shard.config.incarnation;
         let seed = crate::clock::entropy_seed();
         let opened =
             Controller::open(&shard.local, Rc::clone(&shard.router), incarnation, seed).await;
@@ -244,6 +245,9 @@ async fn run_core(
     .await;
     spawn_maintenance(&shard);
     shard.groups.spawn_ticker();
+    if shard.config.clustered() {
+        crate::replication::spawn(&shard);
+    }
     let listener = TcpListener::bind((shard.config.host.as_str(), shard.config.native_port))
         .map_err(|e| {
             format!(

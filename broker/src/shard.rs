@@ -30,7 +30,8 @@ use crate::local::Local;
 use crate::requests::{
     AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, FetchPartition, FetchResult,
     ListOffsetsPartition, ListOffsetsResult, MetricsText, ProducePartition, ProduceResult,
-    ProducerIdRange, QuorumQuery, TopicOutcome, TopicPartition, WatchPartitions,
+    ProducerIdRange, QuorumQuery, ReplicaFetchRead, ReplicaFetchShare, TopicOutcome,
+    TopicPartition, WatchPartitions,
 };
 use crate::router::{Envelope, RouteError, Router};
 
@@ -133,6 +134,7 @@ impl Services for Shard {
         part.produce(
             p.records,
             p.acks,
+            p.timeout_ms,
             config.max_message_bytes,
             crate::clock::now_ms(),
         )
@@ -212,6 +214,10 @@ impl Services for Shard {
             Some(c) => c.allocate_or_forward(self).await,
             None => Err(ErrorCode::NotController),
         }
+    }
+
+    async fn replica_fetch(self: &Rc<Self>, share: ReplicaFetchShare) -> Vec<ReplicaFetchRead> {
+        crate::replica_share::serve(&self.local, share).await
     }
 
     async fn alter_partition(self: &Rc<Self>, request: AlterPartition) -> AlterPartitionAnswer {

@@ -22,6 +22,8 @@ pub struct Cluster {
     voters: String,
     /// The `--controller-voters` count.
     voter_count: usize,
+    /// Each node's `--internal-port`, by node id − 1.
+    internal_ports: Vec<u16>,
 }
 
 /// How long a broker the cluster must refuse may run before the test calls it a failure (the
@@ -73,12 +75,13 @@ impl Cluster {
             nodes,
             voters,
             voter_count: n,
+            internal_ports: addrs.iter().map(|(_, ports)| ports[3]).collect(),
         }
     }
 
     /// The options of a broker with node id `node_id` that joins this cluster without voting,
     /// on a fresh address.
-    fn joiner(&self, node_id: i32, extra: &[&str]) -> BrokerOptions {
+    fn joiner(&self, node_id: i32, extra: &[&str]) -> (BrokerOptions, u16) {
         let ip = crate::addr::next_address();
         let ports = crate::addr::free_ports(ip, 4);
         let options = BrokerOptions {
@@ -92,15 +95,17 @@ impl Cluster {
         .arg(self.voters.clone())
         .arg("--internal-port")
         .arg(ports[3].to_string());
-        extra.iter().fold(options, |o, a| o.arg(*a))
+        (extra.iter().fold(options, |o, a| o.arg(*a)), ports[3])
     }
 
     /// Starts the next node id as a broker outside the voters (it follows the metadata log as
     /// a learner); returns its id.
     pub fn add_learner(&mut self, extra: &[&str]) -> i32 {
         let id = self.nodes.len() as i32 + 1;
-        let broker = Broker::start_with(self.joiner(id, extra));
+        let (options, internal_port) = self.joiner(id, extra);
+        let broker = Broker::start_with(options);
         self.nodes.push(broker);
+        self.internal_ports.push(internal_port);
         id
     }
 
@@ -120,7 +125,7 @@ impl Cluster {
     ) -> crate::process::Finished {
         let options = BrokerOptions {
             data_dir: Some(data_dir.to_path_buf()),
-            ..self.joiner(node_id, extra)
+            ..self.joiner(node_id, extra).0
         };
         let scratch = tempfile::tempdir().expect("a scratch directory");
         let mut cmd = std::process::Command::new(crate::binary::spool_binary());
@@ -141,6 +146,11 @@ impl Cluster {
             .args(&options.extra_args);
         crate::broker::clear_spool_env(&mut cmd);
         crate::process::run_to_end(&mut cmd, b"", scratch.path(), REFUSAL_TIMEOUT)
+    }
+
+    /// Node `id`'s internal port (raft, controller calls, replica fetches).
+    pub fn internal_port(&self, id: i32) -> u16 {
+        self.internal_ports[id as usize - 1]
     }
 
     pub fn node(&self, id: i32) -> &Broker {

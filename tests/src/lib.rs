@@ -46,6 +46,8 @@ pub mod group_output;
 pub mod group_wire;
 pub mod http;
 pub mod kafka_clients;
+pub mod log_files;
+pub mod netfilter;
 pub mod paced;
 pub mod process;
 pub mod steady;

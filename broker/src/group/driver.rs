@@ -37,6 +37,9 @@ use crate::requests::TopicPartition;
 /// How often the coordinator's clock advances (session expiry, join deadlines, initial delay).
 pub const TICK_INTERVAL_MS: u64 = 100;
 /// Room left in a batch for record framing (varints, attributes) beyond key and value bytes.
+/// How long an offset commit waits for the offsets partition's in-sync replicas (acks=all) before
+/// it fails with a retriable error (Kafka's `offsets.commit.timeout.ms`).
+const OFFSET_COMMIT_TIMEOUT_MS: i32 = 5_000;
 const BATCH_SLACK_BYTES: usize = 64;
 /// Bytes read per step while replaying an offsets partition.
 const REPLAY_READ_BYTES: usize = 1 << 20;
@@ -281,6 +284,7 @@ impl GroupDriver {
             .produce(
                 batches.freeze(),
                 -1,
+                OFFSET_COMMIT_TIMEOUT_MS,
                 self.local.config.max_message_bytes,
                 now,
             )
@@ -376,12 +380,15 @@ impl GroupDriver {
         .detach();
     }
 
-    /// Reads the partition from its start to its high watermark; returns (records applied,
-    /// records skipped as undecodable).
+    /// Reads the partition from its start to its log end; returns (records applied, records
+    /// skipped as undecodable). To the log end, not the high watermark, as Kafka's coordinator
+    /// loads: a new leader's log is what every replica will hold (followers truncate to it),
+    /// while its high watermark can lag the commits the previous coordinator acknowledged until
+    /// its followers' next fetches.
     async fn replay(&self, part: &Partition, partition: i32) -> (u64, u64) {
         let (mut applied, mut skipped) = (0u64, 0u64);
         let mut offset = part.log.log_start_offset();
-        let end = part.high_watermark();
+        let end = part.log.log_end_offset();
         let max_batch = self
             .local
             .config

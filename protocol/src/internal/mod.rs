@@ -20,4 +20,5 @@ pub mod types;
 pub use codec::{
     decode, decode_with_payload, encode, encode_with_limits, encode_with_payload, InternalError,
 };
+pub use limits::REPLICA_FETCH_PARTITIONS_MAX;
 pub use types::*;

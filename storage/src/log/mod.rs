@@ -197,6 +197,32 @@ impl PartitionLog {
             .await
     }
 
+    /// A broker just became the leader in `leader_epoch`: the epoch starts at this log's end
+    /// (KIP-101), recorded in `leader-epoch-checkpoint` before anything is appended in it, so
+    /// a follower asking where an older epoch ends gets this offset even before the first
+    /// batch of the new one. Returns whether the cache changed (an epoch already started, or
+    /// an older one, changes nothing).
+    pub async fn begin_leader_epoch(&self, leader_epoch: i32) -> Result<bool, LogError> {
+        let _turn = Self::lock(&self.append_lock, &self.dir).await?;
+        self.check_open()?;
+        let changed = {
+            let mut st = self.st.borrow_mut();
+            if st.epochs.latest_epoch().is_some_and(|e| e >= leader_epoch) || leader_epoch < 0 {
+                false
+            } else {
+                let end = st.log_end_offset;
+                !matches!(
+                    st.epochs.assign(leader_epoch, end),
+                    crate::epoch::Assigned::Unchanged
+                )
+            }
+        };
+        if changed {
+            self.persist_epochs().await?;
+        }
+        Ok(changed)
+    }
+
     async fn append_validated(
         &self,
         mut batch_bytes: BytesMut,

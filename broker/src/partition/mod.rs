@@ -1,18 +1,35 @@
-//! One partition on its owner core: the log, the replica state (high watermark), and the
+//! One partition replica on its owner core: the log, its role (leading: the replica state,
+//! its followers' progress and the acks=all waiters; following: where it fetches from), and the
 //! long-poll watchers waiting for new data.
 //!
 //! Promises: a produce is acknowledged per `acks` and the durability mode (DESIGN §1, §5) — with
 //! `durability = fsync`, acks=1 and acks=all answer only after an fdatasync covers the batch
-//! (group-committed); consumers read only below the high watermark, which under fsync is the
-//! durable offset. Bad batches get CORRUPT_MESSAGE or MESSAGE_TOO_LARGE and nothing of the request
-//! is appended; a full disk answers KAFKA_STORAGE_ERROR and reads keep working.
+//! (group-committed), and acks=all only once the high watermark covers it: every member of the
+//! in-sync set has it (on disk, under fsync: followers report what they have fdatasynced).
+//! Consumers read only below the high watermark. Bad batches get CORRUPT_MESSAGE or
+//! MESSAGE_TOO_LARGE and nothing of the request is appended; a full disk answers
+//! KAFKA_STORAGE_ERROR and reads keep working. Only the leader appends client batches; a
+//! follower appends only what it fetched from its leader, with the leader's offsets and epochs.
 //!
 //! Idempotent producers (DESIGN §9): before the first produce decides anything, the producer
 //! table is rebuilt from the batch headers of the log's last [`PRODUCER_STATE_REBUILD_BYTES_MAX`]
 //! bytes (under `append_turn`, so no append moves the tail meanwhile), so a retry of a batch
 //! written before a restart — clean or `kill -9` — is answered with its original offset and not
 //! appended twice. A producer whose last batch is older than that tail is unknown after a restart
-//! and is accepted at any sequence (Kafka's rule for expired producers).
+//! and is accepted at any sequence (Kafka's rule for expired producers). A follower that becomes
+//! the leader rebuilds the table the same way from the batches it replicated, so a retry sent to
+//! the new leader gets its original offset too.
+//!
+//! Files: this one (the struct, produce, fetch, list offsets), [`role`] (taking the committed
+//! partition state: becoming leader or follower), [`leader`] (serving followers' fetches, the
+//! acks=all waiters, ISR proposals), [`follower`] (applying what the leader sent).
+
+mod follower;
+mod leader;
+mod role;
+
+pub use follower::NotApplied;
+pub use role::{Committed, NO_LEADER};
 
 use std::cell::{Cell, RefCell};
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -26,8 +43,13 @@ use spool_storage::{Durability, LogError, PartitionLog, ReadChunk};
 
 use glommio::sync::Semaphore;
 
+use std::collections::HashMap;
+
+use glommio::channels::local_channel::LocalSender;
+use spool_core::ack_wait::Acks;
 use spool_core::producer_state::{BatchInfo, Check, ProducerStateTable};
-use spool_core::replica::ReplicaState;
+
+use role::Role;
 
 use crate::requests::{FetchChunk, FetchResult, ListOffsetsResult, ProduceResult, TopicPartition};
 use crate::requests::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
@@ -36,7 +58,16 @@ pub struct Partition {
     pub tp: TopicPartition,
     pub log: Rc<PartitionLog>,
     durability: Durability,
-    replica: RefCell<ReplicaState>,
+    /// This broker's id.
+    me: i32,
+    /// Leading or following, as the committed metadata last said ([`role`]).
+    role: RefCell<Role>,
+    /// The acks=all requests waiting for the high watermark, by request id: where each one's
+    /// answer goes (the waiter table itself is the leader role's `AckWaiters`).
+    ack_senders: RefCell<HashMap<u64, LocalSender<ErrorCode>>>,
+    next_request_id: Cell<u64>,
+    /// The high watermark long-polls were last woken for.
+    notified_hw: Cell<u64>,
     /// Fetches waiting for this partition to grow (woken on every high-watermark move).
     watchers: RefCell<Vec<Waker>>,
     /// Copy fetch data instead of handing out file ranges (the config switch DESIGN §5 asks for).
@@ -80,25 +111,25 @@ pub fn log_error_code(e: &LogError) -> ErrorCode {
 }
 
 impl Partition {
+    /// A replica of `tp` over `log`, following no one until [`Partition::learn`] gives it the
+    /// committed partition state.
     pub fn new(
         tp: TopicPartition,
         log: Rc<PartitionLog>,
         broker_id: i32,
-        leader_epoch: i32,
         durability: Durability,
         copy_reads: bool,
     ) -> Rc<Self> {
-        let start = match durability {
-            Durability::Fsync => log.durable_offset(),
-            Durability::Replicated => log.log_end_offset(),
-        };
+        let role = Role::unassigned(broker_id, &log);
         Rc::new(Self {
             tp,
             log,
             durability,
-            // One replica leading itself until replication (the cluster milestone) hands the
-            // partition a replica set from the metadata image.
-            replica: RefCell::new(ReplicaState::sole_leader(broker_id, leader_epoch, start)),
+            me: broker_id,
+            role: RefCell::new(role),
+            ack_senders: RefCell::new(HashMap::new()),
+            next_request_id: Cell::new(1),
+            notified_hw: Cell::new(0),
             watchers: RefCell::new(Vec::new()),
             copy_reads,
             producers: RefCell::new(ProducerStateTable::new(PRODUCERS_PER_PARTITION_MAX)),
@@ -108,37 +139,23 @@ impl Partition {
     }
 
     pub fn high_watermark(&self) -> u64 {
-        self.replica.borrow().high_watermark()
+        self.role.borrow().high_watermark()
     }
 
     pub fn leader_epoch(&self) -> i32 {
-        self.replica.borrow().leader_epoch()
+        self.role.borrow().leader_epoch()
     }
 
-    /// The metadata log made this broker the leader in a newer leader epoch (the old leader was
-    /// fenced, or this broker came back): batches appended from now on carry it, so the
-    /// leader-epoch checkpoint records where the epoch starts. Until replication the partition
-    /// keeps leading alone, its high watermark where it was.
-    pub fn on_new_leader_epoch(&self, broker_id: i32, leader_epoch: i32) {
-        if leader_epoch <= self.leader_epoch() {
-            return;
-        }
-        let hw = self.high_watermark();
-        *self.replica.borrow_mut() = ReplicaState::sole_leader(broker_id, leader_epoch, hw);
-        debug_assert_eq!(
-            self.high_watermark(),
-            hw,
-            "a new epoch keeps the high watermark"
-        );
+    /// Whether this replica leads (as the committed metadata it last took says).
+    pub fn is_leader(&self) -> bool {
+        self.role.borrow().is_leader()
     }
 
-    fn advance_high_watermark(&self, leader_end: u64) {
-        let before = self.high_watermark();
-        let after = self.replica.borrow_mut().on_leader_log_end(leader_end);
-        if after > before {
-            for w in self.watchers.borrow_mut().drain(..) {
-                w.wake();
-            }
+    /// Wakes everyone waiting for this partition to change (its log end or high watermark).
+    fn wake_watchers(&self) {
+        let woken: Vec<Waker> = self.watchers.borrow_mut().drain(..).collect();
+        for w in woken {
+            w.wake();
         }
     }
 
@@ -200,15 +217,104 @@ impl Partition {
         Ok(())
     }
 
-    /// Validates every batch first (so a bad one appends nothing), then appends them in order,
-    /// stamped with the leader epoch and `now_ms` (the log-append time the caller read).
+    /// Validates every batch first (so a bad one appends nothing), then — on the leader, with the
+    /// in-sync set `acks` needs — appends them in order, stamped with the leader epoch and `now_ms`
+    /// (the log-append time the caller read). acks=all then waits, without a task of its own,
+    /// until the high watermark covers the batches, for at most `timeout_ms`.
     pub async fn produce(
         &self,
         records: Bytes,
         acks: i16,
+        timeout_ms: i32,
         max_message_bytes: usize,
         now_ms: i64,
     ) -> ProduceResult {
+        let acks = match Acks::from_wire(acks) {
+            Ok(a) => a,
+            Err(code) => {
+                return ProduceResult::error(code, format!("acks must be 0, 1 or -1, got {acks}"))
+            }
+        };
+        let batches = match self.split_batches(&records, max_message_bytes) {
+            Ok(b) => b,
+            Err(r) => return r,
+        };
+        let mut first = None;
+        let mut end = 0;
+        let admitted = {
+            let Ok(_turn) = self.append_turn.acquire_permit(1).await else {
+                return ProduceResult::error(
+                    ErrorCode::KafkaStorageError,
+                    format!("{}: closing", self.tp),
+                );
+            };
+            if let Err(e) = self.load_producer_state_in_turn().await {
+                return ProduceResult::error(
+                    log_error_code(&e),
+                    format!("{}: rebuilding the producer table: {e}", self.tp),
+                );
+            }
+            // Admission under the turn: no role change (it takes the turn too) can come between
+            // it and the append.
+            let admitted = match self.role.borrow_mut().admit(acks) {
+                Ok(a) => a,
+                Err(code) => {
+                    let isr = self.role.borrow().isr_text();
+                    return ProduceResult::error(code, format!("{}: {isr}", self.tp));
+                }
+            };
+            if let Err(r) = self
+                .append_in_turn(batches, now_ms, &mut first, &mut end)
+                .await
+            {
+                self.role.borrow_mut().cancel(admitted);
+                return r;
+            }
+            admitted
+        };
+        // Followers long-polling this partition fetch the new batches now, while the leader's
+        // own fdatasync runs.
+        self.wake_watchers();
+        let now = crate::clock::monotonic_ms();
+        match self.durability {
+            // The whole log is exposable (`end` may be a duplicate's, below the log end).
+            Durability::Replicated => self.on_leader_log_end(self.log.log_end_offset(), now),
+            Durability::Fsync if acks == Acks::None => {
+                // Nobody waits for this one; the next sync covers it and moves the watermark.
+            }
+            Durability::Fsync => {
+                if let Err(e) = self.log.sync_to(end).await {
+                    self.role.borrow_mut().cancel(admitted);
+                    return ProduceResult::error(log_error_code(&e), format!("{}: {e}", self.tp));
+                }
+                self.on_leader_log_end(self.log.durable_offset(), crate::clock::monotonic_ms());
+            }
+        }
+        let acknowledged = ProduceResult {
+            error: ErrorCode::None,
+            base_offset: first.map_or(-1, |o| o as i64),
+            log_start_offset: self.log.log_start_offset() as i64,
+            message: None,
+        };
+        match self.wait_for_in_sync(admitted, end, timeout_ms).await {
+            ErrorCode::None => acknowledged,
+            code => ProduceResult::error(
+                code,
+                format!(
+                    "{}: offsets below {end} not acknowledged by the in-sync replicas: {}",
+                    self.tp,
+                    self.role.borrow().isr_text()
+                ),
+            ),
+        }
+    }
+
+    /// The request's batches, each validated (length, magic, CRC, size), as slices of `records`.
+    fn split_batches(
+        &self,
+        records: &Bytes,
+        max_message_bytes: usize,
+    ) -> Result<Vec<Bytes>, ProduceResult> {
         let mut batches = Vec::new();
         let mut at = 0usize;
         while at < records.len() {
@@ -226,135 +332,102 @@ impl Partition {
                         }
                         _ => ErrorCode::CorruptMessage,
                     };
-                    return ProduceResult::error(
+                    return Err(ProduceResult::error(
                         code,
                         format!("{}: batch at byte {at}: {e}", self.tp),
-                    );
+                    ));
                 }
             }
         }
         if batches.is_empty() {
-            return ProduceResult::error(
+            return Err(ProduceResult::error(
                 ErrorCode::CorruptMessage,
                 format!("{}: no record batch", self.tp),
+            ));
+        }
+        Ok(batches)
+    }
+
+    /// Appends `batches` (the caller holds `append_turn`), each checked against the producer
+    /// table first: a duplicate is answered with its original offsets and not appended again.
+    /// `first` and `end` become the request's first offset and the end of its last batch.
+    async fn append_in_turn(
+        &self,
+        batches: Vec<Bytes>,
+        now_ms: i64,
+        first: &mut Option<u64>,
+        end: &mut u64,
+    ) -> Result<(), ProduceResult> {
+        for b in batches {
+            let h = batch::BatchHeader::parse(&b)
+                .map_err(|e| ProduceResult::error(ErrorCode::CorruptMessage, e.to_string()))?;
+            let last_seq = h.base_sequence.wrapping_add(h.last_offset_delta);
+            let check = self.producers.borrow().check(
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                last_seq,
             );
-        }
-        let mut first = None;
-        let mut end = 0;
-        {
-            let Ok(_turn) = self.append_turn.acquire_permit(1).await else {
-                return ProduceResult::error(
-                    ErrorCode::KafkaStorageError,
-                    format!("{}: closing", self.tp),
-                );
-            };
-            if let Err(e) = self.load_producer_state_in_turn().await {
-                return ProduceResult::error(
-                    log_error_code(&e),
-                    format!("{}: rebuilding the producer table: {e}", self.tp),
-                );
-            }
-            for b in batches {
-                let h = match batch::BatchHeader::parse(&b) {
-                    Ok(h) => h,
-                    Err(e) => {
-                        return ProduceResult::error(ErrorCode::CorruptMessage, e.to_string())
-                    }
-                };
-                let last_seq = h.base_sequence.wrapping_add(h.last_offset_delta);
-                let check = self.producers.borrow().check(
-                    h.producer_id,
-                    h.producer_epoch,
-                    h.base_sequence,
-                    last_seq,
-                );
-                match check {
-                    Check::Append => {}
-                    Check::Duplicate { base_offset } => {
-                        first.get_or_insert(base_offset);
-                        end = end.max(base_offset + h.offset_count());
-                        continue;
-                    }
-                    Check::Reject(code) => {
-                        return ProduceResult::error(
-                            code,
-                            format!(
-                                "{}: producer {} epoch {} sequence {}",
-                                self.tp, h.producer_id, h.producer_epoch, h.base_sequence
-                            ),
-                        )
-                    }
+            match check {
+                Check::Append => {}
+                Check::Duplicate { base_offset } => {
+                    first.get_or_insert(base_offset);
+                    *end = (*end).max(base_offset + h.offset_count());
+                    continue;
                 }
-                let end_before = self.log.log_end_offset();
-                match self
-                    .log
-                    .append(BytesMut::from(&b[..]), self.leader_epoch(), now_ms)
-                    .await
-                {
-                    Ok(info) => {
-                        // Pair assertions: the batch got the offsets right after the log end
-                        // (appends are serialized by `append_turn`), and the log end moved past
-                        // exactly its records.
-                        assert_eq!(info.base_offset, end_before, "{}: append offset", self.tp);
-                        assert_eq!(
-                            info.last_offset + 1,
-                            info.base_offset + h.offset_count(),
-                            "{}: appended offsets",
-                            self.tp
-                        );
-                        assert_eq!(
-                            info.log_end_offset,
-                            info.last_offset + 1,
-                            "{}: log end",
-                            self.tp
-                        );
-                        self.producers.borrow_mut().on_append(
-                            h.producer_id,
-                            h.producer_epoch,
-                            h.base_sequence,
-                            last_seq,
-                            info.base_offset,
-                            info.last_offset,
-                        );
-                        first.get_or_insert(info.base_offset);
-                        end = info.log_end_offset;
-                    }
-                    Err(e) => {
-                        return ProduceResult::error(
-                            log_error_code(&e),
-                            format!("{}: {e}", self.tp),
-                        )
-                    }
+                Check::Reject(code) => {
+                    return Err(ProduceResult::error(
+                        code,
+                        format!(
+                            "{}: producer {} epoch {} sequence {}",
+                            self.tp, h.producer_id, h.producer_epoch, h.base_sequence
+                        ),
+                    ))
                 }
             }
+            let end_before = self.log.log_end_offset();
+            let info = self
+                .log
+                .append(BytesMut::from(&b[..]), self.leader_epoch(), now_ms)
+                .await
+                .map_err(|e| {
+                    ProduceResult::error(log_error_code(&e), format!("{}: {e}", self.tp))
+                })?;
+            // Pair assertions: the batch got the offsets right after the log end (appends are
+            // serialized by `append_turn`), and the log end moved past exactly its records.
+            assert_eq!(info.base_offset, end_before, "{}: append offset", self.tp);
+            assert_eq!(
+                info.last_offset + 1,
+                info.base_offset + h.offset_count(),
+                "{}: appended offsets",
+                self.tp
+            );
+            assert_eq!(
+                info.log_end_offset,
+                info.last_offset + 1,
+                "{}: log end",
+                self.tp
+            );
+            self.producers.borrow_mut().on_append(
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                last_seq,
+                info.base_offset,
+                info.last_offset,
+            );
+            first.get_or_insert(info.base_offset);
+            *end = info.log_end_offset;
         }
-        match self.durability {
-            // The whole log is exposable (`end` may be a duplicate's, below the log end).
-            Durability::Replicated => self.advance_high_watermark(self.log.log_end_offset()),
-            Durability::Fsync if acks == 0 => {
-                // Nobody waits for this one; the next sync covers it and moves the watermark.
-            }
-            Durability::Fsync => {
-                if let Err(e) = self.log.sync_to(end).await {
-                    return ProduceResult::error(log_error_code(&e), format!("{}: {e}", self.tp));
-                }
-                self.advance_high_watermark(self.log.durable_offset());
-            }
-        }
-        ProduceResult {
-            error: ErrorCode::None,
-            base_offset: first.map_or(-1, |o| o as i64),
-            log_start_offset: self.log.log_start_offset() as i64,
-            message: None,
-        }
+        Ok(())
     }
 
     /// Makes everything appended durable and visible (the interval flush of acks=0 producers).
     pub async fn sync(&self) -> Result<(), LogError> {
         let end = self.log.log_end_offset();
-        if self.durability == Durability::Fsync && self.high_watermark() < end {
+        if self.durability == Durability::Fsync && self.log.durable_offset() < end {
             self.log.sync_to(end).await?;
-            self.advance_high_watermark(self.log.durable_offset());
+            self.on_synced(self.log.durable_offset(), crate::clock::monotonic_ms());
         } else if self.durability == Durability::Replicated {
             self.log.flush().await?;
         }
