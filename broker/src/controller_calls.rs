@@ -348,6 +348,9 @@ impl Controller {
             return ForwardAnswer::NotController;
         }
         let op = match op {
+            // Served once the controller side of AlterPartition lands; until then the leader
+            // reads this as Lost and keeps its committed ISR.
+            ForwardOp::AlterPartition(_) => return ForwardAnswer::NotController,
             ForwardOp::AllocateProducerIds { broker_id, .. } => {
                 return ForwardAnswer::ProducerIds(
                     self.allocate_producer_ids(services, broker_id).await,
