@@ -79,6 +79,9 @@ pub struct Controller {
     pub(crate) sessions: RefCell<Option<spool_core::liveness::BrokerSessions>>,
     pub(crate) session_timeout_ms: u64,
     heartbeat_interval_ms: u64,
+    /// The broker-wide topic defaults (`--segment-bytes`, …): what a topic's own config falls
+    /// back to when the controller decides for it (AlterPartition's `min.insync.replicas`).
+    pub(crate) topic_defaults: spool_core::topic_config::TopicDefaults,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -238,6 +241,7 @@ impl Controller {
             sessions: RefCell::new(None),
             session_timeout_ms: local.config.broker_session_timeout_ms,
             heartbeat_interval_ms: local.config.broker_heartbeat_interval_ms,
+            topic_defaults: local.config.topic_defaults.clone(),
         });
         c.learn_peers(spool_raft::image_snapshot::image_records(&image).iter());
         Ok((c, image))

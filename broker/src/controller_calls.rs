@@ -1,29 +1,38 @@
 //! The controller driver's side of the cluster (DESIGN §7): answering other brokers' calls on the
-//! active controller (registration, heartbeats, forwarded metadata changes), and forwarding this
-//! broker's own metadata changes to the active controller when it is another node (Kafka's
-//! KIP-590 forwarding, so a client may send CreateTopics to any broker).
+//! active controller (registration, heartbeats, forwarded metadata changes, partition leaders'
+//! ISR changes), and forwarding this broker's own metadata changes and ISR changes to the active
+//! controller when it is another node (Kafka's KIP-590 forwarding, so a client may send
+//! CreateTopics to any broker).
 //!
 //! A call that reaches a node which is not the active controller is answered NOT_CONTROLLER, and
 //! the caller finds the leader again: raft tells every voter who leads.
 
 use std::rc::Rc;
+use std::time::Duration;
 
 use glommio::channels::local_channel;
+use spool_core::isr_change::AlterPartitionAnswer;
 use spool_protocol::internal::{
     ForwardAnswer, ForwardOp, ForwardTopic, ForwardTopicOutcome, Heartbeat, HeartbeatAnswer,
     InternalMessage, RegisterBroker, RegisterBrokerAnswer,
 };
 use spool_protocol::ErrorCode;
+use spool_raft::alter_partition::leadership;
 use spool_raft::image::BrokerListener;
 use spool_raft::validate::{HeartbeatRequest, RegisterBrokerRequest};
-use spool_raft::{ProposalId, Uuid128};
+use spool_raft::{AlterOutcome, AlterRefused, ControllerError, Polled, ProposalId, Uuid128};
 
+use crate::alter_wire;
 use crate::calls::Services;
 use crate::controller::Controller;
-use crate::requests::{ControllerOp, NewTopic, ProducerIdRange, TopicOutcome};
+use crate::requests::{AlterPartition, ControllerOp, NewTopic, ProducerIdRange, TopicOutcome};
 
 /// How long a forwarded call waits for the active controller's answer.
 pub const FORWARD_TIMEOUT_MS: u64 = 5_000;
+
+/// How long the active controller waits for an ISR change to commit before answering `Lost`:
+/// as long as a forwarder waits for it, so neither end holds a leader's in-flight slot longer.
+pub const ALTER_PARTITION_COMMIT_TIMEOUT_MS: u64 = FORWARD_TIMEOUT_MS;
 
 /// A refusal or a lost proposal, as (code, message).
 type Failed = (ErrorCode, Option<String>);
@@ -124,14 +133,94 @@ impl Controller {
         }
     }
 
-    /// A partition leader's ISR change, decided by the active controller wherever it runs.
-    /// Not built yet: every change is `Lost`, so leaders keep their committed ISR.
+    /// A partition leader's ISR change, decided by the active controller wherever it runs: here
+    /// when this node is the active controller (or the only one), else forwarded to it (within
+    /// [`FORWARD_TIMEOUT_MS`]). `Lost` when no controller is known, none answers in time, or the
+    /// proposal is lost with a leadership: the leader frees its slot and proposes afresh.
     pub async fn alter_partition_or_forward<S: Services>(
         self: &Rc<Self>,
-        _services: &Rc<S>,
-        _request: crate::requests::AlterPartition,
-    ) -> spool_core::isr_change::AlterPartitionAnswer {
-        spool_core::isr_change::AlterPartitionAnswer::Lost
+        services: &Rc<S>,
+        request: AlterPartition,
+    ) -> AlterPartitionAnswer {
+        let Some(peers) = self.peers.clone().filter(|_| !self.is_leader()) else {
+            return self.alter_partition_here(services, request).await;
+        };
+        let Some(leader) = self.leader_node() else {
+            return AlterPartitionAnswer::Lost;
+        };
+        let op = ForwardOp::AlterPartition(alter_wire::to_op(&request));
+        match peers
+            .call(leader, InternalMessage::Forward(op), FORWARD_TIMEOUT_MS)
+            .await
+        {
+            Ok(InternalMessage::ForwardAnswer(answer)) => alter_wire::answer_from_wire(answer),
+            Ok(other) => {
+                tracing::debug!(node = leader, "AlterPartition answered with {other:?}");
+                AlterPartitionAnswer::Lost
+            }
+            Err(e) => {
+                tracing::debug!(node = leader, "forwarding an AlterPartition: {e}");
+                AlterPartitionAnswer::Lost
+            }
+        }
+    }
+
+    /// On the active controller: decides `call` ([`spool_raft::Controller::alter_partition`]),
+    /// proposes its record and waits — at most [`ALTER_PARTITION_COMMIT_TIMEOUT_MS`] — for it to
+    /// commit and reach every core, then answers with the partition's committed state (the
+    /// requested one or a newer one); at once with the current state when the ISR already is
+    /// the requested one, and with the refusal when the request does not fit the partition.
+    async fn alter_partition_here<S: Services>(
+        self: &Rc<Self>,
+        services: &Rc<S>,
+        call: AlterPartition,
+    ) -> AlterPartitionAnswer {
+        let AlterPartition {
+            topic_id,
+            partition,
+            request,
+        } = call;
+        let defaults = self.topic_defaults.clone();
+        let decided = self
+            .with_raft(move |raft| {
+                let outcome = raft.alter_partition(topic_id, partition, &request, &defaults);
+                let polled = matches!(outcome, Ok(AlterOutcome::Proposed(_))).then(|| raft.poll());
+                let current = leadership(raft.image(), topic_id, partition);
+                (outcome, polled, current)
+            })
+            .await;
+        let Some((outcome, polled, current)) = decided else {
+            return AlterPartitionAnswer::Lost;
+        };
+        let id = match outcome {
+            Ok(AlterOutcome::Proposed(id)) => id,
+            Ok(AlterOutcome::AlreadySo) => {
+                return current.map_or(AlterPartitionAnswer::Lost, AlterPartitionAnswer::Committed)
+            }
+            Err(AlterRefused::Invalid(e)) => return AlterPartitionAnswer::Refused(e),
+            Err(AlterRefused::Controller(r)) => {
+                tracing::debug!(partition, "AlterPartition not proposed: {r}");
+                return AlterPartitionAnswer::Lost;
+            }
+        };
+        let commit = self.watch_commit(services, id, polled).await;
+        let committed = futures_lite::future::or(async { Some(commit.await) }, async {
+            glommio::timer::sleep(Duration::from_millis(ALTER_PARTITION_COMMIT_TIMEOUT_MS)).await;
+            None
+        })
+        .await;
+        match committed {
+            Some(Ok(())) => self
+                .with_raft(move |raft| leadership(raft.image(), topic_id, partition))
+                .await
+                .flatten()
+                .map_or(AlterPartitionAnswer::Lost, AlterPartitionAnswer::Committed),
+            Some(Err((code, message))) => {
+                tracing::debug!(partition, ?code, ?message, "AlterPartition did not commit");
+                AlterPartitionAnswer::Lost
+            }
+            None => AlterPartitionAnswer::Lost,
+        }
     }
 
     /// Proposes what `f` builds, waits for its commit and its publication to every core.
@@ -159,6 +248,20 @@ impl Controller {
             Ok(None) => return Ok(()),
             Err(r) => return Err((r.code, Some(r.message))),
         };
+        self.watch_commit(services, id, polled).await.await
+    }
+
+    /// Watches proposal `id`, then hands on what the poll that followed the proposal produced
+    /// (`polled`: `None` when there was none). The future returned ends when `id` has committed
+    /// and reached every core, or was lost. Handing on runs to the end before it returns (it
+    /// publishes other proposals' records too, so it must never be cut short); only the future
+    /// returned may be dropped early — a dropped watch is skipped when `id` commits.
+    async fn watch_commit<S: Services>(
+        self: &Rc<Self>,
+        services: &Rc<S>,
+        id: ProposalId,
+        polled: Option<Result<Polled, ControllerError>>,
+    ) -> impl std::future::Future<Output = Result<(), Failed>> {
         let (tx, rx) = local_channel::new_bounded(1);
         self.waiting.borrow_mut().insert(id, tx);
         match polled {
@@ -166,13 +269,15 @@ impl Controller {
             Some(Err(e)) => tracing::error!("controller poll: {e}"),
             None => {}
         }
-        match rx.recv().await {
-            Some((Ok(()), _)) => Ok(()),
-            Some((Err(code), _)) => Err((code, None)),
-            None => Err((
-                ErrorCode::NotController,
-                Some("the controller lost the proposal".into()),
-            )),
+        async move {
+            match rx.recv().await {
+                Some((Ok(()), _)) => Ok(()),
+                Some((Err(code), _)) => Err((code, None)),
+                None => Err((
+                    ErrorCode::NotController,
+                    Some("the controller lost the proposal".into()),
+                )),
+            }
         }
     }
 
@@ -348,6 +453,12 @@ impl Controller {
             return ForwardAnswer::NotController;
         }
         let op = match op {
+            ForwardOp::AlterPartition(op) => {
+                let answer = self
+                    .alter_partition_here(services, alter_wire::from_op(op))
+                    .await;
+                return alter_wire::answer_to_wire(answer);
+            }
             ForwardOp::AllocateProducerIds { broker_id, .. } => {
                 return ForwardAnswer::ProducerIds(
                     self.allocate_producer_ids(services, broker_id).await,

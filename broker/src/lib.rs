@@ -16,6 +16,7 @@
 pub mod accept;
 pub mod admin_http;
 pub mod alloc;
+pub mod alter_wire;
 pub mod api_readme;
 pub mod apis;
 pub mod broker_session;

@@ -11,6 +11,9 @@
 //!   the decoded payload is a slice of the frame that `split_records` cuts per partition;
 //! - a payload that differs from the partitions' `records_bytes` sum, a payload on a message that
 //!   has none, and an offset or epoch out of range are typed errors, both ways;
+//! - AlterPartition and its answer: negative ids and epochs (but -1 where it means unknown or no
+//!   leader) are refused both ways, the answer's error 0 alone means the state, and the topic id
+//!   keeps its byte order;
 //! - one small frame's bytes are pinned (a golden test), so a schema or layout change that alters
 //!   the wire is seen.
 
@@ -22,7 +25,8 @@ use spool_protocol::frame::{self, FrameError, FrameLimits};
 use spool_protocol::internal::codec::{
     CONFIGS_PER_TOPIC_MAX, CONFIG_VALUE_BYTES_MAX, ERROR_MESSAGE_BYTES_MAX,
     LISTENERS_PER_REGISTRATION_MAX, NAME_BYTES_MAX, RAFT_MESSAGES_PER_FRAME_MAX,
-    RAFT_MESSAGE_BYTES_MAX, REPLICA_FETCH_PARTITIONS_MAX, TOPICS_PER_FORWARD_MAX,
+    RAFT_MESSAGE_BYTES_MAX, REPLICAS_PER_PARTITION_MAX, REPLICA_FETCH_PARTITIONS_MAX,
+    TOPICS_PER_FORWARD_MAX,
 };
 use spool_protocol::internal::*;
 use spool_protocol::internal_wire as fb;
@@ -79,6 +83,74 @@ fn forward_op() -> impl Strategy<Value = ForwardOp> {
                 broker_epoch,
             }
         }),
+        alter_partition_op().prop_map(ForwardOp::AlterPartition),
+    ]
+}
+
+/// Ids, epochs and partition indexes: non-negative.
+fn id() -> impl Strategy<Value = i32> {
+    0..=i32::MAX
+}
+
+/// A broker epoch: non-negative, or -1 (unknown).
+fn broker_epoch() -> impl Strategy<Value = i64> {
+    -1..=i64::MAX
+}
+
+fn alter_partition_op() -> impl Strategy<Value = AlterPartitionOp> {
+    (
+        any::<[u8; 16]>(),
+        id(),
+        id(),
+        broker_epoch(),
+        id(),
+        id(),
+        vec((id(), broker_epoch()), 0..5),
+    )
+        .prop_map(
+            |(
+                topic_id,
+                partition,
+                broker_id,
+                broker_epoch,
+                leader_epoch,
+                partition_epoch,
+                new_isr,
+            )| {
+                AlterPartitionOp {
+                    topic_id,
+                    partition,
+                    broker_id,
+                    broker_epoch,
+                    leader_epoch,
+                    partition_epoch,
+                    new_isr,
+                }
+            },
+        )
+}
+
+fn alter_partition_answer() -> impl Strategy<Value = ForwardAnswer> {
+    let state = (-1..=i32::MAX, id(), id(), vec(id(), 0..5), vec(id(), 0..5)).prop_map(
+        |(leader_id, leader_epoch, partition_epoch, replicas, isr)| PartitionLeadership {
+            leader_id,
+            leader_epoch,
+            partition_epoch,
+            replicas,
+            isr,
+        },
+    );
+    let refusal = (
+        error_code().prop_filter("an error, not NONE", |e| *e != ErrorCode::None),
+        proptest::option::of(id()),
+    )
+        .prop_map(|(error, ineligible_broker_id)| AlterPartitionRefusal {
+            error,
+            ineligible_broker_id,
+        });
+    prop_oneof![
+        state.prop_map(|s| ForwardAnswer::AlterPartition(Ok(s))),
+        refusal.prop_map(|r| ForwardAnswer::AlterPartition(Err(r))),
     ]
 }
 
@@ -96,6 +168,7 @@ fn forward_answer() -> impl Strategy<Value = ForwardAnswer> {
         (any::<i64>(), any::<i32>()).prop_map(|ids| ForwardAnswer::ProducerIds(Ok(ids))),
         refusal.prop_map(|e| ForwardAnswer::ProducerIds(Err(e))),
         Just(ForwardAnswer::NotController),
+        alter_partition_answer(),
     ]
 }
 
@@ -1358,6 +1431,355 @@ fn error_message_bytes_limit() {
         answer(ERROR_MESSAGE_BYTES_MAX + 1),
         over_by_hand,
         "error message",
+    );
+}
+
+// ---- AlterPartition ----
+
+fn alter_op(new_isr: Vec<(i32, i64)>) -> AlterPartitionOp {
+    AlterPartitionOp {
+        topic_id: [7; 16],
+        partition: 2,
+        broker_id: 1,
+        broker_epoch: 10,
+        leader_epoch: 3,
+        partition_epoch: 5,
+        new_isr,
+    }
+}
+
+fn alter(op: AlterPartitionOp) -> InternalMessage {
+    InternalMessage::Forward(ForwardOp::AlterPartition(op))
+}
+
+fn alter_answer(answer: Result<PartitionLeadership, AlterPartitionRefusal>) -> InternalMessage {
+    InternalMessage::ForwardAnswer(ForwardAnswer::AlterPartition(answer))
+}
+
+fn leadership(replicas: Vec<i32>, isr: Vec<i32>) -> PartitionLeadership {
+    PartitionLeadership {
+        leader_id: 1,
+        leader_epoch: 3,
+        partition_epoch: 6,
+        replicas,
+        isr,
+    }
+}
+
+/// An AlterPartition laid out from `args` as `edit` changes them, with `members` as its ISR.
+fn alter_by_hand(
+    members: &[(i32, i64)],
+    edit: impl FnOnce(&mut fb::AlterPartitionArgs<'_>),
+) -> Vec<u8> {
+    hand_built(|fbb| {
+        let members: Vec<fb::IsrMember> = members
+            .iter()
+            .map(|&(b, e)| fb::IsrMember::new(b, e))
+            .collect();
+        let new_isr = fbb.create_vector(&members);
+        let topic_id = fb::TopicId::new(1, 2);
+        let mut args = fb::AlterPartitionArgs {
+            topic_id: Some(&topic_id),
+            broker_epoch: 10,
+            new_isr: Some(new_isr),
+            ..Default::default()
+        };
+        edit(&mut args);
+        let op = fb::AlterPartition::create(fbb, &args);
+        let forward = fb::Forward::create(
+            fbb,
+            &fb::ForwardArgs {
+                op_type: fb::ForwardOp::AlterPartition,
+                op: Some(op.as_union_value()),
+            },
+        );
+        (fb::InternalBody::Forward, Some(forward.as_union_value()))
+    })
+}
+
+/// An AlterPartitionAnswer laid out from `args` as `edit` changes them.
+fn alter_answer_by_hand(
+    replicas: &[i32],
+    edit: impl FnOnce(&mut fb::AlterPartitionAnswerArgs<'_>),
+) -> Vec<u8> {
+    hand_built(|fbb| {
+        let replicas = fbb.create_vector(replicas);
+        let mut args = fb::AlterPartitionAnswerArgs {
+            replicas: Some(replicas),
+            ..Default::default()
+        };
+        edit(&mut args);
+        let a = fb::AlterPartitionAnswer::create(fbb, &args);
+        let answer = fb::ForwardAnswer::create(
+            fbb,
+            &fb::ForwardAnswerArgs {
+                answer_type: fb::ForwardAnswerBody::AlterPartitionAnswer,
+                answer: Some(a.as_union_value()),
+            },
+        );
+        (
+            fb::InternalBody::ForwardAnswer,
+            Some(answer.as_union_value()),
+        )
+    })
+}
+
+fn assert_out_of_range(result: Result<impl std::fmt::Debug, InternalError>, field: &str) {
+    match result {
+        Err(InternalError::OutOfRange { field: f, .. }) if f == field => {}
+        other => panic!("{field}: expected OutOfRange, got {other:?}"),
+    }
+}
+
+#[test]
+fn alter_partition_topic_ids_keep_their_byte_order() {
+    let mut op = alter_op(vec![(1, 10), (2, -1)]);
+    op.topic_id = *b"0123456789abcdef";
+    let frame = frame_of(alter(op.clone()));
+    assert_eq!(decode(&encode(&frame).unwrap(), &limits()).unwrap(), frame);
+    // The wire's `high` half is the first 8 bytes, big-endian.
+    let decoded = decode(&alter_by_hand(&[], |_| {}), &limits()).unwrap();
+    let InternalMessage::Forward(ForwardOp::AlterPartition(got)) = decoded.message else {
+        panic!("an AlterPartition, got {:?}", decoded.message);
+    };
+    let mut want = [0; 16];
+    want[7] = 1;
+    want[15] = 2;
+    assert_eq!(got.topic_id, want);
+}
+
+#[test]
+fn alter_partition_negative_numbers_are_refused_both_ways() {
+    // Encoding: every id and epoch, and a member's broker epoch below -1.
+    let cases: Vec<(AlterPartitionOp, &str)> = vec![
+        (
+            AlterPartitionOp {
+                partition: -1,
+                ..alter_op(vec![])
+            },
+            "partition",
+        ),
+        (
+            AlterPartitionOp {
+                broker_id: -1,
+                ..alter_op(vec![])
+            },
+            "broker_id",
+        ),
+        (
+            AlterPartitionOp {
+                broker_epoch: -2,
+                ..alter_op(vec![])
+            },
+            "broker_epoch",
+        ),
+        (
+            AlterPartitionOp {
+                leader_epoch: -1,
+                ..alter_op(vec![])
+            },
+            "leader_epoch",
+        ),
+        (
+            AlterPartitionOp {
+                partition_epoch: -1,
+                ..alter_op(vec![])
+            },
+            "partition_epoch",
+        ),
+        (alter_op(vec![(1, 10), (-3, 1)]), "ISR member broker_id"),
+        (alter_op(vec![(1, 10), (2, -2)]), "ISR member broker_epoch"),
+    ];
+    for (op, field) in cases {
+        assert_out_of_range(encode(&frame_of(alter(op))), field);
+    }
+    // -1 broker epochs mean unknown and pass.
+    let unknown = alter_op(vec![(1, -1)]);
+    let unknown = AlterPartitionOp {
+        broker_epoch: -1,
+        ..unknown
+    };
+    let frame = frame_of(alter(unknown));
+    assert_eq!(decode(&encode(&frame).unwrap(), &limits()).unwrap(), frame);
+
+    // Decoding the same numbers, built by hand.
+    let decode_hand = |bytes: Vec<u8>| decode(&bytes, &limits());
+    assert_out_of_range(
+        decode_hand(alter_by_hand(&[], |a| a.partition = -1)),
+        "partition",
+    );
+    assert_out_of_range(
+        decode_hand(alter_by_hand(&[], |a| a.broker_id = -7)),
+        "broker_id",
+    );
+    assert_out_of_range(
+        decode_hand(alter_by_hand(&[], |a| a.broker_epoch = i64::MIN)),
+        "broker_epoch",
+    );
+    assert_out_of_range(
+        decode_hand(alter_by_hand(&[], |a| a.leader_epoch = -1)),
+        "leader_epoch",
+    );
+    assert_out_of_range(
+        decode_hand(alter_by_hand(&[], |a| a.partition_epoch = i32::MIN)),
+        "partition_epoch",
+    );
+    assert_out_of_range(
+        decode_hand(alter_by_hand(&[(-1, 5)], |_| {})),
+        "ISR member broker_id",
+    );
+    assert_out_of_range(
+        decode_hand(alter_by_hand(&[(1, -5)], |_| {})),
+        "ISR member broker_epoch",
+    );
+
+    // The answer: a leader below -1 (none), negative epochs and broker ids.
+    let bad_state = |edit: fn(&mut PartitionLeadership)| {
+        let mut state = leadership(vec![1, 2], vec![1]);
+        edit(&mut state);
+        encode(&frame_of(alter_answer(Ok(state))))
+    };
+    assert_out_of_range(bad_state(|s| s.leader_id = -2), "leader");
+    assert_out_of_range(bad_state(|s| s.leader_epoch = -1), "leader_epoch");
+    assert_out_of_range(bad_state(|s| s.partition_epoch = -1), "partition_epoch");
+    assert_out_of_range(bad_state(|s| s.replicas.push(-1)), "replicas");
+    assert_out_of_range(bad_state(|s| s.isr.push(-1)), "isr");
+    let leaderless = PartitionLeadership {
+        leader_id: -1,
+        ..leadership(vec![1], vec![1])
+    };
+    let frame = frame_of(alter_answer(Ok(leaderless)));
+    assert_eq!(decode(&encode(&frame).unwrap(), &limits()).unwrap(), frame);
+    assert_out_of_range(
+        encode(&frame_of(alter_answer(Err(AlterPartitionRefusal {
+            error: ErrorCode::IneligibleReplica,
+            ineligible_broker_id: Some(-4),
+        })))),
+        "ineligible_broker_id",
+    );
+    assert_out_of_range(
+        decode_hand(alter_answer_by_hand(&[], |a| a.leader = -2)),
+        "leader",
+    );
+    assert_out_of_range(
+        decode_hand(alter_answer_by_hand(&[3, -1], |_| {})),
+        "replicas",
+    );
+    assert_out_of_range(
+        decode_hand(alter_answer_by_hand(&[], |a| {
+            a.error = ErrorCode::IneligibleReplica.code();
+            a.ineligible_broker_id = -9;
+        })),
+        "ineligible_broker_id",
+    );
+}
+
+#[test]
+fn alter_partition_answers_read_error_zero_as_the_state() {
+    // Error 0: the state; the refusal's field is ignored. Another number: the refusal, and the
+    // state is ignored — an unknown number reads as UNKNOWN_SERVER_ERROR, never as success.
+    let ok = decode(
+        &alter_answer_by_hand(&[1, 2], |a| {
+            a.leader = 1;
+            a.ineligible_broker_id = 5;
+        }),
+        &limits(),
+    )
+    .unwrap();
+    assert_eq!(
+        ok.message,
+        alter_answer(Ok(PartitionLeadership {
+            leader_id: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: vec![1, 2],
+            isr: vec![],
+        }))
+    );
+    let refused = decode(
+        &alter_answer_by_hand(&[-5], |a| {
+            a.error = 31_000;
+            a.leader = -9;
+        }),
+        &limits(),
+    )
+    .unwrap();
+    assert_eq!(
+        refused.message,
+        alter_answer(Err(AlterPartitionRefusal {
+            error: ErrorCode::UnknownServerError,
+            ineligible_broker_id: None,
+        }))
+    );
+    let none = frame_of(alter_answer(Err(AlterPartitionRefusal {
+        error: ErrorCode::None,
+        ineligible_broker_id: None,
+    })));
+    assert!(matches!(encode(&none), Err(InternalError::ErrorCodeIsNone)));
+}
+
+#[test]
+fn an_alter_partition_without_a_topic_id_fails_verification() {
+    // The schema marks `topic_id` required; the generated builder asserts it, so the table is
+    // laid out slot by slot.
+    let bytes = hand_built(|fbb| {
+        let start = fbb.start_table();
+        fbb.push_slot::<i32>(fb::AlterPartition::VT_PARTITION, 1, 0);
+        let op = fbb.end_table(start);
+        let forward = fb::Forward::create(
+            fbb,
+            &fb::ForwardArgs {
+                op_type: fb::ForwardOp::AlterPartition,
+                op: Some(op.as_union_value()),
+            },
+        );
+        (fb::InternalBody::Forward, Some(forward.as_union_value()))
+    });
+    let err = decode(&bytes, &limits()).unwrap_err();
+    assert!(matches!(err, InternalError::Verify(_)), "{err}");
+}
+
+#[test]
+fn replicas_per_partition_limit() {
+    let members = |n: usize| vec![(1, 10); n];
+    check_limit(
+        alter(alter_op(members(REPLICAS_PER_PARTITION_MAX))),
+        alter(alter_op(members(REPLICAS_PER_PARTITION_MAX + 1))),
+        alter_by_hand(&members(REPLICAS_PER_PARTITION_MAX + 1), |_| {}),
+        "ISR members",
+    );
+    let ids = |n: usize| vec![1; n];
+    check_limit(
+        alter_answer(Ok(leadership(ids(REPLICAS_PER_PARTITION_MAX), vec![1]))),
+        alter_answer(Ok(leadership(ids(REPLICAS_PER_PARTITION_MAX + 1), vec![1]))),
+        alter_answer_by_hand(&ids(REPLICAS_PER_PARTITION_MAX + 1), |_| {}),
+        "replicas",
+    );
+    check_limit(
+        alter_answer(Ok(leadership(vec![1], ids(REPLICAS_PER_PARTITION_MAX)))),
+        alter_answer(Ok(leadership(vec![1], ids(REPLICAS_PER_PARTITION_MAX + 1)))),
+        hand_built(|fbb| {
+            let isr = fbb.create_vector(&ids(REPLICAS_PER_PARTITION_MAX + 1));
+            let a = fb::AlterPartitionAnswer::create(
+                fbb,
+                &fb::AlterPartitionAnswerArgs {
+                    isr: Some(isr),
+                    ..Default::default()
+                },
+            );
+            let answer = fb::ForwardAnswer::create(
+                fbb,
+                &fb::ForwardAnswerArgs {
+                    answer_type: fb::ForwardAnswerBody::AlterPartitionAnswer,
+                    answer: Some(a.as_union_value()),
+                },
+            );
+            (
+                fb::InternalBody::ForwardAnswer,
+                Some(answer.as_union_value()),
+            )
+        }),
+        "isr",
     );
 }
 

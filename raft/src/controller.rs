@@ -73,11 +73,13 @@
 use std::path::Path;
 
 use raft::eraftpb::Message;
+use spool_core::isr_change::AlterPartitionRequest;
 use spool_core::topic_config::TopicDefaults;
 use spool_protocol::metadata_records::MetadataRecordT;
 use spool_protocol::ErrorCode;
 use thiserror::Error;
 
+use crate::alter_partition::{alter_partition_records, AlterOutcome, AlterRefused};
 use crate::disk::{DiskError, RaftDisk};
 use crate::failover::{
     fence_brokers_records, heartbeat_records, reconcile_records, register_broker_records,
@@ -433,6 +435,38 @@ impl Controller {
             &TopicDefaults::default(),
         )?;
         self.propose_failover(out)
+    }
+
+    /// A partition leader's ISR change ([`crate::alter_partition::alter_partition_records`] over
+    /// the latest image, min ISR resolved over `defaults`): proposes its `PartitionChange` and
+    /// returns the proposal, or [`AlterOutcome::AlreadySo`] when the ISR already is the
+    /// requested one (nothing written). Only the active leader decides; elsewhere, and when the
+    /// proposal is refused, [`AlterRefused::Controller`]. A request that does not fit the
+    /// partition is [`AlterRefused::Invalid`] and writes nothing.
+    pub fn alter_partition(
+        &mut self,
+        topic_id: TopicId,
+        partition: i32,
+        request: &AlterPartitionRequest,
+        defaults: &TopicDefaults,
+    ) -> Result<AlterOutcome, AlterRefused> {
+        self.require_leader().map_err(AlterRefused::Controller)?;
+        let record = alter_partition_records(
+            self.raft.latest_image(),
+            topic_id,
+            partition,
+            request,
+            defaults,
+        )
+        .map_err(AlterRefused::Invalid)?;
+        match record {
+            Some(record) => self
+                .raft
+                .propose(record)
+                .map(AlterOutcome::Proposed)
+                .map_err(AlterRefused::Controller),
+            None => Ok(AlterOutcome::AlreadySo),
+        }
     }
 
     fn propose_failover(&mut self, out: FailoverRecords) -> Result<Vec<ProposalId>, Refusal> {

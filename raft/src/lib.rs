@@ -9,6 +9,8 @@
 //!   INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, …). Refused requests never reach the log.
 //! - [`failover`]: fencing and unfencing brokers as records — spool-core's election and liveness
 //!   decisions mapped onto the image (partition changes, fence / unfence records).
+//! - [`alter_partition`]: a partition leader's ISR change (AlterPartition) as a
+//!   `PartitionChange` record — spool-core's `isr_change` decision mapped onto the image.
 //! - [`image_snapshot`]: the image as bytes (a raft snapshot's payload) and back.
 //! - [`node`]: [`MetadataRaft`], the sans-IO raft driver (`propose`/`tick`/`step`, `ready` →
 //!   persist → `advance`), raft-rs `RawNode` over the in-memory [`log_cache::LogCache`].
@@ -27,6 +29,7 @@
 //! Metadata records are `spool_protocol::metadata_records` (schemas/metadata.fbs), one per raft
 //! entry, encoded by `spool_protocol::metadata_log`. raft-rs logs through [`slog_tracing`].
 
+pub mod alter_partition;
 pub mod controller;
 pub mod disk;
 pub mod failover;
@@ -53,6 +56,7 @@ pub fn broker_of_raft_id(raft_id: u64) -> Option<i32> {
     raft_id.checked_sub(1).and_then(|n| i32::try_from(n).ok())
 }
 
+pub use alter_partition::{AlterOutcome, AlterRefused};
 pub use controller::{Controller, ControllerConfig, ControllerError, ControllerStatus, Polled};
 pub use id_source::IdSource;
 pub use image::{MetadataImage, TopicId, TopicImage};

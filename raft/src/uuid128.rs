@@ -41,6 +41,24 @@ impl Uuid128 {
         })
     }
 
+    /// The 16 bytes of the id, `high` first, each half big-endian (Kafka's UUID layout, and the
+    /// order [`Uuid128::to_hex`] prints): how the internal protocol carries topic ids.
+    pub fn to_bytes(self) -> [u8; 16] {
+        let mut out = [0; 16];
+        out[..8].copy_from_slice(&self.high.to_be_bytes());
+        out[8..].copy_from_slice(&self.low.to_be_bytes());
+        out
+    }
+
+    /// The inverse of [`Uuid128::to_bytes`].
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        let [h0, h1, h2, h3, h4, h5, h6, h7, l0, l1, l2, l3, l4, l5, l6, l7] = bytes;
+        Uuid128 {
+            high: u64::from_be_bytes([h0, h1, h2, h3, h4, h5, h6, h7]),
+            low: u64::from_be_bytes([l0, l1, l2, l3, l4, l5, l6, l7]),
+        }
+    }
+
     /// The flatbuffers form written into metadata records.
     pub fn to_uuid(self) -> UuidT {
         let mut u = UuidT::default();
@@ -76,6 +94,12 @@ mod tests {
         assert!(Uuid128::default().is_zero());
         assert_eq!(id.to_hex(), "0123456789abcdeffedcba9876543210");
         assert_eq!(Uuid128::parse_hex(&id.to_hex()), Some(id));
+        let bytes = id.to_bytes();
+        assert_eq!(
+            (bytes[0], bytes[7], bytes[8], bytes[15]),
+            (0x01, 0xef, 0xfe, 0x10)
+        );
+        assert_eq!(Uuid128::from_bytes(bytes), id);
         for bad in [
             "",
             "0123",

@@ -40,12 +40,16 @@
 use bytes::Bytes;
 use flatbuffers::{FlatBufferBuilder, UnionWIPOffset, WIPOffset};
 
+use super::alter_partition_codec::{
+    decode_alter_partition, decode_alter_partition_answer, encode_alter_partition,
+    encode_alter_partition_answer,
+};
 use super::limits::{check_count, check_len, decode_name, encode_name, verifier_options, Fbb};
 pub use super::limits::{
     InternalError, CONFIGS_PER_TOPIC_MAX, CONFIG_VALUE_BYTES_MAX, ERROR_MESSAGE_BYTES_MAX,
     LISTENERS_PER_REGISTRATION_MAX, NAME_BYTES_MAX, RAFT_MESSAGES_PER_FRAME_MAX,
-    RAFT_MESSAGE_BYTES_MAX, REPLICA_FETCH_PARTITIONS_MAX, TOPICS_PER_FORWARD_MAX,
-    VERIFIER_DEPTH_MAX,
+    RAFT_MESSAGE_BYTES_MAX, REPLICAS_PER_PARTITION_MAX, REPLICA_FETCH_PARTITIONS_MAX,
+    TOPICS_PER_FORWARD_MAX, VERIFIER_DEPTH_MAX,
 };
 use super::replica_fetch_codec::{
     decode_replica_fetch, decode_replica_fetch_answer, encode_replica_fetch,
@@ -367,6 +371,10 @@ fn encode_forward_op(
                 allocate.as_union_value(),
             )
         }
+        ForwardOp::AlterPartition(op) => (
+            fb::ForwardOp::AlterPartition,
+            encode_alter_partition(fbb, op)?.as_union_value(),
+        ),
     })
 }
 
@@ -454,6 +462,10 @@ fn encode_forward_answer(
             let not = fb::NotController::create(fbb, &fb::NotControllerArgs {});
             (fb::ForwardAnswerBody::NotController, not.as_union_value())
         }
+        ForwardAnswer::AlterPartition(answer) => (
+            fb::ForwardAnswerBody::AlterPartitionAnswer,
+            encode_alter_partition_answer(fbb, answer)?.as_union_value(),
+        ),
     })
 }
 
@@ -682,6 +694,9 @@ fn decode_forward_op(forward: fb::Forward<'_>) -> Result<ForwardOp, InternalErro
                 broker_epoch: allocate.broker_epoch(),
             })
         }
+        fb::ForwardOp::AlterPartition => Ok(ForwardOp::AlterPartition(decode_alter_partition(
+            forward.op_as_alter_partition().ok_or(MISSING)?,
+        )?)),
         other => Err(InternalError::UnknownUnionType {
             union: "ForwardOp",
             type_id: other.0,
@@ -746,6 +761,11 @@ fn decode_forward_answer(answer: fb::ForwardAnswer<'_>) -> Result<ForwardAnswer,
             answer.answer_as_not_controller().ok_or(MISSING)?;
             Ok(ForwardAnswer::NotController)
         }
+        fb::ForwardAnswerBody::AlterPartitionAnswer => Ok(ForwardAnswer::AlterPartition(
+            decode_alter_partition_answer(
+                answer.answer_as_alter_partition_answer().ok_or(MISSING)?,
+            )?,
+        )),
         other => Err(InternalError::UnknownUnionType {
             union: "ForwardAnswerBody",
             type_id: other.0,

@@ -49,6 +49,11 @@ pub const ERROR_MESSAGE_BYTES_MAX: usize = 16 * 1024;
 /// and bounds a hostile count.
 pub const REPLICA_FETCH_PARTITIONS_MAX: usize = 10_000;
 
+/// Replicas of one partition (and members of its ISR) in an AlterPartition and its answer. One
+/// replica per broker, so this is far past any real replication factor; it bounds a hostile
+/// count.
+pub const REPLICAS_PER_PARTITION_MAX: usize = 1024;
+
 /// Verifier nesting limit. The deepest path (frame → Forward → CreateTopics → topics →
 /// ForwardTopic → configs → TopicConfig → string) is 8 levels; twice that leaves room for growth.
 pub const VERIFIER_DEPTH_MAX: usize = 16;
@@ -95,7 +100,7 @@ pub enum InternalError {
         payload_bytes: usize,
     },
     /// A number outside its field's range: a negative offset, a negative epoch other than -1
-    /// (absent), or an offset over `i64::MAX`.
+    /// (absent), a negative id, or an offset over `i64::MAX`.
     #[error("internal frame: {field} = {value} is out of range")]
     OutOfRange { field: &'static str, value: i128 },
     /// `ForwardAnswer::ProducerIds(Err(ErrorCode::None))`: on the wire error 0 means success, so
@@ -244,4 +249,18 @@ pub(super) fn opt_u64_from_wire(
     value: i64,
 ) -> Result<Option<u64>, InternalError> {
     Ok(opt_i64_from_wire(field, value)?.map(|v| v.unsigned_abs()))
+}
+
+/// `value` unless it is below `min`: the same check on both sides of the wire, so a peer never
+/// sends what it would refuse. `min` is 0 for ids and epochs, -1 where -1 means unknown.
+pub(super) fn at_least<T: Copy + Into<i128>>(
+    field: &'static str,
+    value: T,
+    min: i128,
+) -> Result<T, InternalError> {
+    let wide: i128 = value.into();
+    if wide < min {
+        return Err(InternalError::OutOfRange { field, value: wide });
+    }
+    Ok(value)
 }

@@ -1,7 +1,7 @@
 //! The internal protocol on `--internal-port` (9094): what brokers say to each other (DESIGN §7) —
 //! raft messages between controller voters, and the brokers' calls to the active controller
-//! (registration, heartbeats, forwarded metadata changes), and followers' replica fetches from
-//! partition leaders.
+//! (registration, heartbeats, forwarded metadata changes and partition leaders' ISR changes), and
+//! followers' replica fetches from partition leaders.
 //!
 //! Frames are the native envelope (`u32 length | u32 header length | flatbuffers header |
 //! payload`, [`crate::frame`]), with the header an `InternalFrame` of `schemas/internal.fbs`,
@@ -12,6 +12,7 @@
 //! turns them into frames and back, with every size checked before allocating and every failure a
 //! typed error: a peer's bytes are input like any other.
 
+mod alter_partition_codec;
 pub mod codec;
 mod limits;
 mod replica_fetch_codec;

@@ -109,6 +109,47 @@ pub enum ForwardOp {
         broker_id: i32,
         broker_epoch: i64,
     },
+    /// A partition leader's ISR change (KIP-497), for the active controller to decide.
+    AlterPartition(AlterPartitionOp),
+}
+
+/// A partition leader's AlterPartition, as forwarded: exactly the fields of
+/// `spool_core::isr_change::AlterPartitionRequest`, plus the partition it is for. Ids and epochs
+/// are non-negative, but a broker epoch may be -1 (unknown); the codec refuses anything else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlterPartitionOp {
+    /// The topic's 128-bit id, `high` half first, each half big-endian
+    /// (`spool_raft::Uuid128::to_bytes`).
+    pub topic_id: [u8; 16],
+    pub partition: i32,
+    /// The sender (the partition's leader) and its broker epoch.
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    pub leader_epoch: i32,
+    /// The partition epoch the change was computed from.
+    pub partition_epoch: i32,
+    /// The proposed ISR: (broker id, the broker epoch the leader saw in its fetches; -1 unknown).
+    pub new_isr: Vec<(i32, i64)>,
+}
+
+/// A partition's committed leadership, as the active controller answers an AlterPartition with
+/// it (`spool_core::replica::Leadership`). `leader_id` is -1 when it has no leader; every other
+/// number is non-negative.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLeadership {
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+/// Why the active controller refused an AlterPartition: Kafka's code (never NONE), and for
+/// INELIGIBLE_REPLICA the member it refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlterPartitionRefusal {
+    pub error: ErrorCode,
+    pub ineligible_broker_id: Option<i32>,
 }
 
 /// One topic's outcome of a forwarded create or delete, in request order.
@@ -126,6 +167,8 @@ pub enum ForwardAnswer {
     ProducerIds(Result<(i64, i32), ErrorCode>),
     /// The receiver is not the active controller (the sender refreshes and retries).
     NotController,
+    /// The partition's committed state after the change (or a newer one), or why it was refused.
+    AlterPartition(Result<PartitionLeadership, AlterPartitionRefusal>),
 }
 
 /// A follower's fetch from a partition leader (REPLICATION.md "Follower fetch"): one per

@@ -12,8 +12,8 @@
 //! controller calls it against `latest_image()`: the façade's gate
 //! ([`MetadataRaft::is_active_leader`]), `validate_create_topic` / `validate_delete_topic`,
 //! `register_broker_records`, `heartbeat_records`, `fence_brokers_records` over
-//! `BrokerSessions::expired`, and per tick `reconcile_records`; their records are proposed in
-//! order, stopping at the first refusal (`Controller::propose_failover`).
+//! `BrokerSessions::expired`, `alter_partition_records`, and per tick `reconcile_records`; their
+//! records are proposed in order, stopping at the first refusal (`Controller::propose_failover`).
 //! Never does: drive raft (that is [`crate::node`]), read a clock (time is `now_ms`), decide
 //! anything itself, or answer for a node that is not the active leader (NOT_CONTROLLER with a
 //! leader hint).
@@ -22,11 +22,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use spool_core::isr_change::{AlterPartitionAnswer, AlterPartitionRequest};
-use spool_core::replica::Leadership;
-
 use spool_core::liveness::{BrokerSessions, BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT};
 use spool_core::topic_config::TopicDefaults;
 use spool_protocol::ErrorCode;
+use spool_raft::alter_partition::{alter_partition_records, leadership};
 use spool_raft::failover::{
     fence_brokers_records, heartbeat_records, liveness_brokers, reconcile_records,
     register_broker_records, FailoverRecords,
@@ -36,9 +35,8 @@ use spool_raft::validate::{
     validate_create_topic, validate_delete_topic, CreateTopicPolicy, CreateTopicRequest,
     HeartbeatRequest, RegisterBrokerRequest,
 };
-use spool_raft::{Committed, IdSource, MetadataImage, MetadataRaft, ProposalId, Refusal, TopicId};
+use spool_raft::{Committed, IdSource, MetadataRaft, ProposalId, Refusal, TopicId};
 
-use crate::alter::alter_partition_record;
 use crate::metaview::{MetaView, PartKey};
 use crate::repl_message::ReplMsg;
 
@@ -252,8 +250,9 @@ impl ControllerService {
         }
     }
 
-    /// AlterPartition ([`crate::alter`]): answered when its record commits, at once when
-    /// nothing needs writing, `Lost` (the leader retries) when this node cannot propose.
+    /// AlterPartition (`spool_raft::alter_partition`, called as `Controller::alter_partition`
+    /// calls it): answered when its record commits, at once when nothing needs writing, `Lost`
+    /// (the leader retries) when this node cannot propose.
     fn alter_partition(
         &mut self,
         raft: &mut MetadataRaft,
@@ -273,7 +272,14 @@ impl ControllerService {
                 out,
             );
         }
-        match alter_partition_record(raft.latest_image(), key, request) {
+        let defaults = TopicDefaults::default();
+        match alter_partition_records(
+            raft.latest_image(),
+            key.topic_id,
+            key.partition,
+            request,
+            &defaults,
+        ) {
             Ok(Some(record)) => match raft.propose(record) {
                 Ok(id) => {
                     self.waiting.insert(
@@ -295,7 +301,7 @@ impl ControllerService {
                 ),
             },
             Ok(None) => {
-                let answer = committed_leadership(raft.latest_image(), key)
+                let answer = leadership(raft.latest_image(), key.topic_id, key.partition)
                     .map_or(AlterPartitionAnswer::Lost, AlterPartitionAnswer::Committed);
                 answer_alter(self.me, to, key, leader_epoch, answer, out);
             }
@@ -445,7 +451,7 @@ impl ControllerService {
                 leader_epoch,
             } => {
                 let answer = (code == ErrorCode::None)
-                    .then(|| committed_leadership(raft.image(), key))
+                    .then(|| leadership(raft.image(), key.topic_id, key.partition))
                     .flatten()
                     .map_or(AlterPartitionAnswer::Lost, AlterPartitionAnswer::Committed);
                 answer_alter(self.me, to, key, leader_epoch, answer, out);
@@ -530,18 +536,6 @@ impl ControllerService {
 }
 
 /// The committed state of `key` as its leader takes it.
-fn committed_leadership(image: &MetadataImage, key: PartKey) -> Option<Leadership> {
-    let topic = image.topic_by_id(key.topic_id)?;
-    let p = topic.partitions.get(usize::try_from(key.partition).ok()?)?;
-    Some(Leadership {
-        leader_id: p.leader,
-        leader_epoch: p.leader_epoch,
-        partition_epoch: p.partition_epoch,
-        replicas: p.replicas.clone(),
-        isr: p.isr.clone(),
-    })
-}
-
 fn answer_alter(
     me: Endpoint,
     to: Endpoint,

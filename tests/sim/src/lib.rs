@@ -17,18 +17,17 @@
 //! committed image assigns it (learned from heartbeat answers, [`metaview`]), each a
 //! [`sim_replica::SimReplica`] over a [`plog::SimLog`] driven by spool-core's replication
 //! structs; followers fetch from leaders in sessions, leaders send ISR changes to the
-//! controller ([`alter`]); [`clients`] produce (acks 0/1/all, idempotent and not) and read;
-//! [`check_repl`] checks the replication invariants after every step and [`liveness_repl`]
-//! judges recovery.
+//! controller (decided by `spool_raft::alter_partition`); [`clients`] produce (acks 0/1/all,
+//! idempotent and not) and read; [`check_repl`] checks the replication invariants after every
+//! step and [`liveness_repl`] judges recovery.
 //!
 //! Layout, one job per file: `rng`, `events`, `trace` (foundations); `message`,
 //! `repl_message`, `net`, `disk`, `plog`, `out`, `repl_event`, `metaview` (the simulated
-//! world's parts); `controller`, `alter`, `node`, `broker`, `replica_host`, `sim_replica`,
-//! `workload`, `clients` (the actors); `faults`, `planted` (what goes wrong); `violation`,
+//! world's parts); `controller`, `node`, `broker`, `replica_host`, `sim_replica`, `workload`,
+//! `clients` (the actors); `faults`, `planted` (what goes wrong); `violation`,
 //! `check_raft`, `check_durable`, `check_image`, `check_repl`, `liveness`, `liveness_repl` (the
 //! checkers); `describe` (trace text); `config`, `world`, `runner` (running).
 
-pub mod alter;
 pub mod broker;
 pub mod check_durable;
 pub mod check_image;

@@ -34,6 +34,12 @@ pub mod spool {
     pub use self::delete_topics_generated::*;
     mod allocate_producer_ids_generated;
     pub use self::allocate_producer_ids_generated::*;
+    mod topic_id_generated;
+    pub use self::topic_id_generated::*;
+    mod isr_member_generated;
+    pub use self::isr_member_generated::*;
+    mod alter_partition_generated;
+    pub use self::alter_partition_generated::*;
     mod forward_generated;
     pub use self::forward_generated::*;
     mod forward_topic_outcome_generated;
@@ -44,6 +50,8 @@ pub mod spool {
     pub use self::producer_ids_generated::*;
     mod not_controller_generated;
     pub use self::not_controller_generated::*;
+    mod alter_partition_answer_generated;
+    pub use self::alter_partition_answer_generated::*;
     mod forward_answer_generated;
     pub use self::forward_answer_generated::*;
     mod replica_fetch_partition_generated;

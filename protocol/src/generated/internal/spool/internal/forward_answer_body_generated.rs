@@ -5,14 +5,15 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_FORWARD_ANSWER_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_FORWARD_ANSWER_BODY: u8 = 3;
+pub const ENUM_MAX_FORWARD_ANSWER_BODY: u8 = 4;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_FORWARD_ANSWER_BODY: [ForwardAnswerBody; 4] = [
+pub const ENUM_VALUES_FORWARD_ANSWER_BODY: [ForwardAnswerBody; 5] = [
   ForwardAnswerBody::NONE,
   ForwardAnswerBody::TopicOutcomes,
   ForwardAnswerBody::ProducerIds,
   ForwardAnswerBody::NotController,
+  ForwardAnswerBody::AlterPartitionAnswer,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -24,14 +25,16 @@ impl ForwardAnswerBody {
   pub const TopicOutcomes: Self = Self(1);
   pub const ProducerIds: Self = Self(2);
   pub const NotController: Self = Self(3);
+  pub const AlterPartitionAnswer: Self = Self(4);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 3;
+  pub const ENUM_MAX: u8 = 4;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::TopicOutcomes,
     Self::ProducerIds,
     Self::NotController,
+    Self::AlterPartitionAnswer,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -40,6 +43,7 @@ impl ForwardAnswerBody {
       Self::TopicOutcomes => Some("TopicOutcomes"),
       Self::ProducerIds => Some("ProducerIds"),
       Self::NotController => Some("NotController"),
+      Self::AlterPartitionAnswer => Some("AlterPartitionAnswer"),
       _ => None,
     }
   }
@@ -104,6 +108,7 @@ pub enum ForwardAnswerBodyT {
   TopicOutcomes(alloc::boxed::Box<TopicOutcomesT>),
   ProducerIds(alloc::boxed::Box<ProducerIdsT>),
   NotController(alloc::boxed::Box<NotControllerT>),
+  AlterPartitionAnswer(alloc::boxed::Box<AlterPartitionAnswerT>),
 }
 impl Default for ForwardAnswerBodyT {
   fn default() -> Self {
@@ -117,6 +122,7 @@ impl ForwardAnswerBodyT {
       Self::TopicOutcomes(_) => ForwardAnswerBody::TopicOutcomes,
       Self::ProducerIds(_) => ForwardAnswerBody::ProducerIds,
       Self::NotController(_) => ForwardAnswerBody::NotController,
+      Self::AlterPartitionAnswer(_) => ForwardAnswerBody::AlterPartitionAnswer,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -125,6 +131,7 @@ impl ForwardAnswerBodyT {
       Self::TopicOutcomes(v) => Some(v.pack(fbb).as_union_value()),
       Self::ProducerIds(v) => Some(v.pack(fbb).as_union_value()),
       Self::NotController(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AlterPartitionAnswer(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned TopicOutcomesT, setting the union to NONE.
@@ -189,5 +196,26 @@ impl ForwardAnswerBodyT {
   /// If the union variant matches, return a mutable reference to the NotControllerT.
   pub fn as_not_controller_mut(&mut self) -> Option<&mut NotControllerT> {
     if let Self::NotController(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AlterPartitionAnswerT, setting the union to NONE.
+  pub fn take_alter_partition_answer(&mut self) -> Option<alloc::boxed::Box<AlterPartitionAnswerT>> {
+    if let Self::AlterPartitionAnswer(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AlterPartitionAnswer(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AlterPartitionAnswerT.
+  pub fn as_alter_partition_answer(&self) -> Option<&AlterPartitionAnswerT> {
+    if let Self::AlterPartitionAnswer(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AlterPartitionAnswerT.
+  pub fn as_alter_partition_answer_mut(&mut self) -> Option<&mut AlterPartitionAnswerT> {
+    if let Self::AlterPartitionAnswer(v) = self { Some(v.as_mut()) } else { None }
   }
 }

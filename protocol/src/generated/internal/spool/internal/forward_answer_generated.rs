@@ -55,6 +55,11 @@ impl<'a> ForwardAnswer<'a> {
             .expect("Invalid union table, expected `ForwardAnswerBody::NotController`.")
             .unpack()
       )),
+      ForwardAnswerBody::AlterPartitionAnswer => ForwardAnswerBodyT::AlterPartitionAnswer(alloc::boxed::Box::new(
+        self.answer_as_alter_partition_answer()
+            .expect("Invalid union table, expected `ForwardAnswerBody::AlterPartitionAnswer`.")
+            .unpack()
+      )),
       _ => ForwardAnswerBodyT::NONE,
     };
     ForwardAnswerT {
@@ -121,6 +126,21 @@ impl<'a> ForwardAnswer<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn answer_as_alter_partition_answer(&self) -> Option<AlterPartitionAnswer<'a>> {
+    if self.answer_type() == ForwardAnswerBody::AlterPartitionAnswer {
+      self.answer().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AlterPartitionAnswer::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for ForwardAnswer<'_> {
@@ -134,6 +154,7 @@ impl ::flatbuffers::Verifiable for ForwardAnswer<'_> {
           ForwardAnswerBody::TopicOutcomes => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<TopicOutcomes>>("ForwardAnswerBody::TopicOutcomes", pos),
           ForwardAnswerBody::ProducerIds => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ProducerIds>>("ForwardAnswerBody::ProducerIds", pos),
           ForwardAnswerBody::NotController => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<NotController>>("ForwardAnswerBody::NotController", pos),
+          ForwardAnswerBody::AlterPartitionAnswer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AlterPartitionAnswer>>("ForwardAnswerBody::AlterPartitionAnswer", pos),
           _ => Ok(()),
         }
      })?
@@ -204,6 +225,13 @@ impl ::core::fmt::Debug for ForwardAnswer<'_> {
         },
         ForwardAnswerBody::NotController => {
           if let Some(x) = self.answer_as_not_controller() {
+            ds.field("answer", &x)
+          } else {
+            ds.field("answer", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ForwardAnswerBody::AlterPartitionAnswer => {
+          if let Some(x) = self.answer_as_alter_partition_answer() {
             ds.field("answer", &x)
           } else {
             ds.field("answer", &"InvalidFlatbuffer: Union discriminant does not match value.")

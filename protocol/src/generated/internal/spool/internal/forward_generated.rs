@@ -55,6 +55,11 @@ impl<'a> Forward<'a> {
             .expect("Invalid union table, expected `ForwardOp::AllocateProducerIds`.")
             .unpack()
       )),
+      ForwardOp::AlterPartition => ForwardOpT::AlterPartition(alloc::boxed::Box::new(
+        self.op_as_alter_partition()
+            .expect("Invalid union table, expected `ForwardOp::AlterPartition`.")
+            .unpack()
+      )),
       _ => ForwardOpT::NONE,
     };
     ForwardT {
@@ -121,6 +126,21 @@ impl<'a> Forward<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn op_as_alter_partition(&self) -> Option<AlterPartition<'a>> {
+    if self.op_type() == ForwardOp::AlterPartition {
+      self.op().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AlterPartition::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for Forward<'_> {
@@ -134,6 +154,7 @@ impl ::flatbuffers::Verifiable for Forward<'_> {
           ForwardOp::CreateTopics => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<CreateTopics>>("ForwardOp::CreateTopics", pos),
           ForwardOp::DeleteTopics => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DeleteTopics>>("ForwardOp::DeleteTopics", pos),
           ForwardOp::AllocateProducerIds => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AllocateProducerIds>>("ForwardOp::AllocateProducerIds", pos),
+          ForwardOp::AlterPartition => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AlterPartition>>("ForwardOp::AlterPartition", pos),
           _ => Ok(()),
         }
      })?
@@ -204,6 +225,13 @@ impl ::core::fmt::Debug for Forward<'_> {
         },
         ForwardOp::AllocateProducerIds => {
           if let Some(x) = self.op_as_allocate_producer_ids() {
+            ds.field("op", &x)
+          } else {
+            ds.field("op", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ForwardOp::AlterPartition => {
+          if let Some(x) = self.op_as_alter_partition() {
             ds.field("op", &x)
           } else {
             ds.field("op", &"InvalidFlatbuffer: Union discriminant does not match value.")

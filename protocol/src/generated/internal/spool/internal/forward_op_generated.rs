@@ -5,14 +5,15 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_FORWARD_OP: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_FORWARD_OP: u8 = 3;
+pub const ENUM_MAX_FORWARD_OP: u8 = 4;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_FORWARD_OP: [ForwardOp; 4] = [
+pub const ENUM_VALUES_FORWARD_OP: [ForwardOp; 5] = [
   ForwardOp::NONE,
   ForwardOp::CreateTopics,
   ForwardOp::DeleteTopics,
   ForwardOp::AllocateProducerIds,
+  ForwardOp::AlterPartition,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -24,14 +25,16 @@ impl ForwardOp {
   pub const CreateTopics: Self = Self(1);
   pub const DeleteTopics: Self = Self(2);
   pub const AllocateProducerIds: Self = Self(3);
+  pub const AlterPartition: Self = Self(4);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 3;
+  pub const ENUM_MAX: u8 = 4;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::CreateTopics,
     Self::DeleteTopics,
     Self::AllocateProducerIds,
+    Self::AlterPartition,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -40,6 +43,7 @@ impl ForwardOp {
       Self::CreateTopics => Some("CreateTopics"),
       Self::DeleteTopics => Some("DeleteTopics"),
       Self::AllocateProducerIds => Some("AllocateProducerIds"),
+      Self::AlterPartition => Some("AlterPartition"),
       _ => None,
     }
   }
@@ -104,6 +108,7 @@ pub enum ForwardOpT {
   CreateTopics(alloc::boxed::Box<CreateTopicsT>),
   DeleteTopics(alloc::boxed::Box<DeleteTopicsT>),
   AllocateProducerIds(alloc::boxed::Box<AllocateProducerIdsT>),
+  AlterPartition(alloc::boxed::Box<AlterPartitionT>),
 }
 impl Default for ForwardOpT {
   fn default() -> Self {
@@ -117,6 +122,7 @@ impl ForwardOpT {
       Self::CreateTopics(_) => ForwardOp::CreateTopics,
       Self::DeleteTopics(_) => ForwardOp::DeleteTopics,
       Self::AllocateProducerIds(_) => ForwardOp::AllocateProducerIds,
+      Self::AlterPartition(_) => ForwardOp::AlterPartition,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -125,6 +131,7 @@ impl ForwardOpT {
       Self::CreateTopics(v) => Some(v.pack(fbb).as_union_value()),
       Self::DeleteTopics(v) => Some(v.pack(fbb).as_union_value()),
       Self::AllocateProducerIds(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AlterPartition(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned CreateTopicsT, setting the union to NONE.
@@ -189,5 +196,26 @@ impl ForwardOpT {
   /// If the union variant matches, return a mutable reference to the AllocateProducerIdsT.
   pub fn as_allocate_producer_ids_mut(&mut self) -> Option<&mut AllocateProducerIdsT> {
     if let Self::AllocateProducerIds(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AlterPartitionT, setting the union to NONE.
+  pub fn take_alter_partition(&mut self) -> Option<alloc::boxed::Box<AlterPartitionT>> {
+    if let Self::AlterPartition(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AlterPartition(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AlterPartitionT.
+  pub fn as_alter_partition(&self) -> Option<&AlterPartitionT> {
+    if let Self::AlterPartition(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AlterPartitionT.
+  pub fn as_alter_partition_mut(&mut self) -> Option<&mut AlterPartitionT> {
+    if let Self::AlterPartition(v) = self { Some(v.as_mut()) } else { None }
   }
 }
