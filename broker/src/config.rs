@@ -58,6 +58,14 @@ pub struct ServeArgs {
     /// Default `retention.ms` for new topics (-1: forever).
     #[arg(long, env = "SPOOL_RETENTION_MS", default_value_t = topic_config::RETENTION_MS_DEFAULT, allow_negative_numbers = true)]
     pub retention_ms: i64,
+    /// Kafka's `min.insync.replicas` for topics that do not set it: acks=all needs this many
+    /// in-sync replicas (capped by the replication factor).
+    #[arg(long, env = "SPOOL_MIN_INSYNC_REPLICAS", default_value_t = spool_core::topic_config::MIN_INSYNC_REPLICAS_DEFAULT)]
+    pub min_insync_replicas: u32,
+    /// Kafka's `replica.lag.time.max.ms` for topics that do not set it: a follower that has not
+    /// caught up with its leader for this long leaves the in-sync replicas.
+    #[arg(long, env = "SPOOL_REPLICA_LAG_TIME_MAX_MS", default_value_t = spool_core::topic_config::REPLICA_LAG_TIME_MAX_MS_DEFAULT)]
+    pub replica_lag_time_max_ms: u64,
     /// Kafka wire protocol port (on `--host`).
     #[arg(long, env = "SPOOL_KAFKA_PORT", default_value_t = 9092)]
     pub kafka_port: u16,
@@ -192,6 +200,12 @@ impl BrokerConfig {
                 "--cores must be between 1 and {available} (this machine's cores), got {cores}"
             ));
         }
+        if a.min_insync_replicas == 0 {
+            return Err("--min-insync-replicas must be at least 1".into());
+        }
+        if a.replica_lag_time_max_ms == 0 {
+            return Err("--replica-lag-time-max-ms must be at least 1".into());
+        }
         if a.max_in_flight_per_connection == 0 {
             return Err("--max-in-flight must be at least 1".into());
         }
@@ -291,6 +305,8 @@ impl BrokerConfig {
                 segment_bytes: a.segment_bytes,
                 retention_ms: (a.retention_ms >= 0).then_some(a.retention_ms),
                 max_message_bytes: a.max_message_bytes,
+                min_insync_replicas: a.min_insync_replicas,
+                replica_lag_time_max_ms: a.replica_lag_time_max_ms,
                 ..TopicDefaults::default()
             },
             controller_voters,

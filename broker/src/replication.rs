@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use spool_core::follower_fetch::FollowerFetch;
-use spool_core::isr_change::{BrokerStatus, ProposeInput};
+use spool_core::isr_change::{AlterPartitionAnswer, BrokerStatus, ProposeInput};
 use spool_protocol::internal::{
     InternalMessage, ReplicaFetch, ReplicaFetchPartition, REPLICA_FETCH_PARTITIONS_MAX,
 };
@@ -134,6 +134,7 @@ fn tick(shard: &Rc<Shard>, repl: &Rc<Replication>) {
         };
         tracing::info!(%tp, from = ?part.isr(), to = ?request.isr(), "asking the controller to change the ISR");
         let leader_epoch = request.leader_epoch;
+        let (isr_before, requested) = (part.isr().len(), request.isr());
         let call = AlterPartition {
             topic_id,
             partition: tp.partition,
@@ -143,18 +144,18 @@ fn tick(shard: &Rc<Shard>, repl: &Rc<Replication>) {
         glommio::spawn_local(async move {
             let answer = match shard.call(0, call).await {
                 Ok(a) => a,
-                Err(_) => spool_core::isr_change::AlterPartitionAnswer::Lost,
+                Err(_) => AlterPartitionAnswer::Lost,
             };
-            let applied = part.on_alter_answer(leader_epoch, answer, crate::clock::monotonic_ms());
-            match applied {
-                Some((before, after)) if after < before => {
-                    CoreMetrics::add(&shard.metrics.isr_shrinks, 1)
+            // Counted by what the controller committed (the metadata log may have brought the
+            // change to the partition before this answer did).
+            if let AlterPartitionAnswer::Committed(l) = &answer {
+                if l.isr == requested && l.isr.len() < isr_before {
+                    CoreMetrics::add(&shard.metrics.isr_shrinks, 1);
+                } else if l.isr == requested && l.isr.len() > isr_before {
+                    CoreMetrics::add(&shard.metrics.isr_expands, 1);
                 }
-                Some((before, after)) if after > before => {
-                    CoreMetrics::add(&shard.metrics.isr_expands, 1)
-                }
-                _ => {}
             }
+            part.on_alter_answer(leader_epoch, answer, crate::clock::monotonic_ms());
         })
         .detach();
     }

@@ -7,8 +7,10 @@
 
 use std::time::Duration;
 
-use spool_protocol::client::producer::Acks;
-use spool_protocol::client::ProducerRecord;
+use spool_protocol::client::blocking::Producer;
+use spool_protocol::client::producer::{Acks, ProducerConfig};
+use spool_protocol::client::{ClientError, ProducerRecord};
+use spool_protocol::ErrorCode;
 use spool_tests::checker::{assert_none, duplicates, missing_acked, out_of_order, Acked};
 use spool_tests::cli::spool_ok;
 use spool_tests::cluster::{Cluster, PartitionRow};
@@ -24,7 +26,15 @@ const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// victim: a broker that is not the controller and leads at least one partition, with those
 /// partitions.
 fn cluster_with_topic(topic: &str, extra: &[&str]) -> (Cluster, i32, i32, Vec<i32>) {
-    let cluster = Cluster::start(3);
+    cluster_with_topic_on(Cluster::start(3), topic, extra)
+}
+
+/// [`cluster_with_topic`] on a cluster the caller started.
+fn cluster_with_topic_on(
+    cluster: Cluster,
+    topic: &str,
+    extra: &[&str],
+) -> (Cluster, i32, i32, Vec<i32>) {
     let controller = cluster.wait_healthy();
     let partitions = PARTITIONS.to_string();
     let mut args = vec![
@@ -265,4 +275,126 @@ fn a_leader_cut_off_from_the_others_loses_only_its_unreplicated_tail() {
             .is_some_and(|v| stranded_values.contains(v))),
         "a consumer on the isolated leader never saw its unreplicated records"
     );
+}
+
+/// Sum of a counter over node `id`'s cores.
+fn counter_sum(cluster: &Cluster, id: i32, name: &str) -> i64 {
+    let text =
+        spool_tests::http::get(cluster.node(id).admin_addr(), "/metrics").unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<i64>().ok())
+        .sum()
+}
+
+#[test]
+fn a_paused_follower_leaves_the_isr_the_producer_carries_on_and_it_rejoins() {
+    // A long broker session, so the paused follower stays registered: it is the leaders' lag
+    // rule (replica.lag.time.max.ms, 3 s here) that takes it out of the ISR.
+    let cluster = Cluster::start_with_args(3, &["--broker-session-timeout-ms", "60000"]);
+    let (mut cluster, controller, _, _) = cluster_with_topic_on(
+        cluster,
+        "paused",
+        &["--config", "replica.lag.time.max.ms=3000"],
+    );
+    let rows = cluster.describe(controller, "paused");
+    // The producer writes partition 0 only (a paused broker that leads a partition stalls
+    // it: nothing fences it during a 60 s session); its follower that is not the controller
+    // is paused.
+    let partition = 0;
+    let leader = rows[0].leader;
+    let follower = (1..=3)
+        .find(|&i| i != controller && i != leader)
+        .expect("a follower that is not the controller");
+    let producer = PacedProducer::start(cluster.node(controller), "paused", 1, 0);
+    producer.wait_past(5);
+    cluster.node_mut(follower).pause();
+    cluster.wait_until("the paused follower out of the ISR", |c| {
+        let rows = c.describe(controller, "paused");
+        (!rows[partition as usize].isr.contains(&follower)).then_some(())
+    });
+    // Two of three in sync meet min.insync.replicas (2): acks=all goes on.
+    let during = producer.acked_count();
+    producer.wait_past(during + 5);
+    cluster.node_mut(follower).resume();
+    cluster.wait_until("the follower back in every ISR", |c| {
+        let rows = c.describe(controller, "paused");
+        rows.iter().all(|r| r.isr.contains(&follower)).then_some(())
+    });
+    let after = producer.acked_count();
+    producer.wait_past(after + 5);
+    let acked = producer.stop();
+    assert!(
+        counter_sum(&cluster, leader, "spool_isr_shrinks_total") >= 1
+            && counter_sum(&cluster, leader, "spool_isr_expands_total") >= 1,
+        "the leader counted the shrink and the expansion:\n{}",
+        cluster.node(leader).metrics()
+    );
+    check_everything_acknowledged_is_there(&cluster, controller, "paused", &acked);
+}
+
+#[test]
+fn with_min_isr_3_and_a_broker_down_acks_all_is_refused_and_acks_1_goes_on() {
+    let (mut cluster, controller, victim, _) =
+        cluster_with_topic("strict", &["--config", "min.insync.replicas=3"]);
+    let before = produce_to(cluster.node(controller), "strict", 0, 0..10, Acks::All);
+    cluster.node_mut(victim).kill9();
+    // Once the controller fences it, every ISR is two brokers.
+    cluster.wait_until("the victim out of every ISR", |c| {
+        let rows = c.describe(controller, "strict");
+        rows.iter()
+            .all(|r| !r.isr.contains(&victim) && r.leader >= 0)
+            .then_some(())
+    });
+    let end_before =
+        spool_tests::client::end_offsets(cluster.node(controller), "strict", PARTITIONS);
+    // acks=all: NOT_ENOUGH_REPLICAS, nothing appended (the end offsets do not move). The
+    // code is retriable; a producer without retries shows it.
+    let config = ProducerConfig {
+        retries: 0,
+        ..spool_tests::client::producer_config(Acks::All)
+    };
+    let producer =
+        Producer::new(&[&cluster.node(controller).bootstrap()], config).expect("a producer");
+    for p in 0..PARTITIONS {
+        let record = ProducerRecord::new("strict", spool_tests::paced::value(1000 + p as u64))
+            .with_partition(p);
+        let outcome = producer.send(record).and_then(|d| d.wait());
+        assert!(
+            matches!(
+                outcome,
+                Err(ClientError::Broker {
+                    code: ErrorCode::NotEnoughReplicas,
+                    ..
+                })
+            ),
+            "partition {p}: acks=all with two of three in sync and min ISR 3: {outcome:?}"
+        );
+    }
+    let _ = producer.close(spool_tests::client::OPERATION_TIMEOUT_MS);
+    assert_eq!(
+        spool_tests::client::end_offsets(cluster.node(controller), "strict", PARTITIONS),
+        end_before,
+        "a refused acks=all appended nothing"
+    );
+    // acks=1 is the leader's alone: it still works.
+    let acks1 = produce_to(
+        cluster.node(controller),
+        "strict",
+        0,
+        100..110,
+        Acks::Leader,
+    );
+    // The victim returns, catches up and rejoins: nothing acknowledged is lost, and acks=all
+    // works again.
+    cluster.node_mut(victim).restart();
+    cluster.wait_until("the victim back in every ISR", |c| {
+        let rows = c.describe(controller, "strict");
+        rows.iter().all(|r| r.isr.contains(&victim)).then_some(())
+    });
+    let again = produce_to(cluster.node(controller), "strict", 0, 200..210, Acks::All);
+    let mut acked = before;
+    acked.extend(acks1);
+    acked.extend(again);
+    check_everything_acknowledged_is_there(&cluster, controller, "strict", &acked);
 }

@@ -287,15 +287,8 @@ impl Partition {
         Some(request)
     }
 
-    /// The controller's answer to the ISR change this leader sent at `leader_epoch`; the ISR's
-    /// size before and after when the change was applied.
-    pub fn on_alter_answer(
-        &self,
-        leader_epoch: i32,
-        answer: AlterPartitionAnswer,
-        now_ms: u64,
-    ) -> Option<(usize, usize)> {
-        let before = self.isr().len();
+    /// The controller's answer to the ISR change this leader sent at `leader_epoch`.
+    pub fn on_alter_answer(&self, leader_epoch: i32, answer: AlterPartitionAnswer, now_ms: u64) {
         let outcome = {
             let mut role = self.role.borrow_mut();
             match &mut *role {
@@ -311,15 +304,10 @@ impl Partition {
         self.release(now_ms);
         match outcome {
             Some(AnswerOutcome::Applied) => {
-                let isr = self.isr();
-                tracing::info!(tp = %self.tp, ?isr, "ISR changed");
-                Some((before, isr.len()))
+                tracing::info!(tp = %self.tp, isr = ?self.isr(), "ISR changed")
             }
-            Some(other) => {
-                tracing::debug!(tp = %self.tp, ?other, "ISR change not applied");
-                None
-            }
-            None => None,
+            Some(other) => tracing::debug!(tp = %self.tp, ?other, "ISR change not applied"),
+            None => {}
         }
     }
 
