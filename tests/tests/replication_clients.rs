@@ -1,0 +1,283 @@
+//! Replication seen by clients (the replication issue's items 7 and 10): librdkafka's idempotent
+//! producer at acks=all through `kill -9` of a partition leader, and a consumer group through
+//! `kill -9` of its coordinator's broker. Afterwards the checker counts what was acknowledged,
+//! read back, missing and duplicated; the promise is none missing and none twice.
+//!
+//! Every wait is on a condition with a deadline; nothing sleeps to hope.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+use spool_tests::checker::{assert_none, Acked};
+use spool_tests::cli::spool_ok;
+use spool_tests::cluster::Cluster;
+use spool_tests::group_checks::{missing, printed_twice};
+use spool_tests::group_consumer::{GroupConsumer, MemberOptions};
+
+const PARTITIONS: i32 = 3;
+/// Messages librdkafka sends before the kill, and after.
+const BEFORE_KILL: u64 = 2_000;
+const AFTER_KILL: u64 = 2_000;
+/// Bound on librdkafka delivering everything (a debug-build cluster on a busy machine).
+const PRODUCE_TIMEOUT: Duration = Duration::from_secs(180);
+/// Bound on reading everything back.
+const READ_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A healthy three-node cluster (small `__consumer_offsets`) with `topic` at RF 3; the
+/// controller's id.
+fn cluster_with_topic(topic: &str) -> (Cluster, i32) {
+    let cluster = Cluster::start_with_args(3, &["--offsets-topic-partitions", "3"]);
+    let controller = cluster.wait_healthy();
+    spool_ok(
+        cluster.node(controller),
+        &[
+            "topic",
+            "create",
+            topic,
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "--replication-factor",
+            "3",
+        ],
+        "",
+    );
+    cluster.wait_until("the topic on every node", |c| {
+        (1..=3)
+            .all(|i| c.describe(i, topic).len() == PARTITIONS as usize)
+            .then_some(())
+    });
+    (cluster, controller)
+}
+
+/// Delivery reports as librdkafka hands them over: (sequence number, partition and offset, or
+/// why not).
+#[derive(Default)]
+struct Deliveries {
+    reports: Mutex<Vec<(u64, Result<(i32, i64), String>)>>,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, seq: usize) {
+        let outcome = match result {
+            Ok(m) => Ok((m.partition(), m.offset())),
+            Err((e, _)) => Err(e.to_string()),
+        };
+        self.reports
+            .lock()
+            .expect("delivery reports")
+            .push((seq as u64, outcome));
+    }
+}
+
+fn queue(producer: &BaseProducer<Deliveries>, topic: &str, seqs: std::ops::Range<u64>) {
+    let deadline = Instant::now() + PRODUCE_TIMEOUT;
+    for seq in seqs {
+        let (key, value) = (format!("k-{}", seq % 97), format!("g-{seq}"));
+        let mut record = BaseRecord::with_opaque_to(topic, seq as usize)
+            .key(&key)
+            .payload(&value);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    assert!(Instant::now() < deadline, "librdkafka's queue stayed full");
+                    record = back;
+                    producer.poll(Duration::from_millis(50));
+                }
+                Err((e, _)) => panic!("queueing message {seq}: {e}"),
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+}
+
+#[test]
+fn librdkafka_at_acks_all_through_kill_9_of_a_leader_loses_and_duplicates_nothing() {
+    let (mut cluster, controller) = cluster_with_topic("rd-durable");
+    let rows = cluster.describe(controller, "rd-durable");
+    let victim = rows
+        .iter()
+        .map(|r| r.leader)
+        .find(|&l| l != controller)
+        .expect("a partition led by a broker that is not the controller");
+    let producer: BaseProducer<Deliveries> = ClientConfig::new()
+        .set(
+            "bootstrap.servers",
+            cluster.node(controller).kafka_bootstrap(),
+        )
+        .set("client.id", "spool-tests-replication")
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "120000")
+        .create_with_context(Deliveries::default())
+        .expect("an rdkafka producer");
+    queue(&producer, "rd-durable", 0..BEFORE_KILL);
+    // Some of it acknowledged before the kill (the rest is in flight or queued).
+    let deadline = Instant::now() + PRODUCE_TIMEOUT;
+    while producer.context().reports.lock().expect("reports").len() < (BEFORE_KILL / 2) as usize {
+        assert!(Instant::now() < deadline, "no deliveries before the kill");
+        producer.poll(Duration::from_millis(50));
+    }
+    cluster.node_mut(victim).kill9();
+    queue(
+        &producer,
+        "rd-durable",
+        BEFORE_KILL..BEFORE_KILL + AFTER_KILL,
+    );
+    producer
+        .flush(PRODUCE_TIMEOUT)
+        .unwrap_or_else(|e| panic!("flush: {e}"));
+    let reports = std::mem::take(&mut *producer.context().reports.lock().expect("reports"));
+    let failed: Vec<String> = reports
+        .iter()
+        .filter_map(|(seq, r)| r.as_ref().err().map(|e| format!("message {seq}: {e}")))
+        .collect();
+    assert_none("delivery failures", &failed);
+    let acked: Vec<Acked> = reports
+        .iter()
+        .filter_map(|(seq, r)| {
+            let (partition, offset) = *r.as_ref().ok()?;
+            Some(Acked {
+                partition,
+                offset,
+                value: bytes::Bytes::from(format!("g-{seq}")),
+            })
+        })
+        .collect();
+    let survivor = (1..=3).find(|&i| i != victim).expect("a survivor");
+    let last = spool_tests::checker::last_acked_offsets(&acked);
+    let read = spool_tests::client::consume_until(
+        cluster.node(survivor),
+        "rd-durable",
+        PARTITIONS,
+        READ_TIMEOUT,
+        |r| spool_tests::checker::reached(r, &last),
+    );
+    let lost = spool_tests::checker::missing_acked(&acked, &read);
+    let twice = spool_tests::checker::duplicates(&read);
+    let mut values: BTreeMap<&[u8], usize> = BTreeMap::new();
+    for r in &read {
+        if let Some(v) = &r.value {
+            *values.entry(v.as_ref()).or_default() += 1;
+        }
+    }
+    let value_twice = values.values().filter(|&&n| n > 1).count();
+    // The figures the closing note quotes.
+    eprintln!(
+        "RESULT rdkafka_kill9 sent={} acknowledged={} read_back={} missing={} duplicated={} (offsets twice: {})",
+        BEFORE_KILL + AFTER_KILL,
+        acked.len(),
+        read.len(),
+        lost.len(),
+        value_twice,
+        twice.len()
+    );
+    assert_eq!(
+        acked.len() as u64,
+        BEFORE_KILL + AFTER_KILL,
+        "every message acknowledged"
+    );
+    assert_none("acknowledged messages read back", &lost);
+    assert_none("offsets read twice", &twice);
+    assert_eq!(
+        value_twice, 0,
+        "no message stored twice (idempotence across the failover)"
+    );
+}
+
+/// Java's `String.hashCode` (what Kafka's coordinator placement hashes), for group ids of ASCII.
+fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+#[test]
+fn a_group_survives_kill_9_of_its_coordinator_with_committed_offsets_intact() {
+    let (mut cluster, controller) = cluster_with_topic("grouped-failover");
+    let first = spool_tests::paced::produce_spread(
+        cluster.node(controller),
+        "grouped-failover",
+        PARTITIONS,
+        0,
+        30,
+    );
+    // The offsets topic exists once a member has looked for its coordinator.
+    let opts = MemberOptions::default();
+    let group = "survivors";
+    let bootstrap = cluster.node(controller);
+    let member = GroupConsumer::start(bootstrap, "m1", "grouped-failover", group, &opts);
+    spool_tests::group_consumer::wait_until("all 30 printed", READ_TIMEOUT, &[&member], || {
+        member.with(|o| missing("grouped-failover", &first, &[o]).is_empty())
+    });
+    assert_eq!(member.terminate().code(), Some(0), "{}", member.summary());
+    let committed_before = spool_tests::group_cli::describe(bootstrap, group).committed();
+    assert_eq!(
+        committed_before.values().sum::<i64>(),
+        30,
+        "all 30 committed before the kill: {committed_before:?}"
+    );
+    // The coordinator: the leader of the group's offsets partition.
+    let offsets_partition = (java_string_hash(group) & 0x7fff_ffff) % 3;
+    let coordinator =
+        cluster.describe(controller, "__consumer_offsets")[offsets_partition as usize].leader;
+    assert!(coordinator >= 1, "the offsets partition has a leader");
+    cluster.node_mut(coordinator).kill9();
+    let survivor = (1..=3).find(|&i| i != coordinator).expect("a survivor");
+    // The new coordinator answers from the replicated offsets: the same commits.
+    let committed_after = cluster.wait_until("the group described by a new coordinator", |c| {
+        let out = spool_tests::cli::spool(
+            c.node(survivor),
+            &["group", "describe", group, "--format", "json"],
+            "",
+        );
+        let d = spool_tests::group_cli::parse_description(&out.stdout).ok()?;
+        (!d.offsets.is_empty()).then(|| d.committed())
+    });
+    assert_eq!(
+        committed_after, committed_before,
+        "committed offsets survive the coordinator"
+    );
+    // The group goes on: a new member resumes at the committed offsets and reads only what
+    // came after.
+    let second = spool_tests::paced::produce_spread(
+        cluster.node(survivor),
+        "grouped-failover",
+        PARTITIONS,
+        30,
+        30,
+    );
+    let member = GroupConsumer::start(
+        cluster.node(survivor),
+        "m2",
+        "grouped-failover",
+        group,
+        &opts,
+    );
+    spool_tests::group_consumer::wait_until(
+        "the 30 new records printed",
+        READ_TIMEOUT,
+        &[&member],
+        || member.with(|o| missing("grouped-failover", &second, &[o]).is_empty()),
+    );
+    let out = member.snapshot();
+    let old: Vec<String> = out
+        .records
+        .iter()
+        .filter(|r| committed_before.get(&r.tp).is_some_and(|&c| r.offset < c))
+        .map(|r| format!("{}-{} offset {}", r.tp.topic, r.tp.partition, r.offset))
+        .collect();
+    assert_none("records below the committed offsets read again", &old);
+    assert_none("records printed twice", &printed_twice(&[("m2", &out)]));
+    assert_eq!(member.terminate().code(), Some(0), "{}", member.summary());
+}
