@@ -12,7 +12,7 @@ ulimit -l unlimited 2>/dev/null || true
 # The Kafka-port tests (tests/tests/kafka_*.rs) run clients nobody here wrote: Debian's kcat and
 # kafka-python are installed when missing; librdkafka itself is built by the rdkafka crate from its
 # bundled sources (configure + make with gcc, no cmake), so it needs nothing installed.
-echo "== Kafka test clients: kcat, kafka-python (installed if missing)"
+echo "== test tools: kcat, kafka-python, iptables (installed if missing)"
 # Each install's chatter is kept in a log, shown only when the install fails.
 install_log="$(mktemp)"
 trap 'rm -f "$install_log"' EXIT
@@ -28,6 +28,15 @@ if ! command -v kcat >/dev/null 2>&1; then
     quietly env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends kcat
   }
   apt_install_kcat || { quietly apt-get update && apt_install_kcat; }
+fi
+# The replication partition test cuts links between brokers with iptables (root only; it skips
+# with a message when iptables cannot be used).
+if ! command -v iptables >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "test.sh: iptables not found; installing Debian's iptables" >&2
+  apt_install_iptables() {
+    quietly env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends iptables
+  }
+  apt_install_iptables || { quietly apt-get update && apt_install_iptables; }
 fi
 if ! python3 -c 'import kafka' >/dev/null 2>&1; then
   echo "test.sh: kafka-python not found; installing it with pip" >&2

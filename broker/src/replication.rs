@@ -16,6 +16,15 @@
 //! Bounded: at most [`REPLICA_FETCH_PARTITIONS_MAX`] partitions and [`REPLICA_FETCH_MAX_BYTES`]
 //! per fetch, one fetch in flight per session, one ISR change in flight per partition. Never
 //! decides anything itself: every rule is the partition's (and spool-core's).
+//!
+//! Departure from DESIGN §7 ("one fetch session per (leader, follower, core)"): the sessions are
+//! per follower core, but the internal port listens on core 0 only (as raft does), so every
+//! session lands on the leader's core 0, and each partition's share hops over the core mesh to
+//! the core that owns it (`crate::internal_server`, `crate::replica_share`); the records come
+//! back over the mesh as copies (`read_copy`) and are sent as one buffer, not spliced from the
+//! segment files. On this two-core machine the hop and the copy are small next to the
+//! fdatasyncs; a per-core internal listener (a handshake naming the follower's core, or one port
+//! per core) is the fix when a profile says so.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

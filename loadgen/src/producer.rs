@@ -110,6 +110,7 @@ pub async fn run(
                                     st.totals.acked_bytes += bytes;
                                     record(&mut st.totals.latencies.produce_us, latency_us);
                                     st.totals.touch(now);
+                                    st.totals.on_ack(now);
                                 }
                                 if verify {
                                     st.acks.ack(id as u32, seq);

@@ -90,6 +90,11 @@ impl Outcome<'_> {
                 "{}",
                 latency_line("produce", &self.totals.latencies.produce_us)
             );
+            let _ = writeln!(
+                out,
+                "longest time between two acknowledgements: {:.3} ms",
+                self.totals.ack_gap_max_us as f64 / 1000.0
+            );
         }
         if s.kind.consumes() {
             let (m, mb) = self.consume_rates();
@@ -122,10 +127,12 @@ impl Outcome<'_> {
         let l = &self.totals.latencies;
         let _ = writeln!(
             out,
-            "LOADGEN mode={} produce_msgs_per_s={pm:.0} produce_mbps={pmb:.2} produce_p50_ms={:.3} produce_p99_ms={:.3} e2e_p50_ms={:.3} e2e_p99_ms={:.3} consume_msgs_per_s={cm:.0} consume_mbps={cmb:.2} errors={}",
+            "LOADGEN mode={} produce_msgs_per_s={pm:.0} produce_mbps={pmb:.2} produce_p50_ms={:.3} produce_p99_ms={:.3} produce_p999_ms={:.3} ack_gap_max_ms={:.3} e2e_p50_ms={:.3} e2e_p99_ms={:.3} consume_msgs_per_s={cm:.0} consume_mbps={cmb:.2} errors={}",
             s.kind.name(),
             pct_ms(&l.produce_us, 50.0),
             pct_ms(&l.produce_us, 99.0),
+            pct_ms(&l.produce_us, 99.9),
+            self.totals.ack_gap_max_us as f64 / 1000.0,
             pct_ms(&l.e2e_us, 50.0),
             pct_ms(&l.e2e_us, 99.0),
             self.errors.len() as u64 + self.totals.failed_sends,
@@ -152,6 +159,7 @@ impl Outcome<'_> {
             "produce": {
                 "acked_msgs": self.totals.acked_msgs, "acked_bytes": self.totals.acked_bytes,
                 "failed_sends": self.totals.failed_sends,
+                "ack_gap_max_ms": self.totals.ack_gap_max_us as f64 / 1000.0,
                 "msgs_per_s": pm, "mbps": pmb,
                 "latency": latency_json(&self.totals.latencies.produce_us),
             },

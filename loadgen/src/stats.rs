@@ -90,6 +90,10 @@ pub struct Totals {
     /// First and last event counted, for the window's length.
     pub first_event: Option<Instant>,
     pub last_event: Option<Instant>,
+    /// The latest acknowledgement, and the longest time between two (the failover gap: how
+    /// long producers went without an acknowledgement when a leader was killed).
+    pub last_ack: Option<Instant>,
+    pub ack_gap_max_us: u64,
 }
 
 impl Totals {
@@ -98,7 +102,21 @@ impl Totals {
         self.last_event = Some(self.last_event.map_or(at, |l| l.max(at)));
     }
 
+    /// An acknowledgement arrived at `at`.
+    pub fn on_ack(&mut self, at: Instant) {
+        if let Some(last) = self.last_ack {
+            let gap_us = at.saturating_duration_since(last).as_micros();
+            self.ack_gap_max_us = self
+                .ack_gap_max_us
+                .max(gap_us.try_into().unwrap_or(u64::MAX));
+        }
+        self.last_ack = Some(self.last_ack.map_or(at, |l| l.max(at)));
+    }
+
+    /// Merging executors' totals keeps the largest gap any one of them saw (each executor's
+    /// producers see the same failover; with `--cores 1` it is exact).
     pub fn merge(&mut self, other: &Totals) {
+        self.ack_gap_max_us = self.ack_gap_max_us.max(other.ack_gap_max_us);
         self.latencies.merge(&other.latencies);
         self.acked_msgs += other.acked_msgs;
         self.acked_bytes += other.acked_bytes;

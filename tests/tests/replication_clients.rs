@@ -55,11 +55,13 @@ fn cluster_with_topic(topic: &str) -> (Cluster, i32) {
     (cluster, controller)
 }
 
-/// Delivery reports as librdkafka hands them over: (sequence number, partition and offset, or
-/// why not).
+/// One delivery report as librdkafka hands it over: sequence number, partition and offset, or
+/// why not.
+type Report = (u64, Result<(i32, i64), String>);
+
 #[derive(Default)]
 struct Deliveries {
-    reports: Mutex<Vec<(u64, Result<(i32, i64), String>)>>,
+    reports: Mutex<Vec<Report>>,
 }
 
 impl ClientContext for Deliveries {}
