@@ -19,10 +19,10 @@ use spool_core::group::{GroupAnswer, GroupCall};
 use spool_core::isr_change::AlterPartitionAnswer;
 
 use crate::requests::{
-    AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, FetchPartition, FetchResult,
-    ListOffsetsPartition, ListOffsetsResult, MetricsText, ProducePartition, ProduceResult,
-    ProducerIdRange, QuorumQuery, ReplicaFetchRead, ReplicaFetchShare, TopicOutcome,
-    WatchPartitions,
+    AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, EpochEndAnswer,
+    EpochEndQuery, FetchPartition, FetchResult, ListOffsetsPartition, ListOffsetsResult,
+    MetricsText, ProducePartition, ProduceResult, ProducerIdRange, QuorumQuery, ReplicaFetchRead,
+    ReplicaFetchShare, TopicOutcome, WatchPartitions,
 };
 
 /// A request one core can send another; [`Call::Reply`] is what comes back.
@@ -85,6 +85,8 @@ calls! {
     /// Reads one partition below its high watermark.
     Fetch(FetchPartition) -> FetchResult => fetch;
     ListOffsets(ListOffsetsPartition) -> ListOffsetsResult => list_offsets;
+    /// Where a leader epoch ends in the log of a partition this core owns.
+    OffsetForLeaderEpoch(EpochEndQuery) -> EpochEndAnswer => offset_for_leader_epoch;
     /// Serves a follower's fetch for the partitions this core owns (a leader's half).
     ReplicaFetch(ReplicaFetchShare) -> Vec<ReplicaFetchRead> => replica_fetch;
     /// Waits for new data on some of the owner's partitions (a fetch's long poll).

@@ -13,8 +13,9 @@ use spool_core::fetch_wait::{self, FetchWait, Next};
 use spool_protocol::ErrorCode;
 
 use crate::requests::{
-    ControllerOp, FetchPartition, FetchResult, ListOffsetsPartition, ListOffsetsResult,
-    ProducePartition, ProduceResult, TopicOutcome, TopicPartition, WatchPartitions,
+    ControllerOp, EpochEndAnswer, EpochEndQuery, FetchPartition, FetchResult, ListOffsetsPartition,
+    ListOffsetsResult, ProducePartition, ProduceResult, TopicOutcome, TopicPartition,
+    WatchPartitions,
 };
 use crate::shard::Shard;
 
@@ -227,6 +228,26 @@ pub async fn list_offsets_partition(
         .call(owner, ListOffsetsPartition { tp, timestamp })
         .await
         .unwrap_or_else(|_| failed(ErrorCode::RequestTimedOut))
+}
+
+/// OffsetForLeaderEpoch for one partition, answered by its owner core on the leader.
+pub async fn offset_for_leader_epoch(shard: &Rc<Shard>, query: EpochEndQuery) -> EpochEndAnswer {
+    if shard
+        .partition_count(&query.tp.topic)
+        .is_none_or(|n| query.tp.partition < 0 || query.tp.partition >= n)
+    {
+        return Err(ErrorCode::UnknownTopicOrPartition);
+    }
+    if let Some(code) = shard.not_leader(&query.tp) {
+        return Err(code);
+    }
+    let Some(owner) = shard.owner(&query.tp) else {
+        return Err(ErrorCode::LeaderNotAvailable);
+    };
+    shard
+        .call(owner, query)
+        .await
+        .unwrap_or(Err(ErrorCode::RequestTimedOut))
 }
 
 /// Runs a metadata change on the controller (core 0); one outcome per name, in order.

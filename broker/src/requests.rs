@@ -161,6 +161,19 @@ impl ReplicaFetchRead {
     }
 }
 
+/// OffsetForLeaderEpoch for one partition, on its owner (KIP-101, KIP-320: consumers after a
+/// leader change, followers of old protocols): where `leader_epoch` ends in the leader's log.
+#[derive(Debug, Clone)]
+pub struct EpochEndQuery {
+    pub tp: TopicPartition,
+    /// The sender's view of the current leader epoch (`None`: not checked).
+    pub current_leader_epoch: Option<i32>,
+    pub leader_epoch: i32,
+}
+
+/// The answer: the epoch found and where it ends (UNDEFINED: -1, -1), or the error.
+pub type EpochEndAnswer = Result<spool_core::epoch_cache::EpochEndOffset, ErrorCode>;
+
 /// A topic to create, as the controller sees it.
 #[derive(Debug, Clone)]
 pub struct NewTopic {

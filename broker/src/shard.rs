@@ -28,10 +28,10 @@ use crate::group::driver::GroupDriver;
 use crate::group::CoordinatorConfig;
 use crate::local::Local;
 use crate::requests::{
-    AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, FetchPartition, FetchResult,
-    ListOffsetsPartition, ListOffsetsResult, MetricsText, ProducePartition, ProduceResult,
-    ProducerIdRange, QuorumQuery, ReplicaFetchRead, ReplicaFetchShare, TopicOutcome,
-    TopicPartition, WatchPartitions,
+    AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, EpochEndAnswer,
+    EpochEndQuery, FetchPartition, FetchResult, ListOffsetsPartition, ListOffsetsResult,
+    MetricsText, ProducePartition, ProduceResult, ProducerIdRange, QuorumQuery, ReplicaFetchRead,
+    ReplicaFetchShare, TopicOutcome, TopicPartition, WatchPartitions,
 };
 use crate::router::{Envelope, RouteError, Router};
 
@@ -213,6 +213,13 @@ impl Services for Shard {
         match controller {
             Some(c) => c.allocate_or_forward(self).await,
             None => Err(ErrorCode::NotController),
+        }
+    }
+
+    async fn offset_for_leader_epoch(self: &Rc<Self>, q: EpochEndQuery) -> EpochEndAnswer {
+        match self.partition(&q.tp) {
+            Some(part) => part.offset_for_leader_epoch(q.current_leader_epoch, q.leader_epoch),
+            None => Err(ErrorCode::NotLeaderOrFollower),
         }
     }
 

@@ -283,3 +283,114 @@ fn a_group_survives_kill_9_of_its_coordinator_with_committed_offsets_intact() {
     assert_none("records printed twice", &printed_twice(&[("m2", &out)]));
     assert_eq!(member.terminate().code(), Some(0), "{}", member.summary());
 }
+
+/// OffsetForLeaderEpoch v3 on a broker's Kafka port for partition 0 of `topic`; the answer's
+/// (error code, leader epoch, end offset).
+fn offset_for_leader_epoch(
+    addr: std::net::SocketAddr,
+    topic: &str,
+    current_leader_epoch: i32,
+    leader_epoch: i32,
+) -> (i16, i32, i64) {
+    use bytes::{Buf, BufMut, BytesMut};
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{
+        ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, RequestHeader, TopicName,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use std::io::{Read, Write};
+    let version = 3;
+    let mut body = BytesMut::new();
+    body.put_i32(0);
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::OffsetForLeaderEpoch as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_static_str("spool-tests")))
+        .encode(
+            &mut body,
+            ApiKey::OffsetForLeaderEpoch.request_header_version(version),
+        )
+        .expect("encoding the header");
+    OffsetForLeaderEpochRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(current_leader_epoch)
+                .with_leader_epoch(leader_epoch)])])
+        .encode(&mut body, version)
+        .expect("encoding the body");
+    let length = (body.len() - 4) as i32;
+    body[..4].copy_from_slice(&length.to_be_bytes());
+    let mut stream = std::net::TcpStream::connect(addr).expect("connecting to the Kafka port");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    stream.write_all(&body).expect("sending");
+    let mut prefix = [0u8; 4];
+    stream.read_exact(&mut prefix).expect("a response");
+    let mut frame = vec![0u8; i32::from_be_bytes(prefix) as usize];
+    stream.read_exact(&mut frame).expect("the whole response");
+    let mut frame = bytes::Bytes::from(frame);
+    assert_eq!(frame.get_i32(), 7, "the correlation id");
+    let r = OffsetForLeaderEpochResponse::decode(&mut frame, version).expect("a v3 body");
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.leader_epoch, p.end_offset)
+}
+
+#[test]
+fn offset_for_leader_epoch_names_where_the_old_epoch_ended_after_a_failover() {
+    let (mut cluster, controller) = cluster_with_topic("epochs");
+    let before = spool_tests::paced::produce_spread(cluster.node(controller), "epochs", 1, 0, 20);
+    assert_eq!(before.last().map(|a| a.offset), Some(19));
+    let leader = cluster.describe(controller, "epochs")[0].leader;
+    let follower = (1..=3).find(|&i| i != leader).expect("a follower");
+    // Only the leader answers; at epoch 0 its log ends at 20.
+    assert_eq!(
+        offset_for_leader_epoch(cluster.node(follower).kafka_addr(), "epochs", 0, 0).0,
+        6,
+        "a follower answers NOT_LEADER_OR_FOLLOWER"
+    );
+    assert_eq!(
+        offset_for_leader_epoch(cluster.node(leader).kafka_addr(), "epochs", 0, 0),
+        (0, 0, 20)
+    );
+    cluster.node_mut(leader).kill9();
+    let survivor = (1..=3).find(|&i| i != leader).expect("a survivor");
+    let row = cluster.wait_until("a new leader", |c| {
+        let r = c.describe(survivor, "epochs").into_iter().next()?;
+        (r.leader >= 0 && r.leader != leader).then_some(r)
+    });
+    assert!(row.leader_epoch >= 1, "a new leader epoch: {row:?}");
+    let more = spool_tests::paced::produce_spread(cluster.node(row.leader), "epochs", 1, 20, 5);
+    assert_eq!(
+        more.first().map(|a| a.offset),
+        Some(20),
+        "the new leader continues at 20"
+    );
+    let new_leader = cluster.node(row.leader).kafka_addr();
+    // Epoch 0 ended where the new epoch began (20); the current epoch ends at the log end.
+    assert_eq!(
+        offset_for_leader_epoch(new_leader, "epochs", row.leader_epoch, 0),
+        (0, 0, 20)
+    );
+    assert_eq!(
+        offset_for_leader_epoch(new_leader, "epochs", row.leader_epoch, row.leader_epoch),
+        (0, row.leader_epoch, 25)
+    );
+    // A consumer still at the old epoch is fenced (KIP-320), one ahead is told to wait.
+    assert_eq!(
+        offset_for_leader_epoch(new_leader, "epochs", 0, 0).0,
+        74,
+        "FENCED_LEADER_EPOCH"
+    );
+    assert_eq!(
+        offset_for_leader_epoch(new_leader, "epochs", row.leader_epoch + 1, 0).0,
+        75,
+        "UNKNOWN_LEADER_EPOCH"
+    );
+}

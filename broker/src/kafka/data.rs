@@ -11,12 +11,16 @@
 //!   `spool_protocol::kafka::fetch` and the record chunks (memory or segment-file ranges) are
 //!   written between its pieces by the same splice path as the native front.
 //! - ListOffsets (v1+): -2 earliest, -1 latest (the high watermark), otherwise by timestamp.
+//! - OffsetForLeaderEpoch (v2–v4): where an epoch ends in the leader's log (KIP-101), with the
+//!   KIP-320 check of the sender's current leader epoch — what a consumer asks after a leader
+//!   change to learn whether its position was truncated away.
 
 use std::rc::Rc;
 
 use kafka_protocol::messages::{
-    list_offsets_response, produce_response, FetchRequest, ListOffsetsRequest, ListOffsetsResponse,
-    ProduceRequest, ProduceResponse, TopicName,
+    list_offsets_response, offset_for_leader_epoch_response, produce_response, FetchRequest,
+    ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use spool_protocol::kafka::fetch::{
     encode_fetch_response, FetchPartitionFrame, FetchResponseFrame, FetchTopicFrame,
@@ -26,7 +30,9 @@ use spool_protocol::ErrorCode;
 use super::kstr;
 use crate::front_rules::{self, FetchAt, ProduceShare};
 use crate::handlers::Outgoing;
-use crate::requests::{FetchChunk, ListOffsetsResult, ProduceResult, TopicPartition};
+use crate::requests::{
+    EpochEndQuery, FetchChunk, ListOffsetsResult, ProduceResult, TopicPartition,
+};
 use crate::shard::Shard;
 
 /// Kafka's isolation level for read_committed fetches.
@@ -183,6 +189,44 @@ pub async fn list_offsets(
         );
     }
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+pub async fn offset_for_leader_epoch(
+    shard: &Rc<Shard>,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let name = t.topic.0.as_str().to_owned();
+        let mut parts = Vec::with_capacity(t.partitions.len());
+        for p in t.partitions {
+            let query = EpochEndQuery {
+                tp: TopicPartition::new(name.clone(), p.partition),
+                // -1 on the wire: not checked (Kafka's rule for old clients).
+                current_leader_epoch: (p.current_leader_epoch >= 0)
+                    .then_some(p.current_leader_epoch),
+                leader_epoch: p.leader_epoch,
+            };
+            let answer = crate::ops::offset_for_leader_epoch(shard, query).await;
+            let part = offset_for_leader_epoch_response::EpochEndOffset::default()
+                .with_partition(p.partition);
+            parts.push(match answer {
+                Ok(e) => part
+                    .with_leader_epoch(e.epoch)
+                    .with_end_offset(e.end_offset),
+                Err(code) => part
+                    .with_error_code(code as i16)
+                    .with_leader_epoch(-1)
+                    .with_end_offset(-1),
+            });
+        }
+        topics.push(
+            offset_for_leader_epoch_response::OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic)
+                .with_partitions(parts),
+        );
+    }
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
 }
 
 /// One partition's ListOffsets answer; the leader epoch exists from v4.

@@ -100,6 +100,9 @@ api_table! {
     InitProducerId 0..=4 InitProducerId(r) => {
         cx.reply(admin::init_producer_id(cx.shard, r).await)
     },
+    OffsetForLeaderEpoch 2..=4 OffsetForLeaderEpoch(r) => {
+        cx.reply(data::offset_for_leader_epoch(cx.shard, r).await)
+    },
     DescribeConfigs 1..=4 DescribeConfigs(r) => {
         cx.reply(admin::describe_configs(cx.shard, r))
     },

@@ -250,6 +250,32 @@ impl Partition {
         answer
     }
 
+    /// OffsetForLeaderEpoch on this partition: only its leader answers, after the KIP-320 check
+    /// of the sender's current leader epoch (spool-core's `follower_fetch::offset_for_leader_epoch`).
+    pub fn offset_for_leader_epoch(
+        &self,
+        current_leader_epoch: Option<i32>,
+        leader_epoch: i32,
+    ) -> Result<spool_core::epoch_cache::EpochEndOffset, ErrorCode> {
+        let epochs = self.log.leader_epochs();
+        let role = self.role.borrow();
+        let replicas: &[i32] = match &*role {
+            Role::Leader(l) => &l.state.leadership().replicas,
+            Role::Follower(_) => &[],
+        };
+        let view = LeaderView {
+            is_leader: role.is_leader(),
+            leader_epoch: role.leader_epoch(),
+            replicas,
+            broker_epochs: &BTreeMap::new(),
+            epochs: &epochs,
+            log_start_offset: self.log.log_start_offset(),
+            log_end_offset: self.log.log_end_offset(),
+        };
+        follower_fetch::offset_for_leader_epoch(current_leader_epoch, leader_epoch, &view)
+            .map_err(|r| r.error_code())
+    }
+
     /// Whether a follower's fetch from `offset` would find records now (its long poll waits
     /// for this).
     pub fn has_data_past(&self, offset: u64) -> bool {
