@@ -398,3 +398,44 @@ fn with_min_isr_3_and_a_broker_down_acks_all_is_refused_and_acks_1_goes_on() {
     acked.extend(again);
     check_everything_acknowledged_is_there(&cluster, controller, "strict", &acked);
 }
+
+#[test]
+fn acks_all_answers_request_timed_out_when_the_isr_cannot_catch_up_in_time() {
+    // Long sessions and lag: the paused followers stay registered and in the ISR, so the high
+    // watermark cannot cover the batch, and the request's own timeout_ms answers it.
+    let cluster = Cluster::start_with_args(3, &["--broker-session-timeout-ms", "60000"]);
+    let (mut cluster, controller, _, _) = cluster_with_topic_on(cluster, "slow", &[]);
+    let leader = cluster.describe(controller, "slow")[0].leader;
+    let followers: Vec<i32> = (1..=3).filter(|&i| i != leader).collect();
+    // Acknowledged while every replica runs.
+    let before = produce_to(cluster.node(leader), "slow", 0, 0..5, Acks::All);
+    for &f in &followers {
+        cluster.node_mut(f).pause();
+    }
+    let mut conn = spool_tests::wire::RawConn::connect(cluster.node(leader).native_addr())
+        .expect("connecting to the leader");
+    let mut b = spool_storage::records::BatchBuilder::new(1_700_000_000_000);
+    // Sequence 7: between what came before and after, for the order check.
+    b.push(1_700_000_000_000, None, Some(spool_tests::paced::value(7)));
+    let batch = b.build().expect("a batch").freeze();
+    let (mut body, payload) = spool_tests::wire::produce_body("slow", 0, -1, batch);
+    if let spool_protocol::wire::RequestBodyT::ProduceRequest(r) = &mut body {
+        r.timeout_ms = 500;
+    }
+    let r = conn.request(body, 0, payload).expect("a produce response");
+    let (code, _) = spool_tests::wire::produce_outcome(&r).expect("a produce outcome");
+    assert_eq!(
+        code,
+        spool_protocol::wire::ErrorCode::REQUEST_TIMED_OUT,
+        "acks=all with both followers paused"
+    );
+    for &f in &followers {
+        cluster.node_mut(f).resume();
+    }
+    // The batch was written (REQUEST_TIMED_OUT promises nothing either way); once the followers
+    // resume, acks=all works again and nothing acknowledged is lost.
+    let after = produce_to(cluster.node(leader), "slow", 0, 10..15, Acks::All);
+    let mut acked = before;
+    acked.extend(after);
+    check_everything_acknowledged_is_there(&cluster, controller, "slow", &acked);
+}
