@@ -137,6 +137,8 @@ pub struct FetchAt {
     pub partition: i32,
     pub fetch_offset: i64,
     pub max_bytes: i32,
+    /// KIP-320's current leader epoch, when the request carries one.
+    pub current_leader_epoch: Option<i32>,
 }
 
 /// Fetch, after the front has read the request: `crate::ops::fetch` over every partition (its
@@ -158,6 +160,7 @@ pub async fn fetch(
                 tp: TopicPartition::new(topic.clone(), p.partition),
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.max_bytes,
+                current_leader_epoch: p.current_leader_epoch,
             })
         })
         .collect();
@@ -252,6 +255,7 @@ mod tests {
             partition,
             fetch_offset: 0,
             max_bytes: 1,
+            current_leader_epoch: None,
         };
         let topics = vec![
             ("a".to_string(), vec![at(2), at(0)]),

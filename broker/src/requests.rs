@@ -48,6 +48,9 @@ pub struct FetchPartition {
     pub tp: TopicPartition,
     pub fetch_offset: i64,
     pub max_bytes: i32,
+    /// The consumer's view of the leader epoch (KIP-320; Kafka Fetch v9+): an older one is
+    /// FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH. `None`: not checked.
+    pub current_leader_epoch: Option<i32>,
 }
 
 /// Bytes of a fetch answer: in memory, or a range of a segment file to splice from.

@@ -143,7 +143,10 @@ impl Services for Shard {
 
     async fn fetch(self: &Rc<Self>, f: FetchPartition) -> FetchResult {
         match self.partition(&f.tp) {
-            Some(part) => part.fetch(f.fetch_offset, f.max_bytes).await,
+            Some(part) => match part.check_leader_epoch(f.current_leader_epoch) {
+                Ok(()) => part.fetch(f.fetch_offset, f.max_bytes).await,
+                Err(code) => FetchResult::error(code),
+            },
             None => FetchResult::error(ErrorCode::NotLeaderOrFollower),
         }
     }

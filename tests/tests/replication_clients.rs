@@ -284,44 +284,31 @@ fn a_group_survives_kill_9_of_its_coordinator_with_committed_offsets_intact() {
     assert_eq!(member.terminate().code(), Some(0), "{}", member.summary());
 }
 
-/// OffsetForLeaderEpoch v3 on a broker's Kafka port for partition 0 of `topic`; the answer's
-/// (error code, leader epoch, end offset).
-fn offset_for_leader_epoch(
+/// One request of `api_key` at `version` on a broker's Kafka port, and its decoded response.
+fn kafka_call<Req, Resp>(
     addr: std::net::SocketAddr,
-    topic: &str,
-    current_leader_epoch: i32,
-    leader_epoch: i32,
-) -> (i16, i32, i64) {
-    use bytes::{Buf, BufMut, BytesMut};
-    use kafka_protocol::messages::offset_for_leader_epoch_request::{
-        OffsetForLeaderPartition, OffsetForLeaderTopic,
-    };
-    use kafka_protocol::messages::{
-        ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, RequestHeader, TopicName,
-    };
+    api_key: kafka_protocol::messages::ApiKey,
+    version: i16,
+    request: &Req,
+) -> Resp
+where
+    Req: kafka_protocol::protocol::Encodable,
+    Resp: kafka_protocol::protocol::Decodable,
+{
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::messages::{RequestHeader, ResponseHeader};
     use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
     use std::io::{Read, Write};
-    let version = 3;
     let mut body = BytesMut::new();
     body.put_i32(0);
     RequestHeader::default()
-        .with_request_api_key(ApiKey::OffsetForLeaderEpoch as i16)
+        .with_request_api_key(api_key as i16)
         .with_request_api_version(version)
         .with_correlation_id(7)
         .with_client_id(Some(StrBytes::from_static_str("spool-tests")))
-        .encode(
-            &mut body,
-            ApiKey::OffsetForLeaderEpoch.request_header_version(version),
-        )
+        .encode(&mut body, api_key.request_header_version(version))
         .expect("encoding the header");
-    OffsetForLeaderEpochRequest::default()
-        .with_replica_id((-1).into())
-        .with_topics(vec![OffsetForLeaderTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![OffsetForLeaderPartition::default()
-                .with_partition(0)
-                .with_current_leader_epoch(current_leader_epoch)
-                .with_leader_epoch(leader_epoch)])])
+    request
         .encode(&mut body, version)
         .expect("encoding the body");
     let length = (body.len() - 4) as i32;
@@ -336,10 +323,60 @@ fn offset_for_leader_epoch(
     let mut frame = vec![0u8; i32::from_be_bytes(prefix) as usize];
     stream.read_exact(&mut frame).expect("the whole response");
     let mut frame = bytes::Bytes::from(frame);
-    assert_eq!(frame.get_i32(), 7, "the correlation id");
-    let r = OffsetForLeaderEpochResponse::decode(&mut frame, version).expect("a v3 body");
+    let header = ResponseHeader::decode(&mut frame, api_key.response_header_version(version))
+        .expect("a response header");
+    assert_eq!(header.correlation_id, 7, "the correlation id");
+    Resp::decode(&mut frame, version).expect("a response body")
+}
+
+/// OffsetForLeaderEpoch v3 for partition 0 of `topic`: (error code, leader epoch, end offset).
+fn offset_for_leader_epoch(
+    addr: std::net::SocketAddr,
+    topic: &str,
+    current_leader_epoch: i32,
+    leader_epoch: i32,
+) -> (i16, i32, i64) {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{
+        ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let request = OffsetForLeaderEpochRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(current_leader_epoch)
+                .with_leader_epoch(leader_epoch)])]);
+    let r: OffsetForLeaderEpochResponse =
+        kafka_call(addr, ApiKey::OffsetForLeaderEpoch, 3, &request);
     let p = &r.topics[0].partitions[0];
     (p.error_code, p.leader_epoch, p.end_offset)
+}
+
+/// A Kafka Fetch v11 of partition 0 of `topic` from offset 0 with `current_leader_epoch`: the
+/// partition's error code.
+fn fetch_error(addr: std::net::SocketAddr, topic: &str, current_leader_epoch: i32) -> i16 {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let request = FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(current_leader_epoch)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let r: FetchResponse = kafka_call(addr, ApiKey::Fetch, 11, &request);
+    r.responses[0].partitions[0].error_code
 }
 
 #[test]
@@ -392,5 +429,18 @@ fn offset_for_leader_epoch_names_where_the_old_epoch_ended_after_a_failover() {
         offset_for_leader_epoch(new_leader, "epochs", row.leader_epoch + 1, 0).0,
         75,
         "UNKNOWN_LEADER_EPOCH"
+    );
+    // Fetch carries the same check (KIP-320).
+    assert_eq!(
+        fetch_error(new_leader, "epochs", 0),
+        74,
+        "a fetch at the old epoch is fenced"
+    );
+    assert_eq!(fetch_error(new_leader, "epochs", row.leader_epoch + 1), 75);
+    assert_eq!(fetch_error(new_leader, "epochs", row.leader_epoch), 0);
+    assert_eq!(
+        fetch_error(new_leader, "epochs", -1),
+        0,
+        "no epoch: not checked"
     );
 }

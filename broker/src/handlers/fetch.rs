@@ -30,6 +30,8 @@ pub async fn handle(shard: &Rc<Shard>, req: FetchRequestT) -> (FetchResponseT, V
                     partition: p.partition,
                     fetch_offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes,
+                    // The native Fetch carries no leader epoch.
+                    current_leader_epoch: None,
                 })
                 .collect();
             (t.topic, partitions)

@@ -121,6 +121,9 @@ pub async fn fetch(
                     partition: p.partition,
                     fetch_offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes,
+                    // v9+; -1 (and older versions): not checked.
+                    current_leader_epoch: (p.current_leader_epoch >= 0)
+                        .then_some(p.current_leader_epoch),
                 })
                 .collect();
             (t.topic.0.as_str().to_owned(), partitions)

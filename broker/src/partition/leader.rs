@@ -250,6 +250,18 @@ impl Partition {
         answer
     }
 
+    /// KIP-320's check of a consumer's current leader epoch against this replica's: older →
+    /// FENCED_LEADER_EPOCH (it refreshes its metadata), newer → UNKNOWN_LEADER_EPOCH (ours lags;
+    /// it retries). `None` passes.
+    pub fn check_leader_epoch(&self, theirs: Option<i32>) -> Result<(), ErrorCode> {
+        let ours = self.leader_epoch();
+        match theirs {
+            Some(e) if e < ours => Err(ErrorCode::FencedLeaderEpoch),
+            Some(e) if e > ours => Err(ErrorCode::UnknownLeaderEpoch),
+            _ => Ok(()),
+        }
+    }
+
     /// OffsetForLeaderEpoch on this partition: only its leader answers, after the KIP-320 check
     /// of the sender's current leader epoch (spool-core's `follower_fetch::offset_for_leader_epoch`).
     pub fn offset_for_leader_epoch(
