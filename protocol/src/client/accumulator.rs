@@ -60,6 +60,10 @@ pub struct ClosedBatch {
     /// Set when the last error said the metadata was stale: not to be resent until the metadata
     /// version exceeds this.
     pub stale_metadata_version: Option<u64>,
+    /// The broker the last send went to: a retry goes as soon as the metadata names another
+    /// leader, without waiting out its backoff (KIP-951's rule: the wait was for the leader to
+    /// move, and it has).
+    pub sent_to: Option<i32>,
 }
 
 /// A batch that could not be encoded (zstd failure): its records fail.
@@ -258,6 +262,7 @@ impl Accumulator {
                 attempts: 0,
                 retry_at_ms: 0,
                 stale_metadata_version: None,
+                sent_to: None,
             }),
             Err(error) => Err(FailedBatch {
                 tp: tp.clone(),

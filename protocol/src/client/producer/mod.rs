@@ -501,16 +501,20 @@ impl ProducerCore {
 
         // Retries first: they are older than anything still queued.
         let version = self.metadata.version();
+        let metadata = &self.metadata;
         let due: Vec<TopicPartition> = self
             .retries
             .iter()
-            .filter(|(_, b)| {
-                b.retry_at_ms <= now_ms && b.stale_metadata_version.is_none_or(|v| version > v)
+            .filter(|(tp, b)| {
+                let moved = b.sent_to.is_some()
+                    && metadata.leader(&tp.topic, tp.partition).map(|(id, _)| id) != b.sent_to;
+                (b.retry_at_ms <= now_ms || moved)
+                    && b.stale_metadata_version.is_none_or(|v| version > v)
             })
             .map(|(tp, _)| tp.clone())
             .collect();
         for tp in due {
-            let Some((_, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
+            let Some((leader, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
                 self.metadata.request_refresh();
                 continue;
             };
@@ -518,7 +522,8 @@ impl ProducerCore {
             if !room(&mut plans, &self.inflight, &addr, bytes) {
                 continue;
             }
-            if let Some(b) = self.retries.remove(&tp) {
+            if let Some(mut b) = self.retries.remove(&tp) {
+                b.sent_to = Some(leader);
                 add(&mut plans, &addr, b);
             }
         }
@@ -528,7 +533,7 @@ impl ProducerCore {
             if self.busy.contains(&tp) {
                 continue;
             }
-            let Some((_, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
+            let Some((leader, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
                 self.metadata.request_refresh();
                 continue;
             };
@@ -553,8 +558,9 @@ impl ProducerCore {
                 None => None,
             };
             match self.acc.close_first(&tp, stamp) {
-                Some(Ok(batch)) => {
+                Some(Ok(mut batch)) => {
                     self.busy.insert(tp.clone());
+                    batch.sent_to = Some(leader);
                     add(&mut plans, &addr, batch);
                 }
                 Some(Err(failed)) => {
@@ -740,6 +746,20 @@ impl ClientCore for ProducerCore {
             self.on_disconnect(&addr, now_ms);
         }
         self.expire(now_ms);
+        // A retry whose error said the leader is gone or moved keeps the metadata fresh (every
+        // refresh backoff) while the metadata still names that leader, so it goes to the new
+        // one as soon as one is elected.
+        if self.retries.iter().any(|(tp, b)| {
+            b.stale_metadata_version.is_some()
+                && b.sent_to.is_some()
+                && self
+                    .metadata
+                    .leader(&tp.topic, tp.partition)
+                    .map(|(id, _)| id)
+                    == b.sent_to
+        }) {
+            self.metadata.request_refresh();
+        }
         if self.metadata.refresh_due(now_ms) {
             if let Some(addr) = self.metadata.any_broker() {
                 let req = self.metadata.begin_refresh(now_ms, false);

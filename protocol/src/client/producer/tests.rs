@@ -229,6 +229,46 @@ fn not_leader_requests_a_metadata_refresh() {
 }
 
 #[test]
+fn a_retry_goes_to_a_new_leader_at_once_and_keeps_the_metadata_fresh_until_one_is_elected() {
+    let config = ProducerConfig {
+        linger_ms: 0,
+        retry_backoff_ms: 100,
+        retry_backoff_max_ms: 1000,
+        ..plain()
+    };
+    let mut p = core(config);
+    p.send(ProducerRecord::new("t", "x").with_partition(0), 0)
+        .unwrap();
+    let first = p.poll_actions(0);
+    let reqs = requests(&with_metadata(&mut p, &first, &[0], 0));
+    let (addr, req) = &reqs[0];
+    assert_eq!(addr, "b0:1");
+    // The leader's connection dies (kill -9): the batch backs off 100 ms, and the metadata is
+    // asked for again.
+    p.on_disconnect(addr, 10);
+    let refresh = p.poll_actions(120);
+    // Still broker 0 (the controller has not fenced it yet): the retry goes back there, at its
+    // backoff, and the producer keeps refreshing while the leader has not moved.
+    let retried = requests(&with_metadata(&mut p, &refresh, &[0], 121));
+    assert_eq!(retried.len(), 1);
+    assert_eq!(retried[0].0, "b0:1");
+    p.on_disconnect(&retried[0].0, 130);
+    // Its second backoff is 200 ms (until 330); a refresh is due before that.
+    let refresh = p.poll_actions(240);
+    assert!(
+        requests(&refresh)
+            .iter()
+            .any(|(_, r)| matches!(r.header.body, RequestBodyT::MetadataRequest(_))),
+        "the metadata is refreshed while the retry waits for a new leader"
+    );
+    // Broker 1 leads now: the retry goes at once, 90 ms before its backoff ends.
+    let moved = requests(&with_metadata(&mut p, &refresh, &[1], 241));
+    assert_eq!(moved.len(), 1, "sent when the leader moved, not at 330");
+    assert_eq!(moved[0].0, "b1:1");
+    assert_eq!(moved[0].1.payload, req.payload, "the same batch");
+}
+
+#[test]
 fn lost_connection_retries_and_unanswered_requests_time_out() {
     let config = ProducerConfig {
         linger_ms: 0,
