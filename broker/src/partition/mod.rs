@@ -256,7 +256,9 @@ impl Partition {
             }
             // Admission under the turn: no role change (it takes the turn too) can come between
             // it and the append.
-            let admitted = match self.role.borrow_mut().admit(acks) {
+            // The admission's borrow ends with this statement: the refusal below borrows again.
+            let admission = self.role.borrow_mut().admit(acks);
+            let admitted = match admission {
                 Ok(a) => a,
                 Err(code) => {
                     let isr = self.role.borrow().isr_text();
