@@ -221,12 +221,9 @@ impl Partition {
 
     /// Called under `append_turn`.
     async fn become_follower(&self, c: &Committed) {
-        let released = match &mut *self.role.borrow_mut() {
-            Role::Leader(old) => old.waiters.on_leadership_lost(),
-            Role::Follower(_) => Vec::new(),
-        };
-        self.answer_released(&released);
-        // A follower reports its synced offset; it starts with its whole log synced.
+        // A follower reports its synced offset; it starts with its whole log synced. The role
+        // stays the old leader's while the sync runs: an acks=all produce finishing its own sync
+        // meanwhile may still register a waiter, which the swap below answers with the rest.
         let end = self.log.log_end_offset();
         if let Err(e) = self.log.sync_to(end).await {
             tracing::warn!(tp = %self.tp, "syncing a deposed leader's log: {e}");
@@ -242,7 +239,12 @@ impl Partition {
             hw,
             self.log.leader_epochs(),
         );
-        *self.role.borrow_mut() = Role::Follower(f);
+        let old = std::mem::replace(&mut *self.role.borrow_mut(), Role::Follower(f));
+        if let Role::Leader(mut old) = old {
+            // After the swap, so that no waiter can register in the old table once it is read.
+            let released = old.waiters.on_leadership_lost();
+            self.answer_released(&released);
+        }
         tracing::info!(tp = %self.tp, leader = c.leader, epoch = c.leader_epoch, "following");
     }
 }
