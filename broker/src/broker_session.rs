@@ -8,6 +8,12 @@
 //! means "register again" (an unknown broker, a stale epoch) starts over; "not the controller" or
 //! no answer waits a moment and asks whoever leads now. A single-node broker has no session: it
 //! registers itself when its controller opens.
+//!
+//! Once the stop sequence asks for a controlled shutdown ([`crate::handoff::Handoff::want`]),
+//! every heartbeat carries `want_shutdown` — the first one at once, not an interval later — and
+//! an answer with `should_shutdown` is recorded ([`crate::handoff::Handoff::grant`]); the
+//! heartbeats go on until the core stops, so the broker is not fenced while it drains. A broker
+//! that is stopping never registers again: with no registration it has nothing to hand away.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -76,6 +82,12 @@ pub fn spawn<S: Services>(
         let mut duplicate_since_ms: Option<(u64, Option<i32>)> = None;
         let mut attempt: usize = 0;
         while !local.stopping.get() {
+            let handing_off = controller.handoff.wanted();
+            if controller.broker_epoch.get() < 0 && handing_off {
+                // The stop sequence sees the missing registration and goes on; wait for it.
+                let _: Option<()> = local.stopped_signal().await;
+                continue;
+            }
             if controller.broker_epoch.get() < 0 {
                 let r = registration(&local, incarnation, controller.previous_broker_epoch);
                 attempt = attempt.wrapping_add(1);
@@ -134,19 +146,36 @@ pub fn spawn<S: Services>(
                 broker_epoch: controller.broker_epoch.get(),
                 current_metadata_offset: i64::try_from(applied).unwrap_or(i64::MAX),
                 want_fence: false,
-                want_shutdown: false,
+                want_shutdown: handing_off,
             };
             match heartbeat(&controller, &services, h, call_timeout_ms).await {
-                Ok(()) => {}
+                Ok(should_shutdown) => {
+                    if handing_off && should_shutdown {
+                        controller.handoff.grant();
+                    }
+                }
                 Err(ErrorCode::StaleBrokerEpoch) | Err(ErrorCode::BrokerNotAvailable) => {
                     controller.broker_epoch.set(-1);
                     continue;
                 }
                 Err(_) => {}
             }
-            futures_lite::future::or(glommio::timer::sleep(interval), async {
+            let seen = controller.handoff.state();
+            let stopped = async {
                 let _: Option<()> = local.stopped_signal().await;
-            })
+            };
+            // A controlled shutdown asked for meanwhile heartbeats at once.
+            let asked = async {
+                if !handing_off {
+                    controller.handoff.changed(seen).await;
+                } else {
+                    futures_lite::future::pending::<()>().await;
+                }
+            };
+            futures_lite::future::or(
+                glommio::timer::sleep(interval),
+                futures_lite::future::or(stopped, asked),
+            )
             .await;
         }
     })
@@ -209,12 +238,13 @@ async fn register<S: Services>(
     }
 }
 
+/// One heartbeat to the active controller; its answer's `should_shutdown`.
 async fn heartbeat<S: Services>(
     controller: &Rc<Controller>,
     services: &Rc<S>,
     h: Heartbeat,
     call_timeout_ms: u64,
-) -> Result<(), ErrorCode> {
+) -> Result<bool, ErrorCode> {
     let answer = if controller.is_leader() {
         controller.heartbeat(services, h).await
     } else {
@@ -231,7 +261,7 @@ async fn heartbeat<S: Services>(
         }
     };
     match answer.error {
-        ErrorCode::None => Ok(()),
+        ErrorCode::None => Ok(answer.should_shutdown),
         code => Err(code),
     }
 }

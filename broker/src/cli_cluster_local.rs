@@ -3,21 +3,30 @@
 //! data in `<data-dir>/node-i`, rack `a`, `b`, `c`, … Nodes 1 to 3 are the controller voters
 //! (Kafka's usual quorum of three: more voters make every metadata commit wait for more of them);
 //! nodes past the third follow the metadata log as learners. It prints
-//! where each listens, then waits; Ctrl-C or SIGTERM stops every node with SIGTERM (a clean
-//! shutdown). A node that dies (say a test or an operator `kill -9`s it) is reported and the
-//! others keep running, as a real cluster would; the command ends when every node has exited.
+//! where each listens, then waits; Ctrl-C or SIGTERM stops the nodes one at a time with SIGTERM,
+//! as a rolling restart would, so each hands its leaderships to the nodes still running (a
+//! controlled shutdown) before it stops cleanly: learners first, then voters while the voters
+//! left keep a majority, then that last majority together — one of them alone would find no
+//! quorum to hand off through and wait out its whole `--controlled-shutdown-timeout-ms`. The
+//! nodes run in their own process group, so a terminal's Ctrl-C reaches this command only and
+//! the order holds. A node that dies (say a test or an operator `kill -9`s it) is reported and
+//! the others keep running, as a real cluster would; the command ends when every node has
+//! exited. It has no restart of its own: stop a node with `kill -TERM <pid>` (a controlled
+//! shutdown) and start it again with the command line `ps` shows.
 //!
 //! Kills only the processes it started, by PID. The addresses need no setup on Linux: all of
 //! 127/8 is loopback.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Most nodes one local cluster runs (127.0.0.1 to 127.0.0.9, racks a to i).
 pub const LOCAL_NODES_MAX: u32 = 9;
-/// How long a stopped cluster waits for its nodes to exit before killing them.
-const STOP_GRACE_MS: u64 = 15_000;
+/// How long a stopping node may take before it is killed: its whole controlled-shutdown bound,
+/// then its drain (at most 10 s), and a margin for closing partitions.
+const STOP_GRACE_MS: u64 = crate::cluster_config::CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT + 15_000;
 
 #[derive(Debug, clap::Args)]
 pub struct LocalArgs {
@@ -75,11 +84,14 @@ pub fn run(args: LocalArgs) -> Result<(), String> {
             .args(["--cores", &args.cores.to_string()])
             .args(["--rack", &node_rack(i)])
             .args(["--controller-voters", &voters(args.nodes)])
+            // Its own process group: a terminal's Ctrl-C (SIGINT to the foreground group) must
+            // not stop every node at once, only this command, which then stops them in order.
+            .process_group(0)
             .spawn();
         match child {
             Ok(c) => children.push((i, c)),
             Err(e) => {
-                stop_all(&mut children);
+                stop_in_order(&mut children, args.nodes);
                 return Err(format!("starting node {i}: {e}"));
             }
         }
@@ -108,18 +120,45 @@ pub fn run(args: LocalArgs) -> Result<(), String> {
             }
         }
     }
-    stop_all(&mut children);
+    stop_in_order(&mut children, args.nodes);
     if exited.iter().all(|e| *e) {
         return Err("every node exited".into());
     }
     Ok(())
 }
 
-/// SIGTERM to every child still running, then wait (bounded); SIGKILL to any that outlasts it.
-fn stop_all(children: &mut [(u32, Child)]) {
-    for (_, c) in children.iter_mut() {
+/// The order an `n`-node cluster stops in: groups of node ids, each group stopped (together)
+/// after the previous one exited. Learners one at a time, then voters one at a time while the
+/// voters left keep a majority, then that majority together (see the module docs).
+pub fn stop_groups(n: u32) -> Vec<Vec<u32>> {
+    let voters = n.min(LOCAL_VOTERS_MAX);
+    let majority = voters / 2 + 1;
+    let mut groups: Vec<Vec<u32>> = ((voters + 1)..=n).rev().map(|i| vec![i]).collect();
+    groups.extend(((majority + 1)..=voters).rev().map(|i| vec![i]));
+    groups.push((1..=majority.min(voters)).collect());
+    groups.retain(|g| !g.is_empty());
+    groups
+}
+
+/// Stops the children of an `n`-node cluster in [`stop_groups`] order: SIGTERM to each one of a
+/// group still running, then wait (bounded) for the group; SIGKILL to any that outlasts it.
+fn stop_in_order(children: &mut [(u32, Child)], n: u32) {
+    for group in stop_groups(n) {
+        let mut members: Vec<&mut (u32, Child)> = children
+            .iter_mut()
+            .filter(|(i, _)| group.contains(i))
+            .collect();
+        stop_together(&mut members);
+    }
+}
+
+/// SIGTERM to every one of `children` still running, then wait (bounded); SIGKILL to any that
+/// outlasts it.
+fn stop_together(children: &mut [&mut (u32, Child)]) {
+    for (i, c) in children.iter_mut().map(|e| (e.0, &mut e.1)) {
         if let Ok(None) = c.try_wait() {
             if let Ok(pid) = i32::try_from(c.id()) {
+                println!("node {i}: stopping (SIGTERM: it hands its leaderships away first)");
                 // SAFETY: kill(2) with a PID this process spawned and has not reaped (try_wait
                 // said it is running), so the PID cannot have been reused by another process.
                 unsafe {
@@ -129,7 +168,7 @@ fn stop_all(children: &mut [(u32, Child)]) {
         }
     }
     let deadline = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
-    for (i, c) in children.iter_mut() {
+    for (i, c) in children.iter_mut().map(|e| (e.0, &mut e.1)) {
         loop {
             match c.try_wait() {
                 Ok(Some(status)) => {
@@ -168,5 +207,22 @@ mod tests {
             "three voters, the rest learn"
         );
         assert_eq!(voters(1), "1@127.0.0.1:9094");
+    }
+
+    #[test]
+    fn nodes_stop_one_at_a_time_and_the_last_quorum_together() {
+        assert_eq!(stop_groups(1), vec![vec![1]]);
+        assert_eq!(
+            stop_groups(2),
+            vec![vec![1, 2]],
+            "two voters: both are the majority"
+        );
+        assert_eq!(stop_groups(3), vec![vec![3], vec![1, 2]]);
+        assert_eq!(stop_groups(5), vec![vec![5], vec![4], vec![3], vec![1, 2]]);
+        for n in 1..=LOCAL_NODES_MAX {
+            let mut all: Vec<u32> = stop_groups(n).concat();
+            all.sort_unstable();
+            assert_eq!(all, (1..=n).collect::<Vec<_>>(), "every node once, n = {n}");
+        }
     }
 }

@@ -28,6 +28,13 @@ pub use spool_core::liveness::{
     BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, BROKER_SESSION_TIMEOUT_MS_DEFAULT,
 };
 
+/// How long a stopping broker waits for the controller to move its leaderships away before it
+/// stops anyway (`--controlled-shutdown-timeout-ms`). Kafka's broker too waits a bounded while
+/// for its controlled shutdown and then stops regardless. A handoff takes a heartbeat and a
+/// metadata commit, well under a second while a controller quorum is up: the bound only matters
+/// when none is (the last brokers of a cluster stopping), and then it is how long they wait.
+pub const CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+
 /// Applied metadata records between snapshots of the image (raft-rs compacts the log behind
 /// each one).
 pub const METADATA_SNAPSHOT_ENTRIES_DEFAULT: u64 = 1024;

@@ -124,6 +124,12 @@ pub struct ServeArgs {
     /// A broker without a heartbeat this long is fenced by the controller.
     #[arg(long, env = "SPOOL_BROKER_SESSION_TIMEOUT_MS", default_value_t = crate::cluster_config::BROKER_SESSION_TIMEOUT_MS_DEFAULT)]
     pub broker_session_timeout_ms: u64,
+    /// On SIGTERM a clustered broker first asks the controller to move its leaderships to other
+    /// in-sync replicas (a controlled shutdown) and keeps serving until it leads nothing another
+    /// replica could lead — at most this long; then it stops anyway. 0: stop at once, without
+    /// asking.
+    #[arg(long, env = "SPOOL_CONTROLLED_SHUTDOWN_TIMEOUT_MS", default_value_t = crate::cluster_config::CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT)]
+    pub controlled_shutdown_timeout_ms: u64,
     /// Snapshot the metadata image and compact the raft log after this many applied records
     /// (a broker that lags past the compacted log is sent the snapshot).
     #[arg(long, env = "SPOOL_METADATA_SNAPSHOT_ENTRIES", default_value_t = crate::cluster_config::METADATA_SNAPSHOT_ENTRIES_DEFAULT)]
@@ -164,6 +170,8 @@ pub struct BrokerConfig {
     pub rack: Option<String>,
     pub broker_heartbeat_interval_ms: u64,
     pub broker_session_timeout_ms: u64,
+    /// The longest a stopping clustered broker waits for its controlled shutdown; 0: none.
+    pub controlled_shutdown_timeout_ms: u64,
     pub metadata_snapshot_entries: u64,
     /// This process's incarnation id (KIP-631), drawn once at start-up by `runtime::serve`
     /// (zero until then): how the controller tells a restart from a broker that never went
@@ -314,6 +322,7 @@ impl BrokerConfig {
             rack: a.rack.clone(),
             broker_heartbeat_interval_ms: a.broker_heartbeat_interval_ms,
             broker_session_timeout_ms: a.broker_session_timeout_ms,
+            controlled_shutdown_timeout_ms: a.controlled_shutdown_timeout_ms,
             metadata_snapshot_entries: a.metadata_snapshot_entries,
             incarnation: spool_raft::Uuid128::default(),
         })

@@ -25,10 +25,12 @@ use spool_raft::{ControllerStatus, CreateTopicRequest, MetadataImage, ProposalId
 
 use crate::calls::Services;
 use crate::cluster_config::{node_of_raft_id, raft_id};
+use crate::handoff::Handoff;
 use crate::local::Local;
 use crate::peers::Peers;
 use crate::requests::{ApplyMetadata, ControllerOp, ProducerIdRange, TopicOutcome};
 use crate::router::Router;
+use crate::shutdown_grants::ShutdownGrants;
 
 /// Wall-clock length of one raft tick. With raft's 10-tick election timeout (drawn in [10, 20)
 /// ticks) a follower campaigns 0.5–1 s after its leader went silent, and the leader heartbeats
@@ -82,6 +84,10 @@ pub struct Controller {
     /// The broker-wide topic defaults (`--segment-bytes`, …): what a topic's own config falls
     /// back to when the controller decides for it (AlterPartition's `min.insync.replicas`).
     pub(crate) topic_defaults: spool_core::topic_config::TopicDefaults,
+    /// This broker's controlled shutdown: asked for, and allowed (clustered only).
+    pub(crate) handoff: Handoff,
+    /// The controlled shutdowns this node let through while it was the active controller.
+    pub(crate) shutdown_grants: ShutdownGrants,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -242,6 +248,8 @@ impl Controller {
             session_timeout_ms: local.config.broker_session_timeout_ms,
             heartbeat_interval_ms: local.config.broker_heartbeat_interval_ms,
             topic_defaults: local.config.topic_defaults.clone(),
+            handoff: Handoff::default(),
+            shutdown_grants: ShutdownGrants::default(),
         });
         c.learn_peers(spool_raft::image_snapshot::image_records(&image).iter());
         Ok((c, image))

@@ -18,6 +18,7 @@ use spool_protocol::internal::{
 };
 use spool_protocol::ErrorCode;
 use spool_raft::alter_partition::leadership;
+use spool_raft::controlled_shutdown::should_shut_down;
 use spool_raft::image::BrokerListener;
 use spool_raft::validate::{HeartbeatRequest, RegisterBrokerRequest};
 use spool_raft::{AlterOutcome, AlterRefused, ControllerError, Polled, ProposalId, Uuid128};
@@ -399,7 +400,10 @@ impl Controller {
         }
     }
 
-    /// A broker's heartbeat; unfences it once it has caught up with the metadata log.
+    /// A broker's heartbeat; unfences it once it has caught up with the metadata log. One that
+    /// wants to shut down is answered `should_shutdown` once the committed image shows its
+    /// leaderships and ISR memberships moved away
+    /// ([`spool_raft::controlled_shutdown::should_shut_down`]).
     pub async fn heartbeat<S: Services>(
         self: &Rc<Self>,
         services: &Rc<S>,
@@ -431,15 +435,31 @@ impl Controller {
                 should_shutdown: false,
             };
         }
-        let fenced = self
-            .with_raft(move |raft| raft.image().broker(broker_id).map(|b| b.fenced))
+        // The committed image, not the latest: a move still in flight keeps the broker serving.
+        let broker_epoch = h.broker_epoch;
+        let state = self
+            .with_raft(move |raft| {
+                let image = raft.image();
+                image.broker(broker_id).map(|b| {
+                    let current = b.broker_epoch == broker_epoch;
+                    (b.fenced, current && should_shut_down(image, broker_id))
+                })
+            })
             .await
-            .flatten()
-            .unwrap_or(true);
+            .flatten();
+        let (fenced, should_shutdown) = state.unwrap_or((true, false));
+        let should_shutdown = should_shutdown && h.want_shutdown;
+        if should_shutdown && self.shutdown_grants.record(broker_id, h.broker_epoch) {
+            tracing::info!(
+                broker = broker_id,
+                broker_epoch = h.broker_epoch,
+                "controlled shutdown: the broker leads and follows nothing another in-sync replica could take over; it may stop"
+            );
+        }
         HeartbeatAnswer {
             error: ErrorCode::None,
             is_fenced: fenced,
-            should_shutdown: false,
+            should_shutdown,
         }
     }
 

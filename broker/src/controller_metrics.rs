@@ -1,7 +1,7 @@
 //! The controller's and the metadata image's gauges for `/metrics` (DESIGN §10), from core 0: is
 //! this node the active controller, its raft term and commit index, the metadata offset applied
 //! here, brokers whose latest registration followed an unclean shutdown, the quorum's voters and learners (and whether this node is one), snapshots installed
-//! from the leader, registered and fenced brokers, leaderless, under-replicated and under-min-ISR partitions
+//! from the leader, controlled shutdowns this node let through as the active controller, registered and fenced brokers, leaderless, under-replicated and under-min-ISR partitions
 //! and replicas on fenced brokers, and a digest of the image — equal on every broker once
 //! they have applied the same log, which is how a test (or an operator) sees that they agree.
 
@@ -96,6 +96,10 @@ pub fn render(
         out.push_str(&format!(
             "spool_metadata_snapshots_installed_total {}\n",
             s.snapshots_installed
+        ));
+        out.push_str(&format!(
+            "spool_controlled_shutdowns_total {}\n",
+            c.shutdown_grants.total()
         ));
     }
     out

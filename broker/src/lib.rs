@@ -6,7 +6,8 @@
 //! the catalogue in [`calls`]) → [`partition`] (asks `spool-core` what to do, then does it) →
 //! `spool_storage` → a typed reply back up. [`shard`] is the composition root that answers calls
 //! by handing them to their owner; [`local`] is one core's data. Core 0 also runs the
-//! [`controller`] driver (raft metadata) and the [`admin_http`] endpoint.
+//! [`controller`] driver (raft metadata) and the [`admin_http`] endpoint; on SIGTERM a clustered
+//! broker first hands its leaderships to other replicas ([`controlled_shutdown`]), then stops.
 //! The two fronts ([`handlers`] native, [`kafka`]) each declare their APIs once in a table
 //! ([`apis`]) and share their rules ([`front_rules`]: acks, metrics, fetch grouping,
 //! InitProducerId) and their connection loop ([`connection`]).
@@ -28,6 +29,7 @@ pub mod clock;
 pub mod cluster_config;
 pub mod config;
 pub mod connection;
+pub mod controlled_shutdown;
 pub mod controller;
 pub mod controller_calls;
 pub mod controller_metrics;
@@ -35,6 +37,7 @@ pub mod frame_io;
 pub mod front_rules;
 pub mod group;
 pub mod handlers;
+pub mod handoff;
 pub mod internal_server;
 pub mod kafka;
 pub mod local;
@@ -52,5 +55,6 @@ pub mod requests;
 pub mod router;
 pub mod runtime;
 pub mod shard;
+pub mod shutdown_grants;
 pub mod stop_signal;
 pub mod topic_config;

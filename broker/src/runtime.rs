@@ -1,8 +1,9 @@
 //! `spool serve`: one pinned glommio executor per core, joined by a channel mesh; core 0 also
 //! runs the controller and the admin HTTP endpoint. Owns start-up (data-dir lock, port checks,
 //! the controller's image reaching every core before any listener opens) and shutdown (SIGTERM or
-//! SIGINT: stop accepting, finish in-flight requests, flush and close every partition cleanly,
-//! exit 0).
+//! SIGINT: a clustered broker first hands its leaderships away while it keeps serving
+//! ([`crate::controlled_shutdown`]); then stop accepting, finish in-flight requests, flush and
+//! close every partition cleanly, exit 0).
 
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -290,6 +291,15 @@ async fn run_core(
         glommio::timer::sleep(Duration::from_millis(20)).await;
         waited += 20;
     }
+    let open = shard.metrics.connections.get();
+    if open > 0 {
+        // A request that outlives the drain waits on something the stop does not end (an
+        // acks=all waiter nobody releases, say): worth a line, as its client saw it time out.
+        tracing::warn!(
+            connections = open,
+            "connections still busy after the {DRAIN_TIMEOUT_MS} ms drain: closing them with their requests unanswered"
+        );
+    }
     let _ = barrier(&phases.drained, shard.cores()).await;
     crate::maintenance::close_partitions(&shard.local).await;
     let all_closed = barrier(&phases.closed, shard.cores()).await;
@@ -301,14 +311,26 @@ async fn run_core(
             c.record_clean_shutdown(shard.config.data_dir.clone()).await;
         }
     }
+    if core == 0 {
+        crate::controlled_shutdown::log_leaderships_at_exit(&shard.local);
+    }
     Ok(())
 }
 
+/// Once a stop is asked for, stops this core — on core 0 after the controlled shutdown, on the
+/// others once core 0 releases them (both bounded), so every core keeps serving its partitions
+/// while the leaderships move.
 fn spawn_stop_watcher(shard: &Rc<Shard>) {
     let shard = Rc::clone(shard);
     glommio::spawn_local(async move {
         while !crate::stop_signal::requested() {
             glommio::timer::sleep(Duration::from_millis(STOP_POLL_MS)).await;
+        }
+        if shard.core == 0 {
+            let controller = shard.controller.borrow().clone();
+            crate::controlled_shutdown::hand_off_then_release(controller, &shard.config).await;
+        } else {
+            crate::controlled_shutdown::wait_for_release(&shard.config).await;
         }
         shard.stop();
     })

@@ -419,9 +419,10 @@ impl Controller {
     /// [`Controller::heartbeat`], plus the elections its record causes
     /// ([`crate::failover::heartbeat_records`]): a heartbeat that unfences a broker also gives it
     /// back the leaderless partitions it may lead; one asking to be fenced moves leadership and
-    /// ISR membership off it first. Returns every proposal in log order (empty: the heartbeat
-    /// changes nothing); the broker's answer waits for the one that carries its own record (the
-    /// first when unfencing, the last when fencing).
+    /// ISR membership off it first; one entering controlled shutdown moves them off it after its
+    /// record. Returns every proposal in log order (empty: the heartbeat changes nothing); the
+    /// broker's answer waits for the last, and reads `should_shutdown` from the committed image
+    /// ([`crate::controlled_shutdown::should_shut_down`]).
     pub fn heartbeat_and_elect(
         &mut self,
         request: &HeartbeatRequest,
@@ -517,8 +518,9 @@ impl Controller {
     }
 
     /// On the active controller, once per tick: proposes what [`reconcile_records`] says the
-    /// partitions need (nothing, nearly always). Against the latest image, so changes already
-    /// in flight are not proposed twice.
+    /// partitions need (nothing, nearly always; a controlled shutdown's moves that a lost or
+    /// refused proposal left undone). Against the latest image, so changes already in flight
+    /// are not proposed twice.
     fn reconcile_partitions(&mut self) {
         if !self.raft.is_active_leader() {
             return;

@@ -1,13 +1,16 @@
-//! Fencing and unfencing brokers as metadata records: the controller's failover decisions
-//! ([`spool_core::election`], [`spool_core::liveness`]) mapped onto the [`MetadataImage`] and
-//! back into records (DESIGN §7 "Liveness", "Elections").
+//! Fencing and unfencing brokers, and moving partitions off brokers in controlled shutdown, as
+//! metadata records: the controller's failover decisions ([`spool_core::election`],
+//! [`spool_core::liveness`], [`crate::controlled_shutdown::decide`]) mapped onto the
+//! [`MetadataImage`] and back into records (DESIGN §7 "Liveness", "Elections", "Controlled
+//! shutdown").
 //!
-//! Owns: turning the image into spool-core's plain views (which brokers are fenced, each
-//! partition's state, each topic's election policy) and each decision into a `FenceBroker`,
-//! `UnfenceBroker`, `BrokerHeartbeat` or `PartitionChange` record, in the order Kafka writes them:
-//! fencing writes the partition changes first and the fence last (so no reader sees a fenced
-//! broker still leading), unfencing writes the unfence first and the elections after (so every
-//! new leader is unfenced when it is named).
+//! Owns: turning the image into spool-core's plain views (which brokers are fenced, which are in
+//! controlled shutdown, each partition's state, each topic's election policy) and each decision
+//! into a `FenceBroker`, `UnfenceBroker`, `BrokerHeartbeat` or `PartitionChange` record, in the
+//! order Kafka writes them: fencing writes the partition changes first and the fence last (so no
+//! reader sees a fenced broker still leading), unfencing writes the unfence first and the
+//! elections after (so every new leader is unfenced when it is named), entering controlled
+//! shutdown writes the heartbeat that records it first and the partition changes after.
 //! Promises: pure functions of `(image, request)`, like [`crate::validate`]: a refusal produces no
 //! records; the records returned apply in order to the image they were computed from. Each
 //! decision is a fixpoint over the image, so when only some of the records were proposed (a
@@ -19,14 +22,13 @@
 
 use std::collections::BTreeSet;
 
-use spool_core::election::{
-    reconcile, ElectionPolicy, MalformedPartition, PartitionChange, PartitionView,
-};
+use spool_core::election::{ElectionPolicy, MalformedPartition, PartitionChange, PartitionView};
 use spool_core::liveness::LivenessBroker;
 use spool_core::topic_config::TopicDefaults;
 use spool_protocol::metadata_records::{MetadataRecordBodyT, MetadataRecordT};
 use spool_protocol::ErrorCode;
 
+use crate::controlled_shutdown::{decide, shutting_down_brokers};
 use crate::image::{MetadataImage, PartitionState, TopicId, LEADER_UNCHANGED};
 use crate::records;
 use crate::validate::{
@@ -86,7 +88,7 @@ pub fn fence_brokers_records(
         }
     }
     let fenced = fenced_brokers(image, &to_fence, None);
-    let mut out = partition_changes(image, &fenced, defaults);
+    let mut out = partition_changes(image, &fenced, &shutting_down_brokers(image), defaults);
     out.records.extend(fences);
     Ok(out)
 }
@@ -119,7 +121,7 @@ pub fn unfence_broker_records(
         .fenced
         .then(|| records::unfence_broker(broker_id, broker_epoch));
     let fenced = fenced_brokers(image, &BTreeSet::new(), Some(broker_id));
-    let changes = partition_changes(image, &fenced, defaults);
+    let changes = partition_changes(image, &fenced, &shutting_down_brokers(image), defaults);
     Ok(FailoverRecords {
         records: unfence.into_iter().chain(changes.records).collect(),
         malformed: changes.malformed,
@@ -129,7 +131,9 @@ pub fn unfence_broker_records(
 /// [`validate_heartbeat`], plus the partition changes its record causes: a heartbeat that
 /// unfences the broker also elects leaders where it can lead again (after the unfence); one
 /// asking to be fenced first moves leadership and ISR membership off it (before the heartbeat
-/// record that fences it). Empty records: the heartbeat changes nothing.
+/// record that fences it); one entering controlled shutdown is recorded first, then moves
+/// leadership and ISR membership off it where another live ISR member can take over
+/// ([`crate::controlled_shutdown::decide`]). Empty records: the heartbeat changes nothing.
 pub fn heartbeat_records(
     image: &MetadataImage,
     request: &HeartbeatRequest,
@@ -142,25 +146,41 @@ pub fn heartbeat_records(
     let id = request.broker_id;
     let fences_it = matches!(&record.body, MetadataRecordBodyT::BrokerHeartbeat(h) if h.want_fence)
         && image.broker(id).is_some_and(|b| !b.fenced);
+    let enters_shutdown = matches!(&record.body, MetadataRecordBodyT::BrokerHeartbeat(h) if h.want_shutdown)
+        && image.broker(id).is_some_and(|b| !b.in_controlled_shutdown);
     match &record.body {
         MetadataRecordBodyT::UnfenceBroker(_) => {
             let fenced = fenced_brokers(image, &BTreeSet::new(), Some(id));
-            let changes = partition_changes(image, &fenced, defaults);
-            Ok(FailoverRecords {
-                records: std::iter::once(record).chain(changes.records).collect(),
-                malformed: changes.malformed,
-            })
+            let changes =
+                partition_changes(image, &fenced, &shutting_down_brokers(image), defaults);
+            Ok(first_then(record, changes))
         }
         _ if fences_it => {
             let fenced = fenced_brokers(image, &BTreeSet::from([id]), None);
-            let mut changes = partition_changes(image, &fenced, defaults);
+            let mut changes =
+                partition_changes(image, &fenced, &shutting_down_brokers(image), defaults);
             changes.records.push(record);
             Ok(changes)
+        }
+        _ if enters_shutdown => {
+            let fenced = fenced_brokers(image, &BTreeSet::new(), None);
+            let mut shutting_down = shutting_down_brokers(image);
+            shutting_down.insert(id);
+            let changes = partition_changes(image, &fenced, &shutting_down, defaults);
+            Ok(first_then(record, changes))
         }
         _ => Ok(FailoverRecords {
             records: vec![record],
             malformed: Vec::new(),
         }),
+    }
+}
+
+/// `record`, then `changes`.
+fn first_then(record: MetadataRecordT, changes: FailoverRecords) -> FailoverRecords {
+    FailoverRecords {
+        records: std::iter::once(record).chain(changes.records).collect(),
+        malformed: changes.malformed,
     }
 }
 
@@ -190,13 +210,15 @@ pub fn register_broker_records(
 }
 
 /// The partition changes the image needs as it stands: leaders for partitions whose leader is
-/// fenced or missing, fenced brokers out of every ISR. Empty when every partition fits. The
-/// active controller runs this on its own (not only when a heartbeat or a fence changes
-/// something), so a decision lost with a leadership — an unfence committed without all of its
-/// elections — is made again.
+/// fenced or missing, fenced brokers out of every ISR, leaderships and ISR memberships moved
+/// off brokers in controlled shutdown where another live ISR member can take over. Empty when
+/// every partition fits. The active controller runs this on its own (not only when a heartbeat
+/// or a fence changes something), so a decision lost with a leadership — an unfence committed
+/// without all of its elections, a controlled shutdown recorded without all of its moves — is
+/// made again.
 pub fn reconcile_records(image: &MetadataImage, defaults: &TopicDefaults) -> FailoverRecords {
     let fenced = fenced_brokers(image, &BTreeSet::new(), None);
-    partition_changes(image, &fenced, defaults)
+    partition_changes(image, &fenced, &shutting_down_brokers(image), defaults)
 }
 
 /// Brokers that may not lead or stay in an ISR: those the image has fenced, plus `also`, minus
@@ -223,10 +245,12 @@ fn fenced_brokers(
     fenced
 }
 
-/// One `PartitionChange` for every partition of the image that does not fit `fenced`.
+/// One `PartitionChange` for every partition of the image that does not fit `fenced` and
+/// `shutting_down` ([`decide`]).
 fn partition_changes(
     image: &MetadataImage,
     fenced: &BTreeSet<i32>,
+    shutting_down: &BTreeSet<i32>,
     defaults: &TopicDefaults,
 ) -> FailoverRecords {
     let mut out = FailoverRecords::default();
@@ -234,7 +258,7 @@ fn partition_changes(
         let policy = ElectionPolicy::from(&topic.config.resolve(defaults));
         for (partition_index, state) in (0..).zip(&topic.partitions) {
             let view = partition_view(state);
-            match reconcile(&view, fenced, &policy) {
+            match decide(&view, fenced, shutting_down, &policy) {
                 Ok(None) => {}
                 Ok(Some(change)) => out.records.push(partition_change_record(
                     topic.topic_id,

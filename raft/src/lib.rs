@@ -9,6 +9,10 @@
 //!   INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, …). Refused requests never reach the log.
 //! - [`failover`]: fencing and unfencing brokers as records — spool-core's election and liveness
 //!   decisions mapped onto the image (partition changes, fence / unfence records).
+//! - [`controlled_shutdown`]: a broker in controlled shutdown (it heartbeated `want_shutdown`)
+//!   loses its leaderships and ISR memberships to live ISR members — spool-core's election rule
+//!   with it counted as ineligible — and [`controlled_shutdown::should_shut_down`] says when it
+//!   may stop (the heartbeat answer's `should_shutdown`).
 //! - [`alter_partition`]: a partition leader's ISR change (AlterPartition) as a
 //!   `PartitionChange` record — spool-core's `isr_change` decision mapped onto the image.
 //! - [`image_snapshot`]: the image as bytes (a raft snapshot's payload) and back.
@@ -30,6 +34,7 @@
 //! entry, encoded by `spool_protocol::metadata_log`. raft-rs logs through [`slog_tracing`].
 
 pub mod alter_partition;
+pub mod controlled_shutdown;
 pub mod controller;
 pub mod disk;
 pub mod failover;
