@@ -95,8 +95,9 @@ pub fn run(args: LocalArgs) -> Result<(), String> {
                 return Err(format!("starting node {i}: {e}"));
             }
         }
+        let pid = children.last().map_or(0, |(_, c)| c.id());
         println!(
-            "node {i}: native {h}:9093  kafka {h}:9092  internal {h}:9094  admin http://{h}:9644  rack {r}  data {}",
+            "node {i} (pid {pid}): native {h}:9093  kafka {h}:9092  internal {h}:9094  admin http://{h}:9644  rack {r}  data {}",
             dir.display(),
             h = node_host(i),
             r = node_rack(i),
