@@ -184,22 +184,7 @@ fn learn_addresses(shard: &Shard, peers: &Peers) {
 }
 
 fn broker_statuses(shard: &Shard) -> BTreeMap<i32, BrokerStatus> {
-    shard
-        .image
-        .borrow()
-        .brokers()
-        .map(|b| {
-            (
-                b.broker_id,
-                BrokerStatus {
-                    broker_epoch: b.broker_epoch,
-                    fenced: b.fenced,
-                    in_controlled_shutdown: b.in_controlled_shutdown,
-                    unclean_shutdown: b.unclean_shutdown,
-                },
-            )
-        })
-        .collect()
+    spool_raft::alter_partition::broker_statuses(&shard.image.borrow())
 }
 
 fn topic_id(shard: &Shard, tp: &TopicPartition) -> Option<spool_raft::TopicId> {

@@ -78,20 +78,7 @@ pub fn alter_partition_records(
         leader_epoch: state.leader_epoch,
         partition_epoch: state.partition_epoch,
     };
-    let brokers: BTreeMap<i32, BrokerStatus> = image
-        .brokers()
-        .map(|b| {
-            (
-                b.broker_id,
-                BrokerStatus {
-                    broker_epoch: b.broker_epoch,
-                    fenced: b.fenced,
-                    in_controlled_shutdown: b.in_controlled_shutdown,
-                    unclean_shutdown: b.unclean_shutdown,
-                },
-            )
-        })
-        .collect();
+    let brokers = broker_statuses(image);
     // A u32 always fits a usize on the targets spool builds for; saturate rather than panic.
     let min_insync_replicas =
         usize::try_from(topic.config.resolve(defaults).min_insync_replicas).unwrap_or(usize::MAX);
@@ -136,6 +123,25 @@ fn partition_state(
     usize::try_from(partition)
         .ok()
         .and_then(|i| topic.partitions.get(i))
+}
+
+/// A registered broker as spool-core's ISR rules see it.
+pub fn broker_status(b: &crate::image::BrokerRegistration) -> BrokerStatus {
+    BrokerStatus {
+        broker_epoch: b.broker_epoch,
+        fenced: b.fenced,
+        in_controlled_shutdown: b.in_controlled_shutdown,
+        unclean_shutdown: b.unclean_shutdown,
+    }
+}
+
+/// Every registered broker of `image`, by id, as [`broker_status`] maps it (the controller's
+/// AlterPartition check and a leader's ISR proposals read the same view).
+pub fn broker_statuses(image: &MetadataImage) -> BTreeMap<i32, BrokerStatus> {
+    image
+        .brokers()
+        .map(|b| (b.broker_id, broker_status(b)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ pub mod log_files;
 pub mod netfilter;
 pub mod paced;
 pub mod process;
+pub mod replicated;
 pub mod steady;
 pub mod wire;
 

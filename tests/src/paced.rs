@@ -32,6 +32,15 @@ pub fn value(seq: u64) -> Bytes {
     Bytes::from(format!("g-{seq}"))
 }
 
+/// The sequence number in a value `g-<seq>` (`u64::MAX` for any other value).
+pub fn seq_of(value: &Bytes) -> u64 {
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|s| s.strip_prefix("g-"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
 /// Sends `count` records (`first_seq..`) to `topic`, record `seq` to partition
 /// `seq % partitions`, all in flight together; returns their acknowledgements.
 pub fn produce_spread(

@@ -13,56 +13,17 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use spool_tests::cli::spool_ok;
-use spool_tests::cluster::{Cluster, PartitionRow};
+use spool_tests::cluster::Cluster;
 use spool_tests::kafka_clients::kcat;
 use spool_tests::paced::PacedProducer;
+use spool_tests::replicated::{cluster_with_topic_on, wait_re_led};
 
 const PARTITIONS: i32 = 3;
 
-/// A healthy three-node cluster with topic `topic` (RF 3), the controller, and a victim: a
-/// broker that is not the controller and leads at least one partition, with those partitions.
+/// A healthy three-node cluster with `topic` (RF 3), the controller, a victim (a non-controller
+/// broker leading a partition) and what it leads.
 fn cluster_with_topic(topic: &str) -> (Cluster, i32, i32, Vec<i32>) {
-    let cluster = Cluster::start(3);
-    let controller = cluster.wait_healthy();
-    spool_ok(
-        cluster.node(controller),
-        &[
-            "topic",
-            "create",
-            topic,
-            "--partitions",
-            &PARTITIONS.to_string(),
-            "--replication-factor",
-            "3",
-        ],
-        "",
-    );
-    let rows: Vec<PartitionRow> = cluster.wait_until("the topic on every node", |c| {
-        let everywhere = (1..=3).all(|i| c.describe(i, topic).len() == PARTITIONS as usize);
-        everywhere.then(|| c.describe(controller, topic))
-    });
-    let victim = (1..=3)
-        .find(|&i| i != controller && rows.iter().any(|r| r.leader == i))
-        .expect("a non-controller broker that leads a partition");
-    let led = rows
-        .iter()
-        .filter(|r| r.leader == victim)
-        .map(|r| r.partition)
-        .collect();
-    (cluster, controller, victim, led)
-}
-
-/// Waits until every partition in `led` has a live leader other than `victim`.
-fn wait_re_led(cluster: &Cluster, controller: i32, topic: &str, victim: i32, led: &[i32]) {
-    cluster.wait_until("the victim's partitions led elsewhere", |c| {
-        let rows = c.describe(controller, topic);
-        led.iter()
-            .all(|p| {
-                rows.iter()
-                    .any(|r| r.partition == *p && r.leader >= 0 && r.leader != victim)
-            })
-            .then_some(())
-    });
+    cluster_with_topic_on(Cluster::start(3), topic, PARTITIONS, &[])
 }
 
 #[test]

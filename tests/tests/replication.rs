@@ -5,109 +5,32 @@
 //! Each test waits for conditions (leaders moved, acknowledgements past a count), never for
 //! time; every wait is bounded.
 
-use std::time::Duration;
-
 use spool_protocol::client::blocking::Producer;
 use spool_protocol::client::producer::{Acks, ProducerConfig};
 use spool_protocol::client::{ClientError, ProducerRecord};
 use spool_protocol::ErrorCode;
-use spool_tests::checker::{assert_none, duplicates, missing_acked, out_of_order, Acked};
-use spool_tests::cli::spool_ok;
-use spool_tests::cluster::{Cluster, PartitionRow};
+use spool_tests::checker::{assert_none, missing_acked, Acked};
+use spool_tests::cluster::Cluster;
 use spool_tests::netfilter::{Cut, Endpoint};
 use spool_tests::paced::PacedProducer;
+use spool_tests::replicated::{self, cluster_with_topic_on, wait_re_led, READ_TIMEOUT};
 use spool_tests::Broker;
 
 const PARTITIONS: i32 = 3;
-/// Bound on reading everything back.
-const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A healthy three-node cluster with `topic` (RF 3, `extra` topic configs), the controller, and a
-/// victim: a broker that is not the controller and leads at least one partition, with those
-/// partitions.
+/// A healthy three-node cluster with `topic` (RF 3, [`PARTITIONS`], `extra` topic configs), the
+/// controller, a victim (a non-controller broker leading a partition) and what it leads.
 fn cluster_with_topic(topic: &str, extra: &[&str]) -> (Cluster, i32, i32, Vec<i32>) {
-    cluster_with_topic_on(Cluster::start(3), topic, extra)
+    cluster_with_topic_on(Cluster::start(3), topic, PARTITIONS, extra)
 }
 
-/// [`cluster_with_topic`] on a cluster the caller started.
-fn cluster_with_topic_on(
-    cluster: Cluster,
-    topic: &str,
-    extra: &[&str],
-) -> (Cluster, i32, i32, Vec<i32>) {
-    let controller = cluster.wait_healthy();
-    let partitions = PARTITIONS.to_string();
-    let mut args = vec![
-        "topic",
-        "create",
-        topic,
-        "--partitions",
-        &partitions,
-        "--replication-factor",
-        "3",
-    ];
-    args.extend_from_slice(extra);
-    spool_ok(cluster.node(controller), &args, "");
-    let rows: Vec<PartitionRow> = cluster.wait_until("the topic on every node", |c| {
-        let everywhere = (1..=3).all(|i| c.describe(i, topic).len() == PARTITIONS as usize);
-        everywhere.then(|| c.describe(controller, topic))
-    });
-    let victim = (1..=3)
-        .find(|&i| i != controller && rows.iter().any(|r| r.leader == i))
-        .expect("a non-controller broker that leads a partition");
-    let led = rows
-        .iter()
-        .filter(|r| r.leader == victim)
-        .map(|r| r.partition)
-        .collect();
-    (cluster, controller, victim, led)
-}
-
-/// Waits until every partition in `led` has a live leader other than `victim`.
-fn wait_re_led(cluster: &Cluster, controller: i32, topic: &str, victim: i32, led: &[i32]) {
-    cluster.wait_until("the victim's partitions led elsewhere", |c| {
-        let rows = c.describe(controller, topic);
-        led.iter()
-            .all(|p| {
-                rows.iter()
-                    .any(|r| r.partition == *p && r.leader >= 0 && r.leader != victim)
-            })
-            .then_some(())
-    });
-}
-
-/// The sequence number in a paced producer's value `g-<seq>`.
-fn seq_of(value: &bytes::Bytes) -> u64 {
-    std::str::from_utf8(value)
-        .ok()
-        .and_then(|s| s.strip_prefix("g-"))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(u64::MAX)
-}
-
-/// Reads `topic` back through `reader` until every acknowledged offset is reached, and checks
-/// the three promises: nothing acknowledged missing, nothing twice, nothing out of order.
 fn check_everything_acknowledged_is_there(
     cluster: &Cluster,
     reader: i32,
     topic: &str,
     acked: &[Acked],
 ) -> usize {
-    let last = spool_tests::checker::last_acked_offsets(acked);
-    let read = spool_tests::client::consume_until(
-        cluster.node(reader),
-        topic,
-        PARTITIONS,
-        READ_TIMEOUT,
-        |r| spool_tests::checker::reached(r, &last),
-    );
-    assert_none(
-        "acknowledged records read back",
-        &missing_acked(acked, &read),
-    );
-    assert_none("records read twice", &duplicates(&read));
-    assert_none("per-partition order", &out_of_order(&read, seq_of));
-    read.len()
+    replicated::check_everything_acknowledged_is_there(cluster, reader, topic, PARTITIONS, acked)
 }
 
 #[test]
@@ -295,6 +218,7 @@ fn a_paused_follower_leaves_the_isr_the_producer_carries_on_and_it_rejoins() {
     let (mut cluster, controller, _, _) = cluster_with_topic_on(
         cluster,
         "paused",
+        PARTITIONS,
         &["--config", "replica.lag.time.max.ms=3000"],
     );
     let rows = cluster.describe(controller, "paused");
@@ -404,7 +328,7 @@ fn acks_all_answers_request_timed_out_when_the_isr_cannot_catch_up_in_time() {
     // Long sessions and lag: the paused followers stay registered and in the ISR, so the high
     // watermark cannot cover the batch, and the request's own timeout_ms answers it.
     let cluster = Cluster::start_with_args(3, &["--broker-session-timeout-ms", "60000"]);
-    let (mut cluster, controller, _, _) = cluster_with_topic_on(cluster, "slow", &[]);
+    let (mut cluster, controller, _, _) = cluster_with_topic_on(cluster, "slow", PARTITIONS, &[]);
     let leader = cluster.describe(controller, "slow")[0].leader;
     let followers: Vec<i32> = (1..=3).filter(|&i| i != leader).collect();
     // Acknowledged while every replica runs.

@@ -15,10 +15,10 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::ClientContext;
 use spool_tests::checker::{assert_none, Acked};
-use spool_tests::cli::spool_ok;
 use spool_tests::cluster::Cluster;
 use spool_tests::group_checks::{missing, printed_twice};
 use spool_tests::group_consumer::{GroupConsumer, MemberOptions};
+use spool_tests::replicated::cluster_with_topic_on;
 
 const PARTITIONS: i32 = 3;
 /// Messages librdkafka sends before the kill, and after.
@@ -33,25 +33,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(90);
 /// controller's id.
 fn cluster_with_topic(topic: &str) -> (Cluster, i32) {
     let cluster = Cluster::start_with_args(3, &["--offsets-topic-partitions", "3"]);
-    let controller = cluster.wait_healthy();
-    spool_ok(
-        cluster.node(controller),
-        &[
-            "topic",
-            "create",
-            topic,
-            "--partitions",
-            &PARTITIONS.to_string(),
-            "--replication-factor",
-            "3",
-        ],
-        "",
-    );
-    cluster.wait_until("the topic on every node", |c| {
-        (1..=3)
-            .all(|i| c.describe(i, topic).len() == PARTITIONS as usize)
-            .then_some(())
-    });
+    let (cluster, controller, _, _) = cluster_with_topic_on(cluster, topic, PARTITIONS, &[]);
     (cluster, controller)
 }
 

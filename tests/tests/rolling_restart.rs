@@ -15,97 +15,22 @@
 //!
 //! Waits are on conditions, never on time, and every one is bounded.
 
-use std::time::Duration;
-
-use spool_tests::checker::{assert_none, duplicates, missing_acked, out_of_order, Acked};
-use spool_tests::cli::spool_ok;
-use spool_tests::cluster::{Cluster, PartitionRow};
+use spool_tests::cluster::Cluster;
 use spool_tests::paced::PacedProducer;
+use spool_tests::replicated::{check_everything_acknowledged_is_there, cluster_with_topic_on};
 
 const PARTITIONS: i32 = 3;
-/// Bound on reading everything back.
-const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// What a broker's log says once the controller let it stop (`broker/src/controlled_shutdown.rs`).
 const GRANTED_LINE: &str =
     "controlled shutdown: the controller moved this broker's leaderships to other in-sync replicas";
 /// What it says at exit when its last image has it leading nothing.
 const LED_NOTHING_LINE: &str = "leading at exit: []";
 
-/// A healthy three-node cluster with `topic` (RF 3, `extra` topic configs), the controller, and a
-/// victim: a broker that is not the controller and leads at least one partition, with those
-/// partitions. (Copied from tests/tests/replication.rs.)
-fn cluster_with_topic_on(
-    cluster: Cluster,
-    topic: &str,
-    extra: &[&str],
-) -> (Cluster, i32, i32, Vec<i32>) {
-    let controller = cluster.wait_healthy();
-    let partitions = PARTITIONS.to_string();
-    let mut args = vec![
-        "topic",
-        "create",
-        topic,
-        "--partitions",
-        &partitions,
-        "--replication-factor",
-        "3",
-    ];
-    args.extend_from_slice(extra);
-    spool_ok(cluster.node(controller), &args, "");
-    let rows: Vec<PartitionRow> = cluster.wait_until("the topic on every node", |c| {
-        let everywhere = (1..=3).all(|i| c.describe(i, topic).len() == PARTITIONS as usize);
-        everywhere.then(|| c.describe(controller, topic))
-    });
-    let victim = (1..=3)
-        .find(|&i| i != controller && rows.iter().any(|r| r.leader == i))
-        .expect("a non-controller broker that leads a partition");
-    let led = rows
-        .iter()
-        .filter(|r| r.leader == victim)
-        .map(|r| r.partition)
-        .collect();
-    (cluster, controller, victim, led)
-}
-
-/// The sequence number in a paced producer's value `g-<seq>`. (Copied from replication.rs.)
-fn seq_of(value: &bytes::Bytes) -> u64 {
-    std::str::from_utf8(value)
-        .ok()
-        .and_then(|s| s.strip_prefix("g-"))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(u64::MAX)
-}
-
-/// Reads `topic` back through `reader` until every acknowledged offset is reached, and checks
-/// the three promises: nothing acknowledged missing, nothing twice, nothing out of order.
-/// (Copied from replication.rs.)
-fn check_everything_acknowledged_is_there(
-    cluster: &Cluster,
-    reader: i32,
-    topic: &str,
-    acked: &[Acked],
-) -> usize {
-    let last = spool_tests::checker::last_acked_offsets(acked);
-    let read = spool_tests::client::consume_until(
-        cluster.node(reader),
-        topic,
-        PARTITIONS,
-        READ_TIMEOUT,
-        |r| spool_tests::checker::reached(r, &last),
-    );
-    assert_none(
-        "acknowledged records read back",
-        &missing_acked(acked, &read),
-    );
-    assert_none("records read twice", &duplicates(&read));
-    assert_none("per-partition order", &out_of_order(&read, seq_of));
-    read.len()
-}
-
 #[test]
 fn a_rolling_restart_moves_leaders_and_loses_nothing_acknowledged() {
     let cluster = Cluster::start(3);
-    let (mut cluster, first_controller, _, _) = cluster_with_topic_on(cluster, "rolling", &[]);
+    let (mut cluster, first_controller, _, _) =
+        cluster_with_topic_on(cluster, "rolling", PARTITIONS, &[]);
     let all = [1, 2, 3];
     let producer = PacedProducer::start(cluster.node(first_controller), "rolling", PARTITIONS, 0);
     producer.wait_past(10 * PARTITIONS as usize);
@@ -185,6 +110,7 @@ fn a_rolling_restart_moves_leaders_and_loses_nothing_acknowledged() {
     );
     let acked = producer.stop();
     let reader = cluster.wait_until("one active controller", |c| c.agreed_controller(&all));
-    let read = check_everything_acknowledged_is_there(&cluster, reader, "rolling", &acked);
+    let read =
+        check_everything_acknowledged_is_there(&cluster, reader, "rolling", PARTITIONS, &acked);
     assert!(read >= acked.len(), "read {read} of {}", acked.len());
 }

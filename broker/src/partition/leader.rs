@@ -189,25 +189,9 @@ impl Partition {
         max_bytes: usize,
         now_ms: u64,
     ) -> ReplicaFetchRead {
-        let epochs = self.log.leader_epochs();
         let (log_start, log_end) = (self.log.log_start_offset(), self.log.log_end_offset());
-        let decision = {
-            let role = self.role.borrow();
-            let replicas: &[i32] = match &*role {
-                Role::Leader(l) => &l.state.leadership().replicas,
-                Role::Follower(_) => &[],
-            };
-            let view = LeaderView {
-                is_leader: role.is_leader(),
-                leader_epoch: role.leader_epoch(),
-                replicas,
-                broker_epochs,
-                epochs: &epochs,
-                log_start_offset: log_start,
-                log_end_offset: log_end,
-            };
-            follower_fetch::decide(fetch, &view)
-        };
+        let decision =
+            self.with_leader_view(broker_epochs, |view| follower_fetch::decide(fetch, view));
         let mut answer = ReplicaFetchRead {
             error: ErrorCode::None,
             high_watermark: self.high_watermark() as i64,
@@ -269,23 +253,34 @@ impl Partition {
         current_leader_epoch: Option<i32>,
         leader_epoch: i32,
     ) -> Result<spool_core::epoch_cache::EpochEndOffset, ErrorCode> {
+        self.with_leader_view(&BTreeMap::new(), |view| {
+            follower_fetch::offset_for_leader_epoch(current_leader_epoch, leader_epoch, view)
+        })
+        .map_err(|r| r.error_code())
+    }
+
+    /// What spool-core's fetch and epoch rules see of this replica now: its role, replicas,
+    /// epoch cache and log bounds (the role borrowed only for `f`, which must not await).
+    fn with_leader_view<R>(
+        &self,
+        broker_epochs: &BTreeMap<i32, i64>,
+        f: impl FnOnce(&LeaderView<'_>) -> R,
+    ) -> R {
         let epochs = self.log.leader_epochs();
         let role = self.role.borrow();
         let replicas: &[i32] = match &*role {
             Role::Leader(l) => &l.state.leadership().replicas,
             Role::Follower(_) => &[],
         };
-        let view = LeaderView {
+        f(&LeaderView {
             is_leader: role.is_leader(),
             leader_epoch: role.leader_epoch(),
             replicas,
-            broker_epochs: &BTreeMap::new(),
+            broker_epochs,
             epochs: &epochs,
             log_start_offset: self.log.log_start_offset(),
             log_end_offset: self.log.log_end_offset(),
-        };
-        follower_fetch::offset_for_leader_epoch(current_leader_epoch, leader_epoch, &view)
-            .map_err(|r| r.error_code())
+        })
     }
 
     /// Whether a follower's fetch from `offset` would find records now (its long poll waits
