@@ -142,7 +142,7 @@ fn tick(shard: &Rc<Shard>, repl: &Rc<Replication>) {
             continue;
         };
         tracing::info!(%tp, from = ?part.isr(), to = ?request.isr(), "asking the controller to change the ISR");
-        let leader_epoch = request.leader_epoch;
+        let (leader_epoch, partition_epoch) = (request.leader_epoch, request.partition_epoch);
         let (isr_before, requested) = (part.isr().len(), request.isr());
         let call = AlterPartition {
             topic_id,
@@ -164,7 +164,12 @@ fn tick(shard: &Rc<Shard>, repl: &Rc<Replication>) {
                     CoreMetrics::add(&shard.metrics.isr_expands, 1);
                 }
             }
-            part.on_alter_answer(leader_epoch, answer, crate::clock::monotonic_ms());
+            part.on_alter_answer(
+                leader_epoch,
+                partition_epoch,
+                answer,
+                crate::clock::monotonic_ms(),
+            );
         })
         .detach();
     }

@@ -188,8 +188,12 @@ pub enum AlterPartitionAnswer {
     /// The committed partition state (the request's, or a newer one).
     Committed(Leadership),
     Refused(AlterPartitionError),
-    /// No answer came (timeout, controller change): Kafka retries the same proposal; here the slot
-    /// is freed and the next [`propose`] computes a fresh one.
+    /// No answer came (timeout, controller change), so the change may or may not be committed:
+    /// it stays in flight — its members keep holding the watermark — and the leader sends the
+    /// same request again ([`retry_request`]), as Kafka does, until an answer or a newer
+    /// committed partition state ends it. (Freeing the slot here let a leader whose expansion
+    /// had in fact committed acknowledge acks=all without the new member, which the controller
+    /// could then elect: found by the simulator, seed 2100.)
     Lost,
 }
 
@@ -206,7 +210,8 @@ pub enum AnswerOutcome {
     Lost,
 }
 
-/// Takes the controller's answer; in every case the in-flight slot is free afterwards.
+/// Takes the controller's answer. Afterwards the in-flight slot is free, except after a lost
+/// answer: then the change stays pending, to be sent again with [`retry_request`].
 pub fn on_answer(
     replica: &mut ReplicaState,
     answer: AlterPartitionAnswer,
@@ -221,11 +226,52 @@ pub fn on_answer(
             }
         }
         AlterPartitionAnswer::Refused(e) => AnswerOutcome::Refused(e),
-        AlterPartitionAnswer::Lost => AnswerOutcome::Lost,
+        AlterPartitionAnswer::Lost => return AnswerOutcome::Lost,
     };
     replica.abandon_isr_change();
     assert!(replica.pending_isr().is_none());
     outcome
+}
+
+/// Whether an answer to the request sent at (`leader_epoch`, `partition_epoch`) answers the
+/// change in flight. Copies of one request may be answered twice (it was sent again after a lost
+/// answer); only the first may end the change, and a late copy must not end a newer one.
+pub fn answers_pending(replica: &ReplicaState, leader_epoch: i32, partition_epoch: i32) -> bool {
+    replica.pending_isr().is_some()
+        && replica.leader_epoch() == leader_epoch
+        && replica.pending_base_epoch() == partition_epoch
+}
+
+/// The change in flight, as the request to send again after a lost answer or a timeout: the
+/// same ISR from the same partition epoch, so the controller commits it once at most (a second
+/// copy finds the ISR already so, or a newer partition epoch, which it refuses). `None` when
+/// nothing is pending.
+pub fn retry_request(
+    replica: &ReplicaState,
+    own_broker_epoch: i64,
+) -> Option<AlterPartitionRequest> {
+    let pending = replica.pending_isr()?;
+    let leadership = replica.leadership();
+    Some(AlterPartitionRequest {
+        broker_id: leadership.leader_id,
+        broker_epoch: own_broker_epoch,
+        leader_epoch: leadership.leader_epoch,
+        partition_epoch: replica.pending_base_epoch(),
+        new_isr: pending
+            .iter()
+            .map(|&b| IsrMember {
+                broker_id: b,
+                broker_epoch: if b == leadership.leader_id {
+                    own_broker_epoch
+                } else {
+                    replica
+                        .follower(b)
+                        .and_then(|f| f.broker_epoch)
+                        .unwrap_or(-1)
+                },
+            })
+            .collect(),
+    })
 }
 
 /// The controller's decision on one AlterPartition, checks in Kafka's order: the sender's broker
@@ -410,6 +456,54 @@ mod tests {
         );
         assert_eq!((r.isr(), r.high_watermark()), (&[0, 1][..], 150));
         assert!(r.pending_isr().is_none());
+    }
+
+    #[test]
+    fn a_lost_answer_keeps_the_change_pending_and_only_its_own_answer_ends_it() {
+        // The simulator's seed 2100: an expansion whose answer was lost had in fact committed.
+        // Freeing the slot let the leader count only the old ISR for acks=all, and the
+        // controller then elected the new member, which lacked what was acknowledged.
+        let b = brokers();
+        let mut r = leader(&[0, 1]);
+        r.on_leader_log_end(200);
+        r.on_follower_fetch_with_epoch(1, Some(11), 200, 1_000);
+        r.on_follower_fetch_with_epoch(2, Some(12), 200, 1_000);
+        let req = propose(&mut r, &input(&b, 1_000)).expect("an expansion");
+        assert_eq!(req.isr(), vec![0, 1, 2]);
+        assert_eq!(
+            on_answer(&mut r, AlterPartitionAnswer::Lost, 1_100),
+            AnswerOutcome::Lost
+        );
+        assert_eq!(r.pending_isr(), Some(&[0, 1, 2][..]), "still in flight");
+        r.on_leader_log_end(300);
+        r.on_follower_fetch_with_epoch(1, Some(11), 300, 1_200);
+        assert_eq!(
+            r.high_watermark(),
+            200,
+            "broker 2, maybe in the ISR already, still holds the watermark"
+        );
+        assert_eq!(propose(&mut r, &input(&b, 1_200)), None, "no second change");
+        let again = retry_request(&r, 10).expect("the same request again");
+        assert_eq!(again, req, "same ISR, same partition epoch");
+        // The copy's answer (the controller finds the ISR already so) ends it; a late answer to
+        // an older request (another partition epoch) does not count.
+        assert!(!answers_pending(&r, 3, 6));
+        assert!(answers_pending(&r, 3, 7));
+        let committed = Leadership {
+            partition_epoch: 8,
+            isr: vec![0, 1, 2],
+            ..r.leadership().clone()
+        };
+        assert_eq!(
+            on_answer(&mut r, AlterPartitionAnswer::Committed(committed), 1_300),
+            AnswerOutcome::Applied
+        );
+        assert!(r.pending_isr().is_none());
+        assert!(
+            !answers_pending(&r, 3, 7),
+            "nothing pending: a duplicate answer is ignored"
+        );
+        assert_eq!(retry_request(&r, 10), None);
     }
 
     #[test]

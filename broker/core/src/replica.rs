@@ -96,8 +96,12 @@ pub struct ReplicaState {
     leader_log_end: u64,
     followers: BTreeMap<i32, FollowerState>,
     high_watermark: u64,
-    /// The ISR proposed to the controller and not yet answered: at most one per partition.
+    /// The ISR proposed to the controller and not yet answered: at most one per partition. It
+    /// stays through a lost answer (the controller may have committed it) until an answer to it
+    /// — committed, or refused — says how it ended.
     pending_isr: Option<Vec<i32>>,
+    /// The partition epoch the pending change was computed from.
+    pending_base_epoch: i32,
     /// The simulator's planted bug (`crate::planted`), if any.
     #[cfg(feature = "planted-bugs")]
     planted: Option<crate::planted::PlantedBug>,
@@ -130,6 +134,7 @@ impl ReplicaState {
             // they report (the watermark is never lowered to their unknown ends).
             high_watermark: start_offset,
             pending_isr: None,
+            pending_base_epoch: 0,
             #[cfg(feature = "planted-bugs")]
             planted: None,
         };
@@ -275,11 +280,19 @@ impl ReplicaState {
             self.leadership.replicas
         );
         self.pending_isr = Some(new_isr);
+        self.pending_base_epoch = self.leadership.partition_epoch;
         self.recompute_high_watermark();
     }
 
-    /// The controller refused the change in flight, or it got lost: the slot is free again. The
-    /// watermark stays (it never decreases); it simply stops waiting for a refused addition.
+    /// The partition epoch the change in flight was computed from (meaningful while one is).
+    pub fn pending_base_epoch(&self) -> i32 {
+        self.pending_base_epoch
+    }
+
+    /// The controller answered the change in flight (committed, refused) or committed a newer
+    /// partition state: the slot is free again. The watermark stays (it never decreases); it
+    /// simply stops waiting for a refused addition. Never for a lost answer: a change whose
+    /// fate is unknown keeps its members in the maximal ISR (`isr_change::on_answer`).
     pub fn abandon_isr_change(&mut self) {
         self.pending_isr = None;
     }

@@ -227,7 +227,8 @@ struct Model {
     view: PartitionView,
     fenced: BTreeSet<i32>,
     requests: VecDeque<AlterPartitionRequest>,
-    answers: VecDeque<(i32, i32, AlterPartitionAnswer)>,
+    /// (leader, its leader epoch, the request's partition epoch, the answer).
+    answers: VecDeque<(i32, i32, i32, AlterPartitionAnswer)>,
     in_flight: BTreeMap<(i32, i32), usize>,
     committed: Vec<Rec>,
     leader_hw: BTreeMap<(i32, i32), u64>,
@@ -427,12 +428,16 @@ impl Model {
                             AlterPartitionAnswer::Refused(e)
                         }
                     };
-                    self.answers
-                        .push_back((req.broker_id, req.leader_epoch, answer));
+                    self.answers.push_back((
+                        req.broker_id,
+                        req.leader_epoch,
+                        req.partition_epoch,
+                        answer,
+                    ));
                 }
             }
             Ev::DeliverAnswer => {
-                if let Some((broker, epoch, answer)) = self.answers.pop_front() {
+                if let Some((broker, epoch, partition_epoch, answer)) = self.answers.pop_front() {
                     *self.in_flight.get_mut(&(broker, epoch)).expect("counted") -= 1;
                     let now_ms = self.now_ms;
                     if let Role::Leader {
@@ -441,7 +446,9 @@ impl Model {
                         ..
                     } = &mut self.brokers[broker as usize].role
                     {
-                        if *leader_epoch == epoch {
+                        if *leader_epoch == epoch
+                            && isr_change::answers_pending(state, epoch, partition_epoch)
+                        {
                             isr_change::on_answer(state, answer, now_ms);
                         }
                     }

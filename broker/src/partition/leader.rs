@@ -290,8 +290,9 @@ impl Partition {
     }
 
     /// The ISR change this leader should ask the controller for now, if any (it then holds the
-    /// partition's one in-flight slot until [`Partition::on_alter_answer`]). A change in flight
-    /// longer than `alter_timeout_ms` is abandoned first (its answer was lost).
+    /// partition's one in-flight slot until [`Partition::on_alter_answer`]). A change whose answer
+    /// was lost, or is later than `alter_timeout_ms`, is sent again as it was: it may have
+    /// committed, so it stays pending (`isr_change::retry_request`).
     pub fn propose_isr_change(
         &self,
         input: &ProposeInput<'_>,
@@ -307,6 +308,12 @@ impl Partition {
             isr_change::on_answer(&mut l.state, AlterPartitionAnswer::Lost, input.now_ms);
             l.alter_sent_ms = None;
         }
+        if l.alter_sent_ms.is_none() {
+            if let Some(request) = isr_change::retry_request(&l.state, input.own_broker_epoch) {
+                l.alter_sent_ms = Some(input.now_ms);
+                return Some(request);
+            }
+        }
         let start = self
             .log
             .leader_epochs()
@@ -320,13 +327,21 @@ impl Partition {
         Some(request)
     }
 
-    /// The controller's answer to the ISR change this leader sent at `leader_epoch`.
-    pub fn on_alter_answer(&self, leader_epoch: i32, answer: AlterPartitionAnswer, now_ms: u64) {
+    /// The controller's answer to the ISR change this leader sent at `leader_epoch` from
+    /// `partition_epoch` (an answer to an older copy, or for another leadership, is ignored).
+    pub fn on_alter_answer(
+        &self,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        answer: AlterPartitionAnswer,
+        now_ms: u64,
+    ) {
         let outcome = {
             let mut role = self.role.borrow_mut();
             match &mut *role {
                 Role::Leader(l)
-                    if l.state.leader_epoch() == leader_epoch && l.alter_sent_ms.is_some() =>
+                    if l.alter_sent_ms.is_some()
+                        && isr_change::answers_pending(&l.state, leader_epoch, partition_epoch) =>
                 {
                     l.alter_sent_ms = None;
                     Some(isr_change::on_answer(&mut l.state, answer, now_ms))

@@ -65,6 +65,8 @@ enum Waiter {
         to: Endpoint,
         key: PartKey,
         leader_epoch: i32,
+        /// The request's partition epoch: which copy of the leader's change this answers.
+        partition_epoch: i32,
     },
 }
 
@@ -262,12 +264,14 @@ impl ControllerService {
         out: &mut Out,
     ) {
         let leader_epoch = request.leader_epoch;
+        let partition_epoch = request.partition_epoch;
         if require_leader(raft).is_err() {
             return answer_alter(
                 self.me,
                 to,
                 key,
                 leader_epoch,
+                partition_epoch,
                 AlterPartitionAnswer::Lost,
                 out,
             );
@@ -288,6 +292,7 @@ impl ControllerService {
                             to,
                             key,
                             leader_epoch,
+                            partition_epoch,
                         },
                     );
                 }
@@ -296,6 +301,7 @@ impl ControllerService {
                     to,
                     key,
                     leader_epoch,
+                    partition_epoch,
                     AlterPartitionAnswer::Lost,
                     out,
                 ),
@@ -303,13 +309,14 @@ impl ControllerService {
             Ok(None) => {
                 let answer = leadership(raft.latest_image(), key.topic_id, key.partition)
                     .map_or(AlterPartitionAnswer::Lost, AlterPartitionAnswer::Committed);
-                answer_alter(self.me, to, key, leader_epoch, answer, out);
+                answer_alter(self.me, to, key, leader_epoch, partition_epoch, answer, out);
             }
             Err(e) => answer_alter(
                 self.me,
                 to,
                 key,
                 leader_epoch,
+                partition_epoch,
                 AlterPartitionAnswer::Refused(e),
                 out,
             ),
@@ -449,12 +456,13 @@ impl ControllerService {
                 to,
                 key,
                 leader_epoch,
+                partition_epoch,
             } => {
                 let answer = (code == ErrorCode::None)
                     .then(|| leadership(raft.image(), key.topic_id, key.partition))
                     .flatten()
                     .map_or(AlterPartitionAnswer::Lost, AlterPartitionAnswer::Committed);
-                answer_alter(self.me, to, key, leader_epoch, answer, out);
+                answer_alter(self.me, to, key, leader_epoch, partition_epoch, answer, out);
             }
         }
     }
@@ -541,6 +549,7 @@ fn answer_alter(
     to: Endpoint,
     key: PartKey,
     leader_epoch: i32,
+    partition_epoch: i32,
     answer: AlterPartitionAnswer,
     out: &mut Out,
 ) {
@@ -550,6 +559,7 @@ fn answer_alter(
         Payload::Repl(Box::new(ReplMsg::AlterPartitionAnswer {
             key,
             leader_epoch,
+            partition_epoch,
             answer,
         })),
     ));

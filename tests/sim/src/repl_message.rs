@@ -56,6 +56,8 @@ pub enum ReplMsg {
     AlterPartitionAnswer {
         key: PartKey,
         leader_epoch: i32,
+        /// The answered request's partition epoch (`isr_change::answers_pending`).
+        partition_epoch: i32,
         answer: AlterPartitionAnswer,
     },
     Produce {
@@ -123,8 +125,11 @@ impl ReplMsg {
             ReplMsg::AlterPartitionAnswer {
                 key,
                 leader_epoch,
+                partition_epoch,
                 answer,
-            } => format!("AlterPartitionAnswer {key} le={leader_epoch} {answer:?}"),
+            } => format!(
+                "AlterPartitionAnswer {key} le={leader_epoch} pe={partition_epoch} {answer:?}"
+            ),
             ReplMsg::Produce {
                 request_id,
                 key,

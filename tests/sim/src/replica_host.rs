@@ -252,8 +252,24 @@ impl ReplicaHost {
                     if l.alter_sent_ms
                         .is_some_and(|t| now_ms >= t + REPL_REQUEST_TIMEOUT_MS)
                     {
+                        // No answer: the change stays pending and is sent again below.
                         isr_change::on_answer(&mut l.state, AlterPartitionAnswer::Lost, now_ms);
                         l.alter_sent_ms = None;
+                    }
+                    if l.alter_sent_ms.is_none() {
+                        if let Some(request) = isr_change::retry_request(&l.state, broker_epoch) {
+                            l.alter_sent_ms = Some(now_ms);
+                            out.repl_touched.push((me, *key));
+                            out.sends.push(Envelope::new(
+                                Endpoint::Broker(me),
+                                Endpoint::Node(controller),
+                                Payload::Repl(Box::new(ReplMsg::AlterPartition {
+                                    key: *key,
+                                    request,
+                                })),
+                            ));
+                            continue;
+                        }
                     }
                     let Some(start) = l.epochs.start_offset_of(l.state.leader_epoch()) else {
                         continue;
@@ -358,12 +374,15 @@ impl ReplicaHost {
             ReplMsg::AlterPartitionAnswer {
                 key,
                 leader_epoch,
+                partition_epoch,
                 answer,
             } => {
                 if let Some(r) = self.replicas.get_mut(&key) {
                     out.repl_touched.push((self.id, key));
                     if let Role::Leader(l) = &mut r.role {
-                        if l.state.leader_epoch() == leader_epoch && l.alter_sent_ms.is_some() {
+                        if l.alter_sent_ms.is_some()
+                            && isr_change::answers_pending(&l.state, leader_epoch, partition_epoch)
+                        {
                             let outcome = isr_change::on_answer(&mut l.state, answer, now_ms);
                             l.alter_sent_ms = None;
                             out.note(format!("b{} {key} ISR change: {outcome:?}", self.id));

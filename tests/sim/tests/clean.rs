@@ -36,3 +36,22 @@ fn a_busy_controller_still_fences_a_crashed_broker() {
     );
     assert!(report.repl.acked_all > 100, "{:?}", report.repl);
 }
+
+/// Regression (seed 2100, 60 s; found by a 10,000-seed run): a leader's ISR expansion got no
+/// answer ("Lost") although the controller had committed it. The leader freed its in-flight
+/// slot, so its watermark stopped waiting for the new member, and it acknowledged an acks=all
+/// batch the new member did not have; when the other members were fenced the controller elected
+/// the new member, and the batch was gone. A lost answer now leaves the change pending (the new
+/// member holds the watermark) and the leader sends the same request again
+/// (`spool_core::isr_change::retry_request`).
+#[test]
+fn a_lost_isr_expansion_answer_keeps_the_new_member_holding_the_watermark() {
+    let report = spool_sim::run(SimConfig::new(2100));
+    assert!(
+        report.violation.is_none(),
+        "{:?}\n{}",
+        report.violation,
+        report.tail.join("\n")
+    );
+    assert!(report.repl.acked_all > 100, "{:?}", report.repl);
+}
