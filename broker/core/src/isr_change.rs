@@ -225,6 +225,18 @@ pub fn on_answer(
                 AnswerOutcome::NotOurs
             }
         }
+        // Refused as stale: the controller has moved past this leader epoch or partition epoch
+        // (the leader may be deposed already). Freeing the slot would let a deposed leader's
+        // watermark forget the members the change involved and advance past what the new
+        // leader holds (the simulator's seed 7481); Kafka keeps its state pending then too, and
+        // waits for the metadata.
+        AlterPartitionAnswer::Refused(
+            e
+            @ (AlterPartitionError::FencedLeaderEpoch | AlterPartitionError::InvalidUpdateVersion),
+        ) => {
+            replica.await_metadata_for_isr_change();
+            return AnswerOutcome::Refused(e);
+        }
         AlterPartitionAnswer::Refused(e) => AnswerOutcome::Refused(e),
         AlterPartitionAnswer::Lost => return AnswerOutcome::Lost,
     };
@@ -238,6 +250,7 @@ pub fn on_answer(
 /// answer); only the first may end the change, and a late copy must not end a newer one.
 pub fn answers_pending(replica: &ReplicaState, leader_epoch: i32, partition_epoch: i32) -> bool {
     replica.pending_isr().is_some()
+        && !replica.isr_change_awaits_metadata()
         && replica.leader_epoch() == leader_epoch
         && replica.pending_base_epoch() == partition_epoch
 }
@@ -250,6 +263,9 @@ pub fn retry_request(
     replica: &ReplicaState,
     own_broker_epoch: i64,
 ) -> Option<AlterPartitionRequest> {
+    if replica.isr_change_awaits_metadata() {
+        return None;
+    }
     let pending = replica.pending_isr()?;
     let leadership = replica.leadership();
     Some(AlterPartitionRequest {
@@ -542,7 +558,20 @@ mod tests {
             on_answer(&mut r, refused, 1_000),
             AnswerOutcome::Refused(AlterPartitionError::InvalidUpdateVersion)
         );
-        assert!(r.pending_isr().is_none());
+        // Refused as stale: the change stays pending (the joiner keeps holding the watermark)
+        // and nothing is resent until a newer partition state arrives.
+        assert_eq!(r.pending_isr(), Some(&[0, 1, 2][..]));
+        assert_eq!(r.high_watermark(), 250);
+        assert_eq!(retry_request(&r, 10), None);
+        assert_eq!(propose(&mut r, &input(&b, 1_000)), None);
+        let newer = Leadership {
+            partition_epoch: 8,
+            ..r.leadership().clone()
+        };
+        assert!(r.on_partition_change(newer, 1_000));
+        assert!(r.pending_isr().is_none(), "the newer state ends it");
+        // The watermark moved on without the joiner (300); it joins once it has caught up.
+        r.on_follower_fetch_with_epoch(2, Some(13), 300, 1_000);
         let other = Leadership {
             leader_epoch: 4,
             ..r.leadership().clone()

@@ -102,6 +102,10 @@ pub struct ReplicaState {
     pending_isr: Option<Vec<i32>>,
     /// The partition epoch the pending change was computed from.
     pending_base_epoch: i32,
+    /// The controller refused the pending change as stale (its leader or partition epoch): the
+    /// controller has moved on, so the change stays pending — its members keep holding the
+    /// watermark — until a newer committed partition state says how things stand.
+    pending_awaits_metadata: bool,
     /// The simulator's planted bug (`crate::planted`), if any.
     #[cfg(feature = "planted-bugs")]
     planted: Option<crate::planted::PlantedBug>,
@@ -135,6 +139,7 @@ impl ReplicaState {
             high_watermark: start_offset,
             pending_isr: None,
             pending_base_epoch: 0,
+            pending_awaits_metadata: false,
             #[cfg(feature = "planted-bugs")]
             planted: None,
         };
@@ -281,6 +286,7 @@ impl ReplicaState {
         );
         self.pending_isr = Some(new_isr);
         self.pending_base_epoch = self.leadership.partition_epoch;
+        self.pending_awaits_metadata = false;
         self.recompute_high_watermark();
     }
 
@@ -295,6 +301,19 @@ impl ReplicaState {
     /// fate is unknown keeps its members in the maximal ISR (`isr_change::on_answer`).
     pub fn abandon_isr_change(&mut self) {
         self.pending_isr = None;
+        self.pending_awaits_metadata = false;
+    }
+
+    /// The controller refused the change in flight as stale: keep it (and its hold on the
+    /// watermark) until a newer partition state arrives ([`ReplicaState::on_partition_change`]).
+    pub fn await_metadata_for_isr_change(&mut self) {
+        assert!(self.pending_isr.is_some(), "no change in flight to wait on");
+        self.pending_awaits_metadata = true;
+    }
+
+    /// Whether the change in flight waits for newer metadata rather than for an answer.
+    pub fn isr_change_awaits_metadata(&self) -> bool {
+        self.pending_isr.is_some() && self.pending_awaits_metadata
     }
 
     /// The leader's exposable log end moved to `offset` (never backwards: the durable offset
@@ -378,8 +397,15 @@ impl ReplicaState {
         self.required_isr = self.required_isr.min(leadership.replicas.len().max(1));
         self.leadership = leadership;
         // The change in flight stays in flight until its answer comes (`isr_change::on_answer`):
-        // the controller still holds it, so a second one now would make two. A member that left
-        // the replicas leaves the pending set too.
+        // the controller still holds it, so a second one now would make two — unless the
+        // controller refused it as stale and this state is newer than the one it was computed
+        // from: then this state says how things stand. A member that left the replicas leaves
+        // the pending set too.
+        if self.pending_awaits_metadata && self.leadership.partition_epoch > self.pending_base_epoch
+        {
+            self.pending_isr = None;
+            self.pending_awaits_metadata = false;
+        }
         if let Some(pending) = &mut self.pending_isr {
             let replicas = &self.leadership.replicas;
             pending.retain(|b| replicas.contains(b));
