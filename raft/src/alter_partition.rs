@@ -6,8 +6,9 @@
 //! registered broker's [`BrokerStatus`], the topic's `min.insync.replicas` resolved over the
 //! caller's defaults) and the decision back into a record — leader unchanged
 //! ([`LEADER_UNCHANGED`]), the new ISR, the epochs the decision chose (leader epoch kept,
-//! partition epoch + 1); [`leadership`], the partition state an answer carries; and the
-//! outcome types of [`crate::Controller::alter_partition`] ([`AlterOutcome`], [`AlterRefused`]).
+//! partition epoch + 1); [`decide`], which answers only from a settled image what writes
+//! nothing; [`leadership`], the partition state an answer carries; and the outcome types of
+//! [`crate::Controller::alter_partition`] ([`AlterOutcome`], [`AlterRefused`]).
 //! Promises: pure functions of `(image, request)`, like [`crate::failover`]: a refusal produces no
 //! record; `Ok(None)` when the ISR already is the requested one (nothing to write — answer with
 //! the current state); a record returned applies to the image it was computed from. Computed
@@ -25,8 +26,10 @@ use spool_core::isr_change::{
 use spool_core::replica::Leadership;
 use spool_core::topic_config::TopicDefaults;
 use spool_protocol::metadata_records::MetadataRecordT;
+use spool_protocol::ErrorCode;
 
 use crate::image::{MetadataImage, PartitionState, TopicId, LEADER_UNCHANGED};
+use crate::node::MetadataRaft;
 use crate::proposal::ProposalId;
 use crate::records;
 use crate::validate::Refusal;
@@ -43,17 +46,46 @@ pub enum AlterOutcome {
 /// Why [`crate::Controller::alter_partition`] wrote nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AlterRefused {
-    /// The controller could not take it (NOT_CONTROLLER, THROTTLING_QUOTA_EXCEEDED, …): no answer
-    /// about the partition — the leader frees its slot and proposes afresh.
+    /// The controller could not take it (NOT_CONTROLLER, its own proposals not yet committed,
+    /// THROTTLING_QUOTA_EXCEEDED, …): no answer about the partition — the leader treats the
+    /// answer as lost and sends the same request again.
     Controller(Refusal),
     /// The request does not fit the partition: answer the leader with this error.
     Invalid(AlterPartitionError),
 }
 
+/// The active controller's decision on `request` over `raft`'s latest image (so that a second
+/// change from one partition epoch is refused while the first is in flight): the record to
+/// propose; `Ok(None)` when the ISR already is the requested one; a refusal. An answer that
+/// writes nothing — `Ok(None)`, [`AlterRefused::Invalid`] — is given only when nothing this
+/// controller proposed waits to commit, since the leader takes it as committed truth (it applies
+/// the state, or waits for newer metadata after a refusal); a decision over proposals that may
+/// yet be lost (this controller deposed before they commit) is [`AlterRefused::Controller`]
+/// instead, and the leader asks again. Kafka's controller likewise answers only once its log
+/// holds what it wrote before. (Answering a refusal from such a state left a leader waiting
+/// forever for metadata that never came: the simulator, seed 43.)
+pub fn decide(
+    raft: &MetadataRaft,
+    topic_id: TopicId,
+    partition: i32,
+    request: &AlterPartitionRequest,
+    defaults: &TopicDefaults,
+) -> Result<Option<MetadataRecordT>, AlterRefused> {
+    match alter_partition_records(raft.latest_image(), topic_id, partition, request, defaults) {
+        Ok(Some(record)) => Ok(Some(record)),
+        _ if !raft.is_settled() => Err(AlterRefused::Controller(Refusal::new(
+            ErrorCode::RequestTimedOut,
+            "the controller's own proposals have not committed yet",
+        ))),
+        Ok(None) => Ok(None),
+        Err(e) => Err(AlterRefused::Invalid(e)),
+    }
+}
+
 /// The record that applies `request` to partition `partition` of topic `topic_id`, `Ok(None)`
 /// when its ISR already is the requested one, or why not. An unknown topic id or partition (a
-/// deleted topic, a request from a stale leader) is INVALID_REQUEST: the leader frees its slot
-/// and waits for newer metadata. `defaults` are the broker-wide topic defaults the topic's own
+/// deleted topic, a request from a stale leader) is INVALID_REQUEST: the leader waits for newer
+/// metadata. `defaults` are the broker-wide topic defaults the topic's own
 /// `min.insync.replicas` falls back to: KIP-966's eligible leaders depend on it, though the
 /// record does not carry them yet (the metadata log has no field), so today it changes nothing
 /// written.

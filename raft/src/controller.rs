@@ -79,7 +79,7 @@ use spool_protocol::metadata_records::MetadataRecordT;
 use spool_protocol::ErrorCode;
 use thiserror::Error;
 
-use crate::alter_partition::{alter_partition_records, AlterOutcome, AlterRefused};
+use crate::alter_partition::{self, AlterOutcome, AlterRefused};
 use crate::disk::{DiskError, RaftDisk};
 use crate::failover::{
     fence_brokers_records, heartbeat_records, reconcile_records, register_broker_records,
@@ -438,12 +438,13 @@ impl Controller {
         self.propose_failover(out)
     }
 
-    /// A partition leader's ISR change ([`crate::alter_partition::alter_partition_records`] over
-    /// the latest image, min ISR resolved over `defaults`): proposes its `PartitionChange` and
-    /// returns the proposal, or [`AlterOutcome::AlreadySo`] when the ISR already is the
-    /// requested one (nothing written). Only the active leader decides; elsewhere, and when the
-    /// proposal is refused, [`AlterRefused::Controller`]. A request that does not fit the
-    /// partition is [`AlterRefused::Invalid`] and writes nothing.
+    /// A partition leader's ISR change ([`crate::alter_partition::decide`], min ISR resolved
+    /// over `defaults`): proposes its `PartitionChange` and returns the proposal, or
+    /// [`AlterOutcome::AlreadySo`] when the ISR already is the requested one (nothing written).
+    /// Only the active leader decides; elsewhere, when the proposal is refused, and when an
+    /// answer that writes nothing would rest on proposals not yet committed,
+    /// [`AlterRefused::Controller`]. A request that does not fit the partition is
+    /// [`AlterRefused::Invalid`] and writes nothing.
     pub fn alter_partition(
         &mut self,
         topic_id: TopicId,
@@ -452,15 +453,7 @@ impl Controller {
         defaults: &TopicDefaults,
     ) -> Result<AlterOutcome, AlterRefused> {
         self.require_leader().map_err(AlterRefused::Controller)?;
-        let record = alter_partition_records(
-            self.raft.latest_image(),
-            topic_id,
-            partition,
-            request,
-            defaults,
-        )
-        .map_err(AlterRefused::Invalid)?;
-        match record {
+        match alter_partition::decide(&self.raft, topic_id, partition, request, defaults)? {
             Some(record) => self
                 .raft
                 .propose(record)

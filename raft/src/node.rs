@@ -316,6 +316,12 @@ impl MetadataRaft {
         self.speculative.as_ref().unwrap_or(&self.image)
     }
 
+    /// Whether nothing this node proposed waits to commit (then the latest image is the
+    /// committed one): an answer that writes nothing is given only then (`alter_partition`).
+    pub fn is_settled(&self) -> bool {
+        self.speculative.is_none()
+    }
+
     /// The index of the last applied entry (the metadata offset brokers report as caught up).
     pub fn applied_index(&self) -> u64 {
         self.applied

@@ -259,21 +259,27 @@ fn stale_epochs_and_fenced_members_are_refused_and_write_nothing() {
     );
 
     // One change in flight: a second from the same partition epoch is stale against the latest
-    // image, before the first has committed.
+    // image, before the first has committed — so nothing is proposed for it; but the refusal is
+    // not answered while it rests on a proposal that may yet be lost: the leader asks again.
     let first = request(&c, &after_fence.isr[..1]);
     let Ok(AlterOutcome::Proposed(id)) = alter(&mut c, topic_id, &first) else {
         panic!("a shrink is proposed");
     };
+    let Err(AlterRefused::Controller(unsettled)) = alter(&mut c, topic_id, &first) else {
+        panic!("not answered from an unsettled image");
+    };
+    assert_eq!(unsettled.code, ErrorCode::RequestTimedOut);
+    commit(&mut c, id);
+    assert_eq!(
+        partition(&c).partition_epoch,
+        after_fence.partition_epoch + 1
+    );
+    // Once it committed, the same request is refused as stale, from committed state.
     assert_eq!(
         alter(&mut c, topic_id, &first),
         Err(AlterRefused::Invalid(
             AlterPartitionError::InvalidUpdateVersion
         ))
-    );
-    commit(&mut c, id);
-    assert_eq!(
-        partition(&c).partition_epoch,
-        after_fence.partition_epoch + 1
     );
 }
 

@@ -5,8 +5,9 @@
 //! Owns, on the leader: [`propose`] — whether to ask the controller to shrink the ISR (members
 //! out of sync for `replica.lag.time.max.ms`) or expand it (one caught-up replica), as an
 //! [`AlterPartitionRequest`] carrying the partition epoch it was computed from; and
-//! [`on_answer`], which takes the controller's answer and frees the in-flight slot. The slot
-//! itself lives in [`ReplicaState`], so that the watermark sees the "maximal ISR".
+//! [`on_answer`], which takes the controller's answer and says what it does to the in-flight
+//! slot. The slot itself (`isr_slot`) lives in [`ReplicaState`], so that the watermark sees the
+//! "maximal ISR".
 //!
 //! Owns, on the controller: [`validate_alter_partition`], the checks in Kafka's order and the
 //! committed [`PartitionChange`]; [`eligible_leaders_after`], KIP-966's eligible leader replicas.
@@ -118,7 +119,7 @@ pub fn propose(
     replica: &mut ReplicaState,
     input: &ProposeInput<'_>,
 ) -> Option<AlterPartitionRequest> {
-    if replica.pending_isr().is_some() {
+    if replica.isr_slot().is_taken() {
         return None;
     }
     let leadership = replica.leadership().clone();
@@ -205,13 +206,15 @@ pub enum AnswerOutcome {
     /// The answer belongs to another leader or leader epoch: wait for the metadata log's
     /// partition change and rebuild (this leader may be deposed).
     NotOurs,
-    /// Refused: the slot is free; wait for newer metadata before proposing again.
+    /// Refused. After INELIGIBLE_REPLICA the slot is free; after any other refusal the change
+    /// stays pending, unsent, until a newer partition state ends it.
     Refused(AlterPartitionError),
     Lost,
 }
 
 /// Takes the controller's answer. Afterwards the in-flight slot is free, except after a lost
-/// answer: then the change stays pending, to be sent again with [`retry_request`].
+/// answer (the change stays pending, to be sent again with [`retry_request`]) and after a stale
+/// refusal (it stays pending, unsent, until a newer partition state ends it).
 pub fn on_answer(
     replica: &mut ReplicaState,
     answer: AlterPartitionAnswer,
@@ -225,23 +228,30 @@ pub fn on_answer(
                 AnswerOutcome::NotOurs
             }
         }
-        // Refused as stale: the controller has moved past this leader epoch or partition epoch
-        // (the leader may be deposed already). Freeing the slot would let a deposed leader's
-        // watermark forget the members the change involved and advance past what the new
-        // leader holds (the simulator's seed 7481); Kafka keeps its state pending then too, and
-        // waits for the metadata.
-        AlterPartitionAnswer::Refused(
-            e
-            @ (AlterPartitionError::FencedLeaderEpoch | AlterPartitionError::InvalidUpdateVersion),
-        ) => {
-            replica.await_metadata_for_isr_change();
+        // INELIGIBLE_REPLICA is checked last, after the leader and partition epochs matched:
+        // the controller says the request was not applied and the partition stands where it was
+        // computed, so the slot is free (Kafka reverts to its committed state then, and only
+        // then).
+        AlterPartitionAnswer::Refused(e @ AlterPartitionError::IneligibleReplica { .. }) => {
+            AnswerOutcome::Refused(e)
+        }
+        // Any other refusal is stale (the controller has moved past this leader, partition or
+        // broker epoch; the leader may be deposed) or names a state this leader has not seen.
+        // Freeing the slot would let a deposed leader's watermark forget the members the change
+        // involved and advance past what the new leader holds (the simulator's seeds 2502 and
+        // 7481). Kafka keeps its state pending then too: the change waits, unsent, for the
+        // newer partition state, which ends it.
+        AlterPartitionAnswer::Refused(e) => {
+            replica.isr_change_refused_as_stale();
             return AnswerOutcome::Refused(e);
         }
-        AlterPartitionAnswer::Refused(e) => AnswerOutcome::Refused(e),
-        AlterPartitionAnswer::Lost => return AnswerOutcome::Lost,
+        AlterPartitionAnswer::Lost => {
+            replica.isr_change_answer_lost();
+            return AnswerOutcome::Lost;
+        }
     };
-    replica.abandon_isr_change();
-    assert!(replica.pending_isr().is_none());
+    replica.end_isr_change();
+    assert!(!replica.isr_slot().is_taken());
     outcome
 }
 
@@ -249,30 +259,24 @@ pub fn on_answer(
 /// change in flight. Copies of one request may be answered twice (it was sent again after a lost
 /// answer); only the first may end the change, and a late copy must not end a newer one.
 pub fn answers_pending(replica: &ReplicaState, leader_epoch: i32, partition_epoch: i32) -> bool {
-    replica.pending_isr().is_some()
-        && !replica.isr_change_awaits_metadata()
-        && replica.leader_epoch() == leader_epoch
-        && replica.pending_base_epoch() == partition_epoch
+    replica.leader_epoch() == leader_epoch && replica.isr_slot().awaits_answer_from(partition_epoch)
 }
 
-/// The change in flight, as the request to send again after a lost answer or a timeout: the
-/// same ISR from the same partition epoch, so the controller commits it once at most (a second
-/// copy finds the ISR already so, or a newer partition epoch, which it refuses). `None` when
-/// nothing is pending.
+/// The change whose answer was lost (`on_answer(Lost)`, a timeout), as the request to send
+/// again — it is then in flight again: the same ISR from the same partition epoch, so the
+/// controller commits it once at most (a second copy finds the ISR already so, or a newer
+/// partition epoch, which it refuses). `None` when no such change waits.
 pub fn retry_request(
-    replica: &ReplicaState,
+    replica: &mut ReplicaState,
     own_broker_epoch: i64,
 ) -> Option<AlterPartitionRequest> {
-    if replica.isr_change_awaits_metadata() {
-        return None;
-    }
-    let pending = replica.pending_isr()?;
+    let (pending, base_epoch) = replica.resend_isr_change()?;
     let leadership = replica.leadership();
     Some(AlterPartitionRequest {
         broker_id: leadership.leader_id,
         broker_epoch: own_broker_epoch,
         leader_epoch: leadership.leader_epoch,
-        partition_epoch: replica.pending_base_epoch(),
+        partition_epoch: base_epoch,
         new_isr: pending
             .iter()
             .map(|&b| IsrMember {
@@ -499,7 +503,7 @@ mod tests {
             "broker 2, maybe in the ISR already, still holds the watermark"
         );
         assert_eq!(propose(&mut r, &input(&b, 1_200)), None, "no second change");
-        let again = retry_request(&r, 10).expect("the same request again");
+        let again = retry_request(&mut r, 10).expect("the same request again");
         assert_eq!(again, req, "same ISR, same partition epoch");
         // The copy's answer (the controller finds the ISR already so) ends it; a late answer to
         // an older request (another partition epoch) does not count.
@@ -519,7 +523,7 @@ mod tests {
             !answers_pending(&r, 3, 7),
             "nothing pending: a duplicate answer is ignored"
         );
-        assert_eq!(retry_request(&r, 10), None);
+        assert_eq!(retry_request(&mut r, 10), None);
     }
 
     #[test]
@@ -562,7 +566,7 @@ mod tests {
         // and nothing is resent until a newer partition state arrives.
         assert_eq!(r.pending_isr(), Some(&[0, 1, 2][..]));
         assert_eq!(r.high_watermark(), 250);
-        assert_eq!(retry_request(&r, 10), None);
+        assert_eq!(retry_request(&mut r, 10), None);
         assert_eq!(propose(&mut r, &input(&b, 1_000)), None);
         let newer = Leadership {
             partition_epoch: 8,
@@ -582,6 +586,61 @@ mod tests {
             AnswerOutcome::NotOurs
         );
         assert!(r.pending_isr().is_none());
+    }
+
+    /// A committed state newer than the change's base supersedes the change before its answer
+    /// comes: it can no longer commit, so it stops holding the watermark, but nothing new is
+    /// proposed until its answer comes (one request in flight); a refusal for an ineligible
+    /// replica frees the slot at once.
+    #[test]
+    fn a_newer_partition_state_supersedes_the_change_and_ineligible_frees_it() {
+        let b = brokers();
+        let mut r = leader(&[0, 1]);
+        r.on_leader_log_end(300);
+        r.on_follower_fetch_with_epoch(1, Some(11), 300, 1_000);
+        r.on_follower_fetch_with_epoch(2, Some(12), 300, 1_000);
+        let req = propose(&mut r, &input(&b, 1_000)).expect("an expansion");
+        assert_eq!(req.isr(), vec![0, 1, 2]);
+        r.on_leader_log_end(400);
+        r.on_follower_fetch_with_epoch(1, Some(11), 400, 1_000);
+        assert_eq!(r.high_watermark(), 300, "the joiner holds the watermark");
+        // The controller shrank the ISR meanwhile (a fenced broker), at partition epoch 8.
+        let newer = Leadership {
+            partition_epoch: 8,
+            isr: vec![0],
+            ..r.leadership().clone()
+        };
+        assert!(r.on_partition_change(newer, 1_000));
+        assert!(r.pending_isr().is_none(), "superseded: it holds nothing");
+        assert_eq!(retry_request(&mut r, 10), None, "nor is it sent again");
+        assert_eq!(
+            propose(&mut r, &input(&b, 1_000)),
+            None,
+            "its answer is due"
+        );
+        let late = AlterPartitionAnswer::Refused(AlterPartitionError::InvalidUpdateVersion);
+        assert!(answers_pending(&r, 3, 7));
+        on_answer(&mut r, late, 1_000);
+        assert!(!r.isr_slot().is_taken());
+
+        // From epoch 8: 1 rejoins; the controller finds it ineligible (fenced meanwhile).
+        let req = propose(&mut r, &input(&b, 1_000)).expect("an expansion");
+        assert_eq!((req.partition_epoch, req.isr()), (8, vec![0, 1]));
+        assert!(answers_pending(&r, 3, 8));
+        let refused =
+            AlterPartitionAnswer::Refused(AlterPartitionError::IneligibleReplica { broker_id: 1 });
+        assert_eq!(
+            on_answer(&mut r, refused, 1_000),
+            AnswerOutcome::Refused(AlterPartitionError::IneligibleReplica { broker_id: 1 })
+        );
+        assert!(
+            r.pending_isr().is_none(),
+            "not applied, the state unchanged"
+        );
+        assert!(
+            propose(&mut r, &input(&b, 1_000)).is_some(),
+            "may propose again"
+        );
     }
 
     fn request(isr: &[(i32, i64)]) -> AlterPartitionRequest {

@@ -38,6 +38,7 @@ pub mod follower_fetch;
 pub mod follower_state;
 pub mod group;
 pub mod isr_change;
+pub mod isr_slot;
 pub mod liveness;
 pub mod placement;
 #[cfg(feature = "planted-bugs")]

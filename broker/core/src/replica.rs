@@ -28,6 +28,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::isr_slot::IsrSlot;
+
 /// What the leader knows of one follower (every replica but the leader has one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FollowerState {
@@ -96,16 +98,8 @@ pub struct ReplicaState {
     leader_log_end: u64,
     followers: BTreeMap<i32, FollowerState>,
     high_watermark: u64,
-    /// The ISR proposed to the controller and not yet answered: at most one per partition. It
-    /// stays through a lost answer (the controller may have committed it) until an answer to it
-    /// — committed, or refused — says how it ended.
-    pending_isr: Option<Vec<i32>>,
-    /// The partition epoch the pending change was computed from.
-    pending_base_epoch: i32,
-    /// The controller refused the pending change as stale (its leader or partition epoch): the
-    /// controller has moved on, so the change stays pending — its members keep holding the
-    /// watermark — until a newer committed partition state says how things stand.
-    pending_awaits_metadata: bool,
+    /// The one ISR change in flight, if any (`isr_slot`).
+    isr_slot: IsrSlot,
     /// The simulator's planted bug (`crate::planted`), if any.
     #[cfg(feature = "planted-bugs")]
     planted: Option<crate::planted::PlantedBug>,
@@ -137,9 +131,7 @@ impl ReplicaState {
             // A new leader starts from what it may expose; followers then hold it there until
             // they report (the watermark is never lowered to their unknown ends).
             high_watermark: start_offset,
-            pending_isr: None,
-            pending_base_epoch: 0,
-            pending_awaits_metadata: false,
+            isr_slot: IsrSlot::default(),
             #[cfg(feature = "planted-bugs")]
             planted: None,
         };
@@ -244,16 +236,21 @@ impl ReplicaState {
         self.required_isr
     }
 
-    /// The ISR proposed to the controller and not answered yet.
+    /// The proposed ISR while it holds the watermark (in flight, or refused as stale).
     pub fn pending_isr(&self) -> Option<&[i32]> {
-        self.pending_isr.as_deref()
+        self.isr_slot.holding()
+    }
+
+    /// The partition's one ISR-change slot.
+    pub fn isr_slot(&self) -> &IsrSlot {
+        &self.isr_slot
     }
 
     /// The committed ISR plus any member the pending change adds (module docs): the set the
     /// watermark waits for.
     pub fn maximal_isr(&self) -> Vec<i32> {
         let mut isr = self.leadership.isr.clone();
-        for b in self.pending_isr.iter().flatten() {
+        for b in self.isr_slot.holding().into_iter().flatten() {
             if !isr.contains(b) {
                 isr.push(*b);
             }
@@ -274,46 +271,41 @@ impl ReplicaState {
     /// (`isr_change` never proposes then) or if `new_isr` breaks the ISR's invariants.
     pub fn begin_isr_change(&mut self, new_isr: Vec<i32>) {
         assert!(
-            self.pending_isr.is_none(),
-            "a second ISR change {new_isr:?} while {:?} is in flight",
-            self.pending_isr
-        );
-        assert!(
             new_isr.contains(&self.leadership.leader_id)
                 && new_isr.iter().all(|b| self.leadership.replicas.contains(b)),
             "proposed ISR {new_isr:?} lacks the leader or leaves the replicas {:?}",
             self.leadership.replicas
         );
-        self.pending_isr = Some(new_isr);
-        self.pending_base_epoch = self.leadership.partition_epoch;
-        self.pending_awaits_metadata = false;
+        self.isr_slot
+            .begin(new_isr, self.leadership.partition_epoch);
         self.recompute_high_watermark();
     }
 
-    /// The partition epoch the change in flight was computed from (meaningful while one is).
-    pub fn pending_base_epoch(&self) -> i32 {
-        self.pending_base_epoch
+    /// The controller answered the change in flight — committed it, or refused it saying the
+    /// partition stands where the change was computed: the slot is free again. The watermark
+    /// stays (it never decreases); it simply stops waiting for a refused addition.
+    pub fn end_isr_change(&mut self) {
+        self.isr_slot.free();
+        self.recompute_high_watermark();
     }
 
-    /// The controller answered the change in flight (committed, refused) or committed a newer
-    /// partition state: the slot is free again. The watermark stays (it never decreases); it
-    /// simply stops waiting for a refused addition. Never for a lost answer: a change whose
-    /// fate is unknown keeps its members in the maximal ISR (`isr_change::on_answer`).
-    pub fn abandon_isr_change(&mut self) {
-        self.pending_isr = None;
-        self.pending_awaits_metadata = false;
+    /// The controller refused the change in flight as stale (`IsrSlot::on_stale_refusal`).
+    pub fn isr_change_refused_as_stale(&mut self) {
+        self.isr_slot.on_stale_refusal();
+        self.recompute_high_watermark();
     }
 
-    /// The controller refused the change in flight as stale: keep it (and its hold on the
-    /// watermark) until a newer partition state arrives ([`ReplicaState::on_partition_change`]).
-    pub fn await_metadata_for_isr_change(&mut self) {
-        assert!(self.pending_isr.is_some(), "no change in flight to wait on");
-        self.pending_awaits_metadata = true;
+    /// No answer came for the change in flight (`IsrSlot::on_lost`).
+    pub fn isr_change_answer_lost(&mut self) {
+        self.isr_slot.on_lost();
+        self.recompute_high_watermark();
     }
 
-    /// Whether the change in flight waits for newer metadata rather than for an answer.
-    pub fn isr_change_awaits_metadata(&self) -> bool {
-        self.pending_isr.is_some() && self.pending_awaits_metadata
+    /// The change whose answer was lost, to send again (`IsrSlot::resend`).
+    pub fn resend_isr_change(&mut self) -> Option<(Vec<i32>, i32)> {
+        self.isr_slot
+            .resend()
+            .map(|(isr, base_epoch)| (isr.to_vec(), base_epoch))
     }
 
     /// The leader's exposable log end moved to `offset` (never backwards: the durable offset
@@ -396,20 +388,9 @@ impl ReplicaState {
             .retain(|b, _| leadership.replicas.contains(b));
         self.required_isr = self.required_isr.min(leadership.replicas.len().max(1));
         self.leadership = leadership;
-        // The change in flight stays in flight until its answer comes (`isr_change::on_answer`):
-        // the controller still holds it, so a second one now would make two — unless the
-        // controller refused it as stale and this state is newer than the one it was computed
-        // from: then this state says how things stand. A member that left the replicas leaves
-        // the pending set too.
-        if self.pending_awaits_metadata && self.leadership.partition_epoch > self.pending_base_epoch
-        {
-            self.pending_isr = None;
-            self.pending_awaits_metadata = false;
-        }
-        if let Some(pending) = &mut self.pending_isr {
-            let replicas = &self.leadership.replicas;
-            pending.retain(|b| replicas.contains(b));
-        }
+        // A state newer than the change in flight's base supersedes it (`isr_slot`).
+        self.isr_slot
+            .on_partition_state(self.leadership.partition_epoch, &self.leadership.replicas);
         self.assert_invariants();
         self.recompute_high_watermark();
         true

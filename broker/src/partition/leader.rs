@@ -309,7 +309,7 @@ impl Partition {
             l.alter_sent_ms = None;
         }
         if l.alter_sent_ms.is_none() {
-            if let Some(request) = isr_change::retry_request(&l.state, input.own_broker_epoch) {
+            if let Some(request) = isr_change::retry_request(&mut l.state, input.own_broker_epoch) {
                 l.alter_sent_ms = Some(input.now_ms);
                 return Some(request);
             }

@@ -12,7 +12,8 @@
 //! - a leader's HW never decreases within its term; a follower's HW ≤ its log end;
 //! - below its HW every replica holds the committed prefix's batches, exactly;
 //! - an acks=all batch is committed and on every ISR member's synced log when acknowledged, and
-//!   in the log of every leader that takes over afterwards;
+//!   in the log of every leader that takes over afterwards (at a later leader epoch than the
+//!   one that acknowledged it);
 //! - no follower truncates a committed batch;
 //! - no log holds two batches with one (producer id, epoch, sequence);
 //! - an epoch cache only grows, except entries past a log cut by truncation or a crash;
@@ -49,6 +50,8 @@ pub struct ReplChecks {
     /// (broker, key) → (log generation, log end, epoch cache).
     caches: BTreeMap<(i32, PartKey), (u64, u64, Vec<EpochEntry>)>,
     acked_all: BTreeMap<PartKey, Vec<SimBatch>>,
+    /// (key, batch id) → the leader epoch of the leader that acknowledged it with acks=all.
+    acked_at_epoch: BTreeMap<(PartKey, u64), i32>,
     pub stats: ReplStats,
 }
 
@@ -136,6 +139,14 @@ impl ReplChecks {
                     return Ok(());
                 };
                 for a in self.acked_all.get(key).into_iter().flatten() {
+                    // Only a leader at a later epoch takes over from the one that acknowledged:
+                    // a broker whose metadata lags may still act on an older epoch, but it can
+                    // commit nothing (the ISR follows the newer leader) and it is told to step
+                    // down once its metadata catches up (the simulator's seed 858).
+                    let acked_at = self.acked_at_epoch.get(&(*key, a.id)).copied();
+                    if acked_at.is_some_and(|e| e >= *leader_epoch) {
+                        continue;
+                    }
                     if r.log.batch_at(a.base_offset) != Some(a) {
                         return fail(
                             ACKED_IN_LATER_LEADERS,
@@ -224,6 +235,9 @@ impl ReplChecks {
                     }
                 }
                 self.acked_all.entry(*key).or_default().push(*batch);
+                if let Some(&e) = self.led_epoch.get(&(*broker, *key)) {
+                    self.acked_at_epoch.entry((*key, batch.id)).or_insert(e);
+                }
             }
         }
         Ok(())

@@ -12,7 +12,7 @@
 //! controller calls it against `latest_image()`: the façade's gate
 //! ([`MetadataRaft::is_active_leader`]), `validate_create_topic` / `validate_delete_topic`,
 //! `register_broker_records`, `heartbeat_records`, `fence_brokers_records` over
-//! `BrokerSessions::expired`, `alter_partition_records`, and per tick `reconcile_records`; their
+//! `BrokerSessions::expired`, `alter_partition::decide`, and per tick `reconcile_records`; their
 //! records are proposed in order, stopping at the first refusal (`Controller::propose_failover`).
 //! Never does: drive raft (that is [`crate::node`]), read a clock (time is `now_ms`), decide
 //! anything itself, or answer for a node that is not the active leader (NOT_CONTROLLER with a
@@ -25,7 +25,7 @@ use spool_core::isr_change::{AlterPartitionAnswer, AlterPartitionRequest};
 use spool_core::liveness::{BrokerSessions, BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT};
 use spool_core::topic_config::TopicDefaults;
 use spool_protocol::ErrorCode;
-use spool_raft::alter_partition::{alter_partition_records, leadership};
+use spool_raft::alter_partition::{self, leadership};
 use spool_raft::failover::{
     fence_brokers_records, heartbeat_records, liveness_brokers, reconcile_records,
     register_broker_records, FailoverRecords,
@@ -35,6 +35,7 @@ use spool_raft::validate::{
     validate_create_topic, validate_delete_topic, CreateTopicPolicy, CreateTopicRequest,
     HeartbeatRequest, RegisterBrokerRequest,
 };
+use spool_raft::AlterRefused;
 use spool_raft::{Committed, IdSource, MetadataRaft, ProposalId, Refusal, TopicId};
 
 use crate::metaview::{MetaView, PartKey};
@@ -252,9 +253,10 @@ impl ControllerService {
         }
     }
 
-    /// AlterPartition (`spool_raft::alter_partition`, called as `Controller::alter_partition`
-    /// calls it): answered when its record commits, at once when nothing needs writing, `Lost`
-    /// (the leader retries) when this node cannot propose.
+    /// AlterPartition (`spool_raft::alter_partition::decide`, called as
+    /// `Controller::alter_partition` calls it): answered when its record commits, at once when
+    /// nothing needs writing, `Lost` (the leader retries) when this node cannot propose or an
+    /// answer that writes nothing would rest on its uncommitted proposals.
     fn alter_partition(
         &mut self,
         raft: &mut MetadataRaft,
@@ -277,13 +279,8 @@ impl ControllerService {
             );
         }
         let defaults = TopicDefaults::default();
-        match alter_partition_records(
-            raft.latest_image(),
-            key.topic_id,
-            key.partition,
-            request,
-            &defaults,
-        ) {
+        let lost = AlterPartitionAnswer::Lost;
+        match alter_partition::decide(raft, key.topic_id, key.partition, request, &defaults) {
             Ok(Some(record)) => match raft.propose(record) {
                 Ok(id) => {
                     self.waiting.insert(
@@ -296,30 +293,20 @@ impl ControllerService {
                         },
                     );
                 }
-                Err(_) => answer_alter(
-                    self.me,
-                    to,
-                    key,
-                    leader_epoch,
-                    partition_epoch,
-                    AlterPartitionAnswer::Lost,
-                    out,
-                ),
+                Err(_) => answer_alter(self.me, to, key, leader_epoch, partition_epoch, lost, out),
             },
             Ok(None) => {
-                let answer = leadership(raft.latest_image(), key.topic_id, key.partition)
-                    .map_or(AlterPartitionAnswer::Lost, AlterPartitionAnswer::Committed);
+                let answer = leadership(raft.image(), key.topic_id, key.partition)
+                    .map_or(lost, AlterPartitionAnswer::Committed);
                 answer_alter(self.me, to, key, leader_epoch, partition_epoch, answer, out);
             }
-            Err(e) => answer_alter(
-                self.me,
-                to,
-                key,
-                leader_epoch,
-                partition_epoch,
-                AlterPartitionAnswer::Refused(e),
-                out,
-            ),
+            Err(AlterRefused::Invalid(e)) => {
+                let answer = AlterPartitionAnswer::Refused(e);
+                answer_alter(self.me, to, key, leader_epoch, partition_epoch, answer, out)
+            }
+            Err(AlterRefused::Controller(_)) => {
+                answer_alter(self.me, to, key, leader_epoch, partition_epoch, lost, out)
+            }
         }
     }
 

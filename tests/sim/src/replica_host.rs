@@ -257,7 +257,8 @@ impl ReplicaHost {
                         l.alter_sent_ms = None;
                     }
                     if l.alter_sent_ms.is_none() {
-                        if let Some(request) = isr_change::retry_request(&l.state, broker_epoch) {
+                        if let Some(request) = isr_change::retry_request(&mut l.state, broker_epoch)
+                        {
                             l.alter_sent_ms = Some(now_ms);
                             out.repl_touched.push((me, *key));
                             out.sends.push(Envelope::new(

@@ -74,3 +74,20 @@ fn a_deposed_leader_refused_as_stale_does_not_advance_its_watermark() {
         );
     }
 }
+
+/// Regression (seed 43, 60 s; found by the 1,000-seed budget with the fix above): the
+/// controller refused a leader's ISR expansion as stale (INVALID_UPDATE_VERSION) from its
+/// latest image, which held an earlier copy of the same change not yet committed; that proposal
+/// was then lost, so the leader waited for a newer partition state that never came and the ISR
+/// stayed short after the faults stopped. An answer that writes nothing is now given only from
+/// a settled image (`spool_raft::alter_partition::decide`); until then the leader asks again.
+#[test]
+fn a_refusal_is_never_answered_from_uncommitted_proposals() {
+    let report = spool_sim::run(SimConfig::new(43));
+    assert!(
+        report.violation.is_none(),
+        "{:?}\n{}",
+        report.violation,
+        report.tail.join("\n")
+    );
+}
