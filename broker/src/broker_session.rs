@@ -89,13 +89,15 @@ pub fn spawn<S: Services>(
                 continue;
             }
             if controller.broker_epoch.get() < 0 {
-                let r = registration(&local, incarnation, controller.previous_broker_epoch);
+                let r = registration(&local, incarnation, controller.previous_broker_epoch.get());
                 attempt = attempt.wrapping_add(1);
                 match register(&controller, &services, r, attempt).await {
                     Ok(epoch) => {
                         tracing::info!(broker_epoch = epoch, "registered with the controller");
                         controller.broker_epoch.set(epoch);
+                        controller.previous_broker_epoch.set(epoch);
                         duplicate_since_ms = None;
+                        record_registration(&local, epoch).await;
                     }
                     Err((ErrorCode::InconsistentClusterId, why)) => {
                         crate::stop_signal::fail(format!(
@@ -180,6 +182,25 @@ pub fn spawn<S: Services>(
         }
     })
     .detach();
+}
+
+/// Under `durability = fsync` the data directory records each registration's epoch
+/// (`crate::clean_shutdown`): whatever this broker reported is on its disk, so a crash loses
+/// nothing it counted for, and the next start registers as clean; only a lost or replaced data
+/// directory (no mark) registers as an unclean shutdown (KIP-966, KIP-903). Under `replicated`
+/// durability a crash may lose what it reported, so only a clean shutdown writes the mark
+/// (Kafka's rule).
+async fn record_registration(local: &Rc<Local>, broker_epoch: i64) {
+    if local.config.durability != spool_storage::Durability::Fsync {
+        return;
+    }
+    let data_dir = local.config.data_dir.clone();
+    let written = glommio::executor()
+        .spawn_blocking(move || crate::clean_shutdown::record(&data_dir, broker_epoch))
+        .await;
+    if let Err(e) = written {
+        tracing::warn!("recording the registration's broker epoch: {e}");
+    }
 }
 
 /// Registers with the active controller — here, or wherever raft says it is; while nobody

@@ -1,8 +1,11 @@
 //! The mark a clean shutdown leaves in the data directory (Kafka's previous broker epoch, KIP-966):
 //! after every core has flushed and closed its partitions, core 0 writes the broker epoch it had
 //! to `<data-dir>/clean-shutdown`; the next start reads and removes it, and registers with it.
-//! A broker that crashed has no mark (or a stale one it removed at the previous start), so it
-//! registers with -1, and the controller knows that what it had not synced may be gone.
+//! Under `durability = fsync` the broker also writes it after every registration
+//! (`broker_session`), since everything it reports is synced: a crash then loses nothing it
+//! counted for, and only a lost or replaced data directory has no mark. A broker without one
+//! registers with -1, and the controller knows that its log may be gone (it leaves every ISR
+//! and eligible set: `spool_raft::failover::register_broker_records`).
 //!
 //! Owns: that one file. Promises: the mark is durable before the process exits (written to a
 //! temporary file, fsynced, renamed, the directory fsynced), and removed — durably — before the

@@ -169,15 +169,18 @@ pub fn topic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
             {
                 let d = r.map_err(|e| format!("cannot describe topic {name}: {e}"))?;
                 println!("topic {} ({} partitions)", d.name, d.partitions.len());
-                println!("PARTITION  LEADER  LEADER-EPOCH      REPLICAS           ISR  OFFLINE");
+                println!(
+                    "PARTITION  LEADER  LEADER-EPOCH      REPLICAS           ISR           ELR  OFFLINE"
+                );
                 for p in d.partitions {
                     println!(
-                        "{:>9}  {:>6}  {:>12}  {:>12}  {:>12}  {:?}",
+                        "{:>9}  {:>6}  {:>12}  {:>12}  {:>12}  {:>12}  {:?}",
                         p.partition,
                         p.leader_id,
                         p.leader_epoch,
                         format!("{:?}", p.replicas),
                         format!("{:?}", p.isr),
+                        format!("{:?}", p.eligible_leaders),
                         p.offline_replicas
                     );
                 }

@@ -73,9 +73,10 @@ pub struct Controller {
     pub(crate) status: RefCell<Option<ControllerStatus>>,
     /// This broker's epoch from its last registration (-1 before one; clustered only).
     pub(crate) broker_epoch: Cell<i64>,
-    /// The epoch its last clean shutdown recorded (-1: none; `crate::clean_shutdown`), sent
-    /// with its registrations.
-    pub(crate) previous_broker_epoch: i64,
+    /// The epoch its data directory recorded (-1: none; `crate::clean_shutdown`), sent with its
+    /// registrations; after each registration, that one's (a re-registration of a live process
+    /// has lost nothing).
+    pub(crate) previous_broker_epoch: Cell<i64>,
     /// The brokers' sessions, kept while this node is the active controller (a node that becomes
     /// active starts a fresh one, giving every broker a grace period: a failover fences nobody).
     pub(crate) sessions: RefCell<Option<spool_core::liveness::BrokerSessions>>,
@@ -243,7 +244,7 @@ impl Controller {
             leader_node: Cell::new(node_of_raft_id(status.leader_id)),
             status: RefCell::new(Some(status)),
             broker_epoch: Cell::new(-1),
-            previous_broker_epoch,
+            previous_broker_epoch: Cell::new(previous_broker_epoch),
             sessions: RefCell::new(None),
             session_timeout_ms: local.config.broker_session_timeout_ms,
             heartbeat_interval_ms: local.config.broker_heartbeat_interval_ms,

@@ -43,6 +43,7 @@ pub fn render(
     out.push_str(&format!("spool_unclean_shutdown_brokers {unclean}\n"));
     let (mut leaderless, mut under_replicated, mut under_min_isr, mut offline_replicas) =
         (0u64, 0u64, 0u64, 0u64);
+    let mut eligible_leaders = 0u64;
     for t in image.topics() {
         let required = t.config.resolve(defaults);
         for p in &t.partitions {
@@ -55,6 +56,7 @@ pub fn render(
             if p.isr.len() < required.required_isr(p.replicas.len()) {
                 under_min_isr += 1;
             }
+            eligible_leaders += p.eligible_leaders.len() as u64;
             offline_replicas += p
                 .replicas
                 .iter()
@@ -68,6 +70,9 @@ pub fn render(
     ));
     out.push_str(&format!("spool_under_min_isr_partitions {under_min_isr}\n"));
     out.push_str(&format!("spool_offline_replicas {offline_replicas}\n"));
+    out.push_str(&format!(
+        "spool_eligible_leader_replicas {eligible_leaders}\n"
+    ));
     let status = controller.and_then(|c| c.status.borrow().clone());
     if let (Some(c), Some(s)) = (controller, status) {
         out.push_str(&format!(

@@ -269,6 +269,7 @@ fn response_body() -> BoxedStrategy<ResponseBodyT> {
                 replica_nodes: oints(),
                 isr_nodes: oints(),
                 offline_replicas: oints(),
+                eligible_leaders: oints(),
             })),
         })),
     });
@@ -528,6 +529,7 @@ fn metadata_record() -> BoxedStrategy<MetadataRecordT> {
             leader: any::<i32>(),
             leader_epoch: any::<i32>(),
             partition_epoch: any::<i32>(),
+            eligible_leaders: oints(),
         })),
     });
     let delete = st!(DeleteTopicT {
@@ -542,6 +544,7 @@ fn metadata_record() -> BoxedStrategy<MetadataRecordT> {
         replicas: oints(),
         leader_epoch: any::<i32>(),
         partition_epoch: any::<i32>(),
+        eligible_leaders: oints(),
     });
     let pid_block = st!(ProducerIdBlockT {
         assigned_broker_id: any::<i32>(),

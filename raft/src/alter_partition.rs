@@ -19,7 +19,6 @@
 
 use std::collections::BTreeMap;
 
-use spool_core::election::PartitionView;
 use spool_core::isr_change::{
     validate_alter_partition, AlterPartitionError, AlterPartitionRequest, BrokerStatus,
 };
@@ -31,7 +30,7 @@ use spool_protocol::ErrorCode;
 use crate::image::{MetadataImage, PartitionState, TopicId, LEADER_UNCHANGED};
 use crate::node::MetadataRaft;
 use crate::proposal::ProposalId;
-use crate::records;
+use crate::records::{self, PartitionFields};
 use crate::validate::Refusal;
 
 /// What [`crate::Controller::alter_partition`] did with a valid request.
@@ -86,9 +85,7 @@ pub fn decide(
 /// when its ISR already is the requested one, or why not. An unknown topic id or partition (a
 /// deleted topic, a request from a stale leader) is INVALID_REQUEST: the leader waits for newer
 /// metadata. `defaults` are the broker-wide topic defaults the topic's own
-/// `min.insync.replicas` falls back to: KIP-966's eligible leaders depend on it, though the
-/// record does not carry them yet (the metadata log has no field), so today it changes nothing
-/// written.
+/// `min.insync.replicas` falls back to: KIP-966's eligible leaders depend on it.
 pub fn alter_partition_records(
     image: &MetadataImage,
     topic_id: TopicId,
@@ -101,15 +98,7 @@ pub fn alter_partition_records(
         .ok_or(AlterPartitionError::InvalidRequest)?;
     let state =
         partition_state(image, topic_id, partition).ok_or(AlterPartitionError::InvalidRequest)?;
-    let view = PartitionView {
-        replicas: state.replicas.clone(),
-        isr: state.isr.clone(),
-        // The metadata log has no eligible-leader field yet (spool_core::election's docs).
-        eligible_leaders: Vec::new(),
-        leader: state.leader,
-        leader_epoch: state.leader_epoch,
-        partition_epoch: state.partition_epoch,
-    };
+    let view = state.view();
     let brokers = broker_statuses(image);
     // A u32 always fits a usize on the targets spool builds for; saturate rather than panic.
     let min_insync_replicas =
@@ -121,14 +110,19 @@ pub fn alter_partition_records(
             (c.leader, c.leader_epoch),
             (state.leader, state.leader_epoch)
         );
+        let eligible_leaders =
+            (c.eligible_leaders != state.eligible_leaders).then_some(c.eligible_leaders);
         records::partition_change(
             topic_id,
             partition,
-            LEADER_UNCHANGED,
-            Some(c.isr),
-            None,
-            c.leader_epoch,
-            c.partition_epoch,
+            PartitionFields {
+                leader: LEADER_UNCHANGED,
+                isr: Some(c.isr),
+                eligible_leaders,
+                leader_epoch: c.leader_epoch,
+                partition_epoch: c.partition_epoch,
+                ..PartitionFields::default()
+            },
         )
     }))
 }

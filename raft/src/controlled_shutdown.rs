@@ -39,6 +39,8 @@ pub fn shutting_down_brokers(image: &MetadataImage) -> BTreeSet<i32> {
 
 /// The change `partition` needs when `fenced` brokers may neither lead nor stay in an ISR and
 /// `shutting_down` brokers should neither, unless nobody else can lead; `Ok(None)`: none.
+/// Brokers that registered after an `unclean_shutdown` are never eligible leaders
+/// (`spool_core::election`).
 ///
 /// First pass: [`reconcile`] with the shutting-down brokers counted as fenced and unclean
 /// election off. If that leaves a leader, it is the answer: leadership moved to (or stayed with)
@@ -52,17 +54,18 @@ pub fn decide(
     partition: &PartitionView,
     fenced: &BTreeSet<i32>,
     shutting_down: &BTreeSet<i32>,
+    unclean_shutdown: &BTreeSet<i32>,
     policy: &ElectionPolicy,
 ) -> Result<Option<PartitionChange>, MalformedPartition> {
     if shutting_down.iter().all(|b| fenced.contains(b)) {
-        return reconcile(partition, fenced, policy);
+        return reconcile(partition, fenced, unclean_shutdown, policy);
     }
     let ineligible: BTreeSet<i32> = fenced.union(shutting_down).copied().collect();
     let clean = ElectionPolicy {
         unclean_leader_election_enable: false,
         ..*policy
     };
-    let strict = reconcile(partition, &ineligible, &clean)?;
+    let strict = reconcile(partition, &ineligible, unclean_shutdown, &clean)?;
     let leader_after = strict.as_ref().map_or(partition.leader, |c| c.leader);
     if leader_after != NO_LEADER {
         return Ok(strict);
@@ -71,7 +74,7 @@ pub fn decide(
     // `shutting_down`, and the fallback's ISR is a subset of this one (or, after an unclean
     // election, just its leader), so the next round's first pass finds none either and comes
     // here again, where `reconcile` over its own result answers `None`.
-    reconcile(partition, fenced, policy)
+    reconcile(partition, fenced, unclean_shutdown, policy)
 }
 
 /// Whether `broker_id`'s heartbeat answer says it may stop: the image shows it in controlled
@@ -125,6 +128,9 @@ mod tests {
         }
     }
 
+    /// Nobody registered after an unclean shutdown.
+    const NONE: &BTreeSet<i32> = &BTreeSet::new();
+
     fn set(ids: &[i32]) -> BTreeSet<i32> {
         ids.iter().copied().collect()
     }
@@ -137,11 +143,11 @@ mod tests {
         policy: &ElectionPolicy,
     ) -> PartitionView {
         let (f, s) = (set(fenced), set(shutting));
-        let Some(c) = decide(p, &f, &s, policy).expect("valid") else {
+        let Some(c) = decide(p, &f, &s, NONE, policy).expect("valid") else {
             return p.clone();
         };
         let after = p.with(&c);
-        assert_eq!(decide(&after, &f, &s, policy), Ok(None), "a fixpoint");
+        assert_eq!(decide(&after, &f, &s, NONE, policy), Ok(None), "a fixpoint");
         after
     }
 
@@ -162,10 +168,13 @@ mod tests {
     #[test]
     fn the_only_live_isr_member_keeps_leading_even_when_shutting_down() {
         let p = view(&[1, 2], &[1], 1);
-        assert_eq!(decide(&p, &set(&[]), &set(&[1]), &CLEAN), Ok(None));
+        assert_eq!(decide(&p, &set(&[]), &set(&[1]), NONE, &CLEAN), Ok(None));
         // Both ISR members shutting down: neither is a better leader than the other.
         let p = view(&[1, 2, 3], &[1, 2], 1);
-        assert_eq!(decide(&p, &set(&[3]), &set(&[1, 2]), &CLEAN), Ok(None));
+        assert_eq!(
+            decide(&p, &set(&[3]), &set(&[1, 2]), NONE, &CLEAN),
+            Ok(None)
+        );
         // The other member fenced: it leaves the ISR, the shutting-down leader stays.
         let after = settle(&view(&[1, 2], &[1, 2], 1), &[2], &[1], &CLEAN);
         assert_eq!((after.leader, after.isr.as_slice()), (1, &[1][..]));
@@ -197,13 +206,13 @@ mod tests {
             (view(&[1, 2], &[2], 2), set(&[2])),
         ] {
             assert_eq!(
-                decide(&p, &fenced, &set(&[]), &UNCLEAN),
-                reconcile(&p, &fenced, &UNCLEAN)
+                decide(&p, &fenced, &set(&[]), NONE, &UNCLEAN),
+                reconcile(&p, &fenced, NONE, &UNCLEAN)
             );
             // A shutting-down broker that is also fenced adds nothing.
             assert_eq!(
-                decide(&p, &fenced, &fenced, &CLEAN),
-                reconcile(&p, &fenced, &CLEAN)
+                decide(&p, &fenced, &fenced, NONE, &CLEAN),
+                reconcile(&p, &fenced, NONE, &CLEAN)
             );
         }
     }

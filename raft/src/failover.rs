@@ -22,7 +22,7 @@
 
 use std::collections::BTreeSet;
 
-use spool_core::election::{ElectionPolicy, MalformedPartition, PartitionChange, PartitionView};
+use spool_core::election::{forget_lost_log, ElectionPolicy, MalformedPartition, PartitionChange};
 use spool_core::liveness::LivenessBroker;
 use spool_core::topic_config::TopicDefaults;
 use spool_protocol::metadata_records::{MetadataRecordBodyT, MetadataRecordT};
@@ -30,7 +30,7 @@ use spool_protocol::ErrorCode;
 
 use crate::controlled_shutdown::{decide, shutting_down_brokers};
 use crate::image::{MetadataImage, PartitionState, TopicId, LEADER_UNCHANGED};
-use crate::records;
+use crate::records::{self, PartitionFields};
 use crate::validate::{
     validate_heartbeat, validate_register_broker, HeartbeatRequest, Refusal, RegisterBrokerRequest,
 };
@@ -188,7 +188,9 @@ fn first_then(record: MetadataRecordT, changes: FailoverRecords) -> FailoverReco
 /// the id's current registration is unfenced (the same incarnation whose answer was lost, or a
 /// restart the session rules let through) — by the records that fence it the usual way, its
 /// leaderships and ISR memberships moved first, so no reader ever sees a re-registered (fenced)
-/// broker leading. The registration is the last record.
+/// broker leading — and, when it registers after an unclean shutdown, by the changes that take
+/// it out of every ISR (even as the last member) and eligible set, since its log may be gone
+/// (KIP-903). The registration is the last record.
 pub fn register_broker_records(
     image: &MetadataImage,
     request: &RegisterBrokerRequest,
@@ -196,17 +198,55 @@ pub fn register_broker_records(
 ) -> Result<FailoverRecords, Refusal> {
     let registration = validate_register_broker(image, request)?;
     let unfenced = image.broker(request.broker_id).is_some_and(|b| !b.fenced);
-    if !unfenced {
-        return Ok(FailoverRecords {
-            records: vec![registration],
-            malformed: Vec::new(),
-        });
+    let mut out = if unfenced {
+        fence_brokers_records(image, &[request.broker_id], defaults)?
+    } else {
+        FailoverRecords::default()
+    };
+    let unclean =
+        matches!(&registration.body, MetadataRecordBodyT::RegisterBroker(r) if r.unclean_shutdown);
+    if unclean {
+        // Its log may be gone: it leaves every ISR and eligible set (after the fence, so over
+        // the image the fence leaves).
+        let mut fenced = image.clone();
+        for r in &out.records {
+            // Records computed from this image apply to it, in order.
+            let applied = fenced.apply(r);
+            debug_assert!(applied.is_ok(), "{applied:?}");
+        }
+        let lost = lost_log_changes(&fenced, request.broker_id);
+        out.records.extend(lost.records);
+        out.malformed.extend(lost.malformed);
     }
-    let mut out = fence_brokers_records(image, &[request.broker_id], defaults)?;
     // The registration applies after the fence as well as before it: it only needs a newer
     // epoch than the registered one, which fencing leaves alone.
     out.records.push(registration);
     Ok(out)
+}
+
+/// One `PartitionChange` for every partition whose ISR or eligible set names `broker`, which is
+/// registering after an unclean shutdown ([`spool_core::election::forget_lost_log`]).
+fn lost_log_changes(image: &MetadataImage, broker: i32) -> FailoverRecords {
+    let mut out = FailoverRecords::default();
+    for topic in image.topics() {
+        for (partition_index, state) in (0..).zip(&topic.partitions) {
+            match forget_lost_log(&state.view(), broker) {
+                Ok(None) => {}
+                Ok(Some(change)) => out.records.push(partition_change_record(
+                    topic.topic_id,
+                    partition_index,
+                    state,
+                    &change,
+                )),
+                Err(error) => out.malformed.push(MalformedAt {
+                    topic: topic.name.clone(),
+                    partition_index,
+                    error,
+                }),
+            }
+        }
+    }
+    out
 }
 
 /// The partition changes the image needs as it stands: leaders for partitions whose leader is
@@ -254,11 +294,16 @@ fn partition_changes(
     defaults: &TopicDefaults,
 ) -> FailoverRecords {
     let mut out = FailoverRecords::default();
+    let unclean_shutdown: BTreeSet<i32> = image
+        .brokers()
+        .filter(|b| b.unclean_shutdown)
+        .map(|b| b.broker_id)
+        .collect();
     for topic in image.topics() {
         let policy = ElectionPolicy::from(&topic.config.resolve(defaults));
         for (partition_index, state) in (0..).zip(&topic.partitions) {
-            let view = partition_view(state);
-            match decide(&view, fenced, shutting_down, &policy) {
+            let view = state.view();
+            match decide(&view, fenced, shutting_down, &unclean_shutdown, &policy) {
                 Ok(None) => {}
                 Ok(Some(change)) => out.records.push(partition_change_record(
                     topic.topic_id,
@@ -277,18 +322,6 @@ fn partition_changes(
     out
 }
 
-fn partition_view(state: &PartitionState) -> PartitionView {
-    PartitionView {
-        replicas: state.replicas.clone(),
-        isr: state.isr.clone(),
-        // The metadata log has no eligible-leader field yet (spool_core::election's docs).
-        eligible_leaders: Vec::new(),
-        leader: state.leader,
-        leader_epoch: state.leader_epoch,
-        partition_epoch: state.partition_epoch,
-    }
-}
-
 /// The record for `change`: only what changed is written (leader [`LEADER_UNCHANGED`], ISR
 /// absent otherwise), the epochs always.
 fn partition_change_record(
@@ -303,14 +336,19 @@ fn partition_change_record(
         change.leader
     };
     let isr = (change.isr != before.isr).then(|| change.isr.clone());
+    let eligible_leaders = (change.eligible_leaders != before.eligible_leaders)
+        .then(|| change.eligible_leaders.clone());
     records::partition_change(
         topic_id,
         partition_index,
-        leader,
-        isr,
-        None,
-        change.leader_epoch,
-        change.partition_epoch,
+        PartitionFields {
+            leader,
+            isr,
+            eligible_leaders,
+            leader_epoch: change.leader_epoch,
+            partition_epoch: change.partition_epoch,
+            ..PartitionFields::default()
+        },
     )
 }
 

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use spool_core::election::PartitionView;
 use spool_core::topic_config::TopicConfig;
 use spool_protocol::metadata_records::{
     BrokerHeartbeatT, CreateTopicT, DeleteTopicT, FenceBrokerT, MetadataRecordBodyT,
@@ -65,10 +66,27 @@ pub struct BrokerRegistration {
 pub struct PartitionState {
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// KIP-966's eligible leader replicas (`spool_core::election`): replicas outside the ISR
+    /// that hold every committed record, so one may lead when no ISR member can.
+    pub eligible_leaders: Vec<i32>,
     /// The leader's broker id, or [`NO_LEADER`].
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+}
+
+impl PartitionState {
+    /// The partition as spool-core's election and ISR rules see it.
+    pub fn view(&self) -> PartitionView {
+        PartitionView {
+            replicas: self.replicas.clone(),
+            isr: self.isr.clone(),
+            eligible_leaders: self.eligible_leaders.clone(),
+            leader: self.leader,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+        }
+    }
 }
 
 /// One topic. `configs` holds only what was set explicitly, under Kafka's names (as the log
@@ -315,6 +333,7 @@ impl MetadataImage {
             *slot = Some(PartitionState {
                 replicas: a.replicas.clone().unwrap_or_default(),
                 isr: a.isr.clone().unwrap_or_default(),
+                eligible_leaders: a.eligible_leaders.clone().unwrap_or_default(),
                 leader: a.leader,
                 leader_epoch: a.leader_epoch,
                 partition_epoch: a.partition_epoch,
@@ -379,6 +398,12 @@ impl MetadataImage {
         if let Some(replicas) = &r.replicas {
             partition.replicas = replicas.clone();
         }
+        if let Some(eligible) = &r.eligible_leaders {
+            partition.eligible_leaders = eligible.clone();
+        }
+        // Only replicas are eligible (a reassignment that drops one drops it here too).
+        let replicas = &partition.replicas;
+        partition.eligible_leaders.retain(|b| replicas.contains(b));
         partition.leader_epoch = r.leader_epoch;
         partition.partition_epoch = r.partition_epoch;
         Ok(())

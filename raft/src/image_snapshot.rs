@@ -89,14 +89,17 @@ pub fn image_records(image: &MetadataImage) -> Vec<MetadataRecordT> {
             .iter()
             .zip(0i32..)
             .map(|(p, i)| {
-                records::partition_assignment(
+                let mut a = records::partition_assignment(
                     i,
                     p.replicas.clone(),
                     p.isr.clone(),
                     p.leader,
                     p.leader_epoch,
                     p.partition_epoch,
-                )
+                );
+                a.eligible_leaders =
+                    (!p.eligible_leaders.is_empty()).then(|| p.eligible_leaders.clone());
+                a
             })
             .collect();
         out.push(records::create_topic(

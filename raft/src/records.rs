@@ -140,24 +140,45 @@ pub fn delete_topic(name: &str, topic_id: Uuid128) -> MetadataRecordT {
     record(MetadataRecordBodyT::DeleteTopic(Box::new(r)))
 }
 
-/// `leader`: a broker id, `-1` for none, `-2` for unchanged; `None` lists mean unchanged.
+/// What one `PartitionChange` sets. `leader`: a broker id, `-1` for none, `-2` (the default) for
+/// unchanged; `None` lists (the default) mean unchanged; the epochs are always written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionFields {
+    pub leader: i32,
+    pub isr: Option<Vec<i32>>,
+    pub replicas: Option<Vec<i32>>,
+    pub eligible_leaders: Option<Vec<i32>>,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+impl Default for PartitionFields {
+    fn default() -> Self {
+        PartitionFields {
+            leader: crate::image::LEADER_UNCHANGED,
+            isr: None,
+            replicas: None,
+            eligible_leaders: None,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        }
+    }
+}
+
 pub fn partition_change(
     topic_id: Uuid128,
     partition_index: i32,
-    leader: i32,
-    isr: Option<Vec<i32>>,
-    replicas: Option<Vec<i32>>,
-    leader_epoch: i32,
-    partition_epoch: i32,
+    fields: PartitionFields,
 ) -> MetadataRecordT {
     let mut r = PartitionChangeT::default();
     r.topic_id = uuid(topic_id);
     r.partition_index = partition_index;
-    r.leader = leader;
-    r.isr = isr;
-    r.replicas = replicas;
-    r.leader_epoch = leader_epoch;
-    r.partition_epoch = partition_epoch;
+    r.leader = fields.leader;
+    r.isr = fields.isr;
+    r.replicas = fields.replicas;
+    r.eligible_leaders = fields.eligible_leaders;
+    r.leader_epoch = fields.leader_epoch;
+    r.partition_epoch = fields.partition_epoch;
     record(MetadataRecordBodyT::PartitionChange(Box::new(r)))
 }
 

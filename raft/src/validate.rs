@@ -352,10 +352,13 @@ pub fn validate_register_broker(
         .map(|l| records::listener(&l.name, &l.host, l.port))
         .collect();
     // Kafka's rule: a broker that registered before and does not bring back the epoch it had
-    // (it wrote that only on a clean shutdown) may have lost what it had not synced.
-    let unclean = image
-        .broker(request.broker_id)
-        .is_some_and(|b| b.broker_epoch != request.previous_broker_epoch);
+    // (its data directory records it: `spool_broker::clean_shutdown`) may have lost its log. The
+    // same incarnation registering again (its answer was lost, or its session expired while it
+    // ran) restarted nothing, so it lost nothing.
+    let unclean = image.broker(request.broker_id).is_some_and(|b| {
+        b.incarnation_id != Some(request.incarnation_id)
+            && b.broker_epoch != request.previous_broker_epoch
+    });
     Ok(records::with_unclean_shutdown(
         records::register_broker(
             request.broker_id,

@@ -165,6 +165,22 @@ fn a_shrink_and_an_expand_commit_and_each_bumps_the_partition_epoch() {
         (shrunk.leader, shrunk.leader_epoch, shrunk.partition_epoch),
         (leader, before.leader_epoch, before.partition_epoch + 1)
     );
+    assert!(shrunk.eligible_leaders.is_empty(), "at min ISR (2)");
+
+    // Below min ISR the member leaving stays an eligible leader (KIP-966)...
+    let alone = request(&c, &[leader]);
+    let Ok(AlterOutcome::Proposed(id)) = alter(&mut c, topic_id, &alone) else {
+        panic!("a shrink is proposed");
+    };
+    commit(&mut c, id);
+    assert_eq!(partition(&c).eligible_leaders, [follower]);
+    // ... until the ISR is back at min ISR.
+    let back = request(&c, &kept);
+    let Ok(AlterOutcome::Proposed(id)) = alter(&mut c, topic_id, &back) else {
+        panic!("an expansion is proposed");
+    };
+    commit(&mut c, id);
+    assert!(partition(&c).eligible_leaders.is_empty());
 
     let mut all = kept.clone();
     all.extend(before.isr.iter().copied().filter(|b| !kept.contains(b)));
@@ -181,7 +197,7 @@ fn a_shrink_and_an_expand_commit_and_each_bumps_the_partition_epoch() {
             expanded.leader_epoch,
             expanded.partition_epoch
         ),
-        (leader, before.leader_epoch, before.partition_epoch + 2)
+        (leader, before.leader_epoch, before.partition_epoch + 4)
     );
     let answer = leadership(c.image(), topic_id, 0).expect("known");
     assert_eq!(

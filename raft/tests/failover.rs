@@ -158,8 +158,14 @@ fn fencing_a_leader_moves_its_partitions_to_isr_members_with_a_new_epoch() {
     assert_eq!(c.fence_brokers(&[victim]), Ok(vec![]));
 }
 
+fn sorted(ids: &[i32]) -> Vec<i32> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids
+}
+
 #[test]
-fn silent_brokers_are_fenced_and_a_caught_up_one_leads_again() {
+fn silent_brokers_are_fenced_and_an_eligible_caught_up_one_leads_again() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut c = cluster(dir.path());
     let start_ms = 1_000_000;
@@ -184,8 +190,11 @@ fn silent_brokers_are_fenced_and_a_caught_up_one_leads_again() {
         .expired(liveness_brokers(c.latest_image()), now_ms + 250, timeout)
         .is_empty());
     commit_all(&mut c, &ids);
+    // Below min ISR (2): the members that left keep every committed record (the watermark
+    // stopped with them), so they are eligible leaders (KIP-966).
     for p in partitions(&c) {
         assert_eq!((p.leader, p.isr.as_slice()), (3, &[3][..]), "{p:?}");
+        assert_eq!(sorted(&p.eligible_leaders), [1, 2], "{p:?}");
     }
 
     // Broker 3 dies too: every partition is leaderless, its ISR kept at [3].
@@ -194,29 +203,52 @@ fn silent_brokers_are_fenced_and_a_caught_up_one_leads_again() {
     commit_all(&mut c, &ids);
     for (old, p) in before.iter().zip(partitions(&c)) {
         assert_eq!((p.leader, p.isr.as_slice()), (NO_LEADER, &[3][..]));
+        assert_eq!(sorted(&p.eligible_leaders), [1, 2]);
         assert_eq!(p.leader_epoch, old.leader_epoch + 1);
     }
 
-    // Broker 1 comes back first: it is unfenced, but it is out of every ISR and unclean
-    // election is off, so it leads nothing.
+    // Broker 1 restarts after an unclean shutdown (it does not bring back its broker epoch): it
+    // may have lost unsynced records, so once unfenced it leads nothing and is eligible no
+    // more; unclean election is off.
+    let again = c
+        .register_broker(&RegisterBrokerRequest {
+            broker_id: 1,
+            incarnation_id: Uuid128 { high: 2, low: 1 },
+            listeners: vec![],
+            rack: Some("a".into()),
+            cluster_id: None,
+            registered_session_live: false,
+            previous_broker_epoch: -1,
+        })
+        .expect("register again");
+    commit_all(&mut c, &[again]);
+    assert!(c.image().broker(1).expect("b1").unclean_shutdown);
     let back = c.heartbeat_and_elect(&heartbeat(&c, 1)).expect("hb 1");
-    assert_eq!(back.len(), 1, "just the unfence");
+    assert_eq!(
+        back.len(),
+        1 + before.len(),
+        "the unfence, then 1 leaves each ELR"
+    );
     commit_all(&mut c, &back);
     assert!(!c.image().broker(1).expect("b1").fenced);
-    assert!(partitions(&c).iter().all(|p| p.leader == NO_LEADER));
+    for p in partitions(&c) {
+        assert_eq!((p.leader, p.isr.as_slice()), (NO_LEADER, &[3][..]));
+        assert_eq!(p.eligible_leaders, [2]);
+    }
 
-    // Broker 3 comes back caught up: it leads every partition again, one epoch later.
+    // Broker 2 (fenced, not restarted) comes back caught up: as an eligible leader it leads
+    // every partition, one epoch later, alone in the ISR; 3 becomes eligible in its place.
     let before = partitions(&c);
     let behind = HeartbeatRequest {
         current_metadata_offset: c.applied_index() as i64 - 1,
-        ..heartbeat(&c, 3)
+        ..heartbeat(&c, 2)
     };
     assert_eq!(
         c.heartbeat_and_elect(&behind),
         Ok(vec![]),
         "not caught up yet"
     );
-    let back = c.heartbeat_and_elect(&heartbeat(&c, 3)).expect("hb 3");
+    let back = c.heartbeat_and_elect(&heartbeat(&c, 2)).expect("hb 2");
     assert_eq!(
         back.len(),
         1 + before.len(),
@@ -224,7 +256,8 @@ fn silent_brokers_are_fenced_and_a_caught_up_one_leads_again() {
     );
     commit_all(&mut c, &back);
     for (old, p) in before.iter().zip(partitions(&c)) {
-        assert_eq!((p.leader, p.isr.as_slice()), (3, &[3][..]));
+        assert_eq!((p.leader, p.isr.as_slice()), (2, &[2][..]));
+        assert_eq!(p.eligible_leaders, [3]);
         assert_eq!(p.leader_epoch, old.leader_epoch + 1);
         assert_eq!(p.partition_epoch, old.partition_epoch + 1);
     }

@@ -92,12 +92,35 @@ fn any_record() -> impl Strategy<Value = MetadataRecordT> {
             -2..4i32,
             prop::option::of(int_list()),
             prop::option::of(int_list()),
+            prop::option::of(int_list()),
             0..5i32,
             0..5i32
         )
-            .prop_map(|(id, p, l, isr, reps, le, pe)| records::partition_change(
-                id, p, l, isr, reps, le, pe
-            )),
+            .prop_map(
+                |(
+                    id,
+                    p,
+                    leader,
+                    isr,
+                    replicas,
+                    eligible_leaders,
+                    leader_epoch,
+                    partition_epoch,
+                )| {
+                    records::partition_change(
+                        id,
+                        p,
+                        records::PartitionFields {
+                            leader,
+                            isr,
+                            replicas,
+                            eligible_leaders,
+                            leader_epoch,
+                            partition_epoch,
+                        },
+                    )
+                }
+            ),
         (broker_id(), epoch(), -5..3000i64, -1..1000i32)
             .prop_map(|(b, e, first, size)| records::producer_id_block(b, e, first, size)),
         Just(MetadataRecordT::default()),

@@ -243,11 +243,33 @@ fn a_restart_tells_the_controller_whether_the_broker_had_shut_down_cleanly() {
     let unclean = |c: &Cluster| c.gauge(controller, "spool_unclean_shutdown_brokers");
     assert_eq!(unclean(&cluster), Some(0), "first registrations are clean");
 
-    // kill -9: no clean-shutdown mark, so the next registration is unclean (KIP-966).
+    // kill -9 under `durability = fsync`: the data directory recorded the registration's
+    // epoch, and everything the broker reported is synced, so the restart registers clean.
+    let mark = cluster.node(victim).data_dir().join("clean-shutdown");
+    cluster.wait_until("the registration's epoch recorded", |_| {
+        mark.exists().then_some(())
+    });
     cluster.node_mut(victim).kill9();
     cluster.wait_until("the killed broker fenced", |c| {
         (c.gauge(controller, "spool_fenced_brokers") == Some(1)).then_some(())
     });
+    cluster.node_mut(victim).restart();
+    cluster.wait_until("registered again after a crash, clean, and unfenced", |c| {
+        (mark.exists() && c.gauge(controller, "spool_fenced_brokers") == Some(0)).then_some(())
+    });
+    assert_eq!(
+        unclean(&cluster),
+        Some(0),
+        "a crash under fsync loses nothing reported"
+    );
+
+    // A data directory that lost its mark (a replaced disk): the next registration is unclean
+    // (KIP-966), and the broker leaves every ISR until it has caught up again.
+    cluster.node_mut(victim).kill9();
+    cluster.wait_until("the killed broker fenced", |c| {
+        (c.gauge(controller, "spool_fenced_brokers") == Some(1)).then_some(())
+    });
+    std::fs::remove_file(&mark).expect("removing the mark");
     cluster.node_mut(victim).restart();
     cluster.wait_until(
         "registered again after an unclean shutdown, and unfenced",
@@ -275,12 +297,7 @@ fn a_restart_tells_the_controller_whether_the_broker_had_shut_down_cleanly() {
                 .then_some(())
         },
     );
-    assert!(
-        !cluster
-            .node(victim)
-            .data_dir()
-            .join("clean-shutdown")
-            .exists(),
-        "the mark is taken at start, so a later crash is not mistaken for a clean stop"
-    );
+    cluster.wait_until("the new registration's epoch recorded", |_| {
+        mark.exists().then_some(())
+    });
 }

@@ -5,19 +5,31 @@
 //! topic's election policy, the partition change to write, or `None` when the partition already
 //! fits. It is one rule for both directions: on fencing it removes fenced brokers from the ISR
 //! and moves leadership off them; on unfencing it gives leaderless partitions a leader again. It
-//! is a fixpoint: reconciling its own result changes nothing.
+//! is a fixpoint: reconciling its own result changes nothing. And [`forget_lost_log`]: the change
+//! when a broker registers after an unclean shutdown, its log possibly gone.
 //!
 //! Promises (asserted on every change it returns, and checked by the proptests below):
-//! - the ISR stays a non-empty subset of the replicas. Fenced brokers leave it, except that it
-//!   never becomes empty: when every member is fenced, one stays — the leader if it is a member,
+//! - the ISR stays a subset of the replicas. Fenced brokers leave it, except that [`reconcile`]
+//!   never makes it empty: when every member is fenced, one stays — the leader if it is a member,
 //!   else the first member — as Kafka keeps the last one standing, so the partition waits for
-//!   the broker most likely to hold every acknowledged record instead of forgetting who did;
+//!   the broker most likely to hold every acknowledged record instead of forgetting who did.
+//!   Only [`forget_lost_log`] empties it, when that last member comes back without its log
+//!   (KIP-903's case): then nobody may lead but an eligible leader, or an unclean election;
 //! - a still-valid leader (unfenced, in the ISR) keeps its leadership; otherwise the new leader is
 //!   the first replica in assignment order (the preferred replica first) that is in the ISR and
-//!   unfenced; with none, the partition has no leader ([`NO_LEADER`]) — unless the topic enables
-//!   `unclean.leader.election.enable`, when the first unfenced replica leads and the ISR becomes
-//!   just that leader (Kafka's rule; it may lack acknowledged records, which is why it is off by
-//!   default and [`PartitionChange::unclean`] says so);
+//!   unfenced; with none, the first unfenced eligible leader replica (below), which leads with
+//!   an ISR of itself; with none, the partition has no leader ([`NO_LEADER`]) — unless the topic
+//!   enables `unclean.leader.election.enable`, when the first unfenced replica leads and the ISR
+//!   becomes just that leader (Kafka's rule; it may lack acknowledged records, which is why it is
+//!   off by default and [`PartitionChange::unclean`] says so);
+//! - eligible leader replicas (KIP-966, always on): while the ISR is smaller than
+//!   `min.insync.replicas` the leader's high watermark does not advance (`replica`), so every
+//!   member that leaves the ISR then still holds every committed record, and is kept as an
+//!   eligible leader ([`eligible_leaders_after`]: the ISR and eligible set before, less the ISR
+//!   after) — fenced or not, since a fenced broker that comes back still has its log — except a
+//!   broker that registered after an unclean shutdown, which may have lost unsynced records. An
+//!   ISR at min ISR or above empties the set. So the partition need not wait for the ISR's last
+//!   member standing when another broker that has everything comes back;
 //! - a broker that comes back to a leaderless partition whose ISR it is leads it again (the ISR
 //!   member kept above, Kafka's behaviour);
 //! - every leader change (including to and from [`NO_LEADER`]) bumps `leader_epoch` by exactly
@@ -28,9 +40,10 @@
 //! (preferred-leader election is a separate decision), read the image or write records — the
 //! controller maps its image to [`PartitionView`] and each [`PartitionChange`] to a record.
 //!
-//! Eligible leader replicas (KIP-966) are carried as a placeholder: the metadata log has no field
-//! for them yet, so callers pass an empty list, [`reconcile`] passes it through unchanged, and
-//! `min.insync.replicas` — which decides who becomes eligible — changes no decision here yet.
+//! The leader and the controller must resolve `min.insync.replicas` alike (the topic's value,
+//! else the cluster default, which every node must be given the same): a leader that counted a
+//! smaller one would advance its watermark with an ISR the controller considers short, and an
+//! eligible leader could then lack what it exposed.
 
 use std::collections::BTreeSet;
 
@@ -47,7 +60,7 @@ pub struct PartitionView {
     /// Assignment order; the first is the preferred leader.
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
-    /// KIP-966's eligible leader replicas — a placeholder, always empty for now (module docs).
+    /// KIP-966's eligible leader replicas (module docs): distinct replicas outside the ISR.
     pub eligible_leaders: Vec<i32>,
     /// A broker id, or [`NO_LEADER`].
     pub leader: i32,
@@ -61,7 +74,7 @@ pub struct ElectionPolicy {
     /// `unclean.leader.election.enable`: a replica outside the ISR may lead when no ISR member
     /// can. Off by default (DESIGN §7).
     pub unclean_leader_election_enable: bool,
-    /// `min.insync.replicas`: reserved for eligible leader replicas (module docs).
+    /// `min.insync.replicas`: below it, members leaving the ISR become eligible leaders.
     pub min_insync_replicas: u32,
 }
 
@@ -96,19 +109,22 @@ pub enum MalformedPartition {
     NoReplicas,
     #[error("broker {0} is listed twice in the replicas or the ISR")]
     Duplicate(i32),
-    #[error("the ISR is empty")]
+    #[error("the ISR is empty while a broker leads")]
     IsrEmpty,
     #[error("ISR member {0} is not a replica")]
     IsrNotReplica(i32),
     #[error("leader {0} is not in the ISR")]
     LeaderNotInIsr(i32),
+    #[error("eligible leader {0} is listed twice, is not a replica, or is in the ISR")]
+    BadEligibleLeader(i32),
     #[error("the leader or partition epoch cannot be bumped past {0}")]
     EpochExhausted(i32),
 }
 
 impl PartitionView {
     /// The invariants every committed partition state keeps: replicas non-empty and distinct,
-    /// the ISR a non-empty distinct subset of them, the leader (when any) in the ISR.
+    /// the ISR a distinct subset of them, the leader (when any) in the ISR. The ISR is empty only
+    /// when its last member lost its log ([`forget_lost_log`]); then nobody leads.
     pub fn check(&self) -> Result<(), MalformedPartition> {
         if self.replicas.is_empty() {
             return Err(MalformedPartition::NoReplicas);
@@ -118,7 +134,7 @@ impl PartitionView {
                 return Err(MalformedPartition::Duplicate(b));
             }
         }
-        if self.isr.is_empty() {
+        if self.isr.is_empty() && self.leader != NO_LEADER {
             return Err(MalformedPartition::IsrEmpty);
         }
         if let Some(b) = self.isr.iter().find(|b| !self.replicas.contains(b)) {
@@ -126,6 +142,14 @@ impl PartitionView {
         }
         if self.leader != NO_LEADER && !self.isr.contains(&self.leader) {
             return Err(MalformedPartition::LeaderNotInIsr(self.leader));
+        }
+        let mut seen = BTreeSet::new();
+        if let Some(b) = self
+            .eligible_leaders
+            .iter()
+            .find(|b| !seen.insert(**b) || !self.replicas.contains(b) || self.isr.contains(b))
+        {
+            return Err(MalformedPartition::BadEligibleLeader(*b));
         }
         Ok(())
     }
@@ -149,17 +173,22 @@ fn first_duplicate(list: &[i32]) -> Option<i32> {
 }
 
 /// The change `partition` needs given the `fenced` brokers (every registered broker that is
-/// fenced, plus any replica id that is not registered at all), or `Ok(None)` when it needs none.
+/// fenced, plus any replica id that is not registered at all) and those that registered after an
+/// `unclean_shutdown` (never eligible leaders), or `Ok(None)` when it needs none.
 pub fn reconcile(
     partition: &PartitionView,
     fenced: &BTreeSet<i32>,
+    unclean_shutdown: &BTreeSet<i32>,
     policy: &ElectionPolicy,
 ) -> Result<Option<PartitionChange>, MalformedPartition> {
     partition.check()?;
     let alive = |b: &i32| !fenced.contains(b);
+    let eligible = |b: &i32| {
+        alive(b) && partition.eligible_leaders.contains(b) && !unclean_shutdown.contains(b)
+    };
 
     let mut isr: Vec<i32> = partition.isr.iter().copied().filter(alive).collect();
-    if isr.is_empty() {
+    if isr.is_empty() && !partition.isr.is_empty() {
         // Never empty: keep the member most likely to hold every acknowledged record.
         let kept = if partition.isr.contains(&partition.leader) {
             partition.leader
@@ -183,7 +212,7 @@ pub fn reconcile(
         let change = PartitionChange {
             leader: b,
             isr,
-            eligible_leaders: partition.eligible_leaders.clone(),
+            eligible_leaders: Vec::new(),
             leader_epoch: partition.leader_epoch + i32::from(b != partition.leader),
             partition_epoch: partition.partition_epoch + 1,
             unclean: false,
@@ -194,6 +223,10 @@ pub fn reconcile(
         .iter()
         .find(|b| alive(b) && isr.contains(b))
     {
+        b
+    } else if let Some(&b) = partition.replicas.iter().find(|b| eligible(b)) {
+        // KIP-966: it holds every committed record; it leads alone until others catch up.
+        isr = vec![b];
         b
     } else if let Some(&b) = partition
         .replicas
@@ -207,7 +240,17 @@ pub fn reconcile(
         NO_LEADER
     };
 
-    if leader == partition.leader && isr == partition.isr {
+    let min_isr = usize::try_from(policy.min_insync_replicas).unwrap_or(usize::MAX);
+    let eligible_leaders = if unclean {
+        // The new leader may lack records others have: nobody's log is known to be complete.
+        Vec::new()
+    } else {
+        eligible_leaders_after(partition, &isr, min_isr, |b| unclean_shutdown.contains(&b))
+    };
+    if leader == partition.leader
+        && isr == partition.isr
+        && eligible_leaders == partition.eligible_leaders
+    {
         return Ok(None);
     }
     let leader_changed = leader != partition.leader;
@@ -229,12 +272,82 @@ pub fn reconcile(
     let change = PartitionChange {
         leader,
         isr,
-        eligible_leaders: partition.eligible_leaders.clone(),
+        eligible_leaders,
         leader_epoch,
         partition_epoch,
         unclean,
     };
-    assert_transition(partition, &change, fenced, policy);
+    assert_transition(partition, &change, fenced, unclean_shutdown, policy);
+    Ok(Some(change))
+}
+
+/// KIP-966's eligible leader replicas after the ISR becomes `new_isr` (Kafka's
+/// `PartitionChangeBuilder` rule): with the ISR at or above min ISR (capped by the replication
+/// factor) there are none; below it, every replica that was in the ISR or already eligible stays
+/// eligible unless it is in the new ISR or `unclean_shutdown(broker)` says it registered after an
+/// unclean shutdown. Those removed from the ISR while it was below min ISR had every committed
+/// record (the watermark did not move without them), so they may lead when the ISR is gone.
+pub fn eligible_leaders_after(
+    before: &PartitionView,
+    new_isr: &[i32],
+    min_insync_replicas: usize,
+    unclean_shutdown: impl Fn(i32) -> bool,
+) -> Vec<i32> {
+    let min_isr = min_insync_replicas.clamp(1, before.replicas.len().max(1));
+    if new_isr.len() >= min_isr && !planted_eligible_at_min_isr() {
+        return Vec::new();
+    }
+    before
+        .replicas
+        .iter()
+        .copied()
+        .filter(|b| before.isr.contains(b) || before.eligible_leaders.contains(b))
+        .filter(|b| !new_isr.contains(b) && !unclean_shutdown(*b))
+        .collect()
+}
+
+/// The change for `partition` when `broker` registers after an unclean shutdown with its log
+/// possibly gone (an empty or replaced disk: KIP-903's case, Kafka's
+/// `handleBrokerUncleanShutdown`): it leaves the ISR — even as its last member, leaving the ISR
+/// empty and the partition without a leader, since electing it would silently lose every
+/// acknowledged record — and the eligible leaders. `None` when it is in neither. Called after
+/// its previous registration was fenced, so it leads nothing.
+pub fn forget_lost_log(
+    partition: &PartitionView,
+    broker: i32,
+) -> Result<Option<PartitionChange>, MalformedPartition> {
+    partition.check()?;
+    if !partition.isr.contains(&broker) && !partition.eligible_leaders.contains(&broker) {
+        return Ok(None);
+    }
+    assert_ne!(partition.leader, broker, "a fenced broker leads");
+    let partition_epoch =
+        partition
+            .partition_epoch
+            .checked_add(1)
+            .ok_or(MalformedPartition::EpochExhausted(
+                partition.partition_epoch,
+            ))?;
+    let change = PartitionChange {
+        leader: partition.leader,
+        isr: partition
+            .isr
+            .iter()
+            .copied()
+            .filter(|b| *b != broker)
+            .collect(),
+        eligible_leaders: partition
+            .eligible_leaders
+            .iter()
+            .copied()
+            .filter(|b| *b != broker)
+            .collect(),
+        leader_epoch: partition.leader_epoch,
+        partition_epoch,
+        unclean: false,
+    };
+    let after = partition.with(&change);
+    assert!(after.check().is_ok(), "{partition:?} -> {change:?}");
     Ok(Some(change))
 }
 
@@ -254,15 +367,27 @@ fn planted_outside_isr(_: &PartitionView, _: &impl Fn(&i32) -> bool) -> Option<i
     None
 }
 
+/// Whether this thread plants `eligible-at-min-isr` (`crate::planted`).
+#[cfg(feature = "planted-bugs")]
+fn planted_eligible_at_min_isr() -> bool {
+    crate::planted::election_planted(crate::planted::PlantedBug::EligibleAtMinIsr)
+}
+
+#[cfg(not(feature = "planted-bugs"))]
+fn planted_eligible_at_min_isr() -> bool {
+    false
+}
+
 /// Pair assertions on what [`reconcile`] returns: a bug here must stop the controller before
 /// the record is proposed, not after every broker applied it.
 fn assert_transition(
     before: &PartitionView,
     change: &PartitionChange,
     fenced: &BTreeSet<i32>,
+    unclean_shutdown: &BTreeSet<i32>,
     policy: &ElectionPolicy,
 ) {
-    if let Err(e) = check_transition(before, change, fenced, policy) {
+    if let Err(e) = check_transition(before, change, fenced, unclean_shutdown, policy) {
         panic!("election produced a bad change ({e}): {before:?} -> {change:?}, fenced {fenced:?}");
     }
 }
@@ -273,10 +398,14 @@ fn check_transition(
     before: &PartitionView,
     change: &PartitionChange,
     fenced: &BTreeSet<i32>,
+    unclean_shutdown: &BTreeSet<i32>,
     policy: &ElectionPolicy,
 ) -> Result<(), String> {
     let after = before.with(change);
     after.check().map_err(|e| e.to_string())?;
+    if after.isr.is_empty() && !before.isr.is_empty() {
+        return Err("the ISR became empty".into());
+    }
     if after.leader != NO_LEADER && fenced.contains(&after.leader) {
         return Err(format!("leader {} is fenced", after.leader));
     }
@@ -304,6 +433,9 @@ fn check_transition(
         ));
     }
     let from_isr = after.leader == NO_LEADER || before.isr.contains(&after.leader);
+    let from_eligible = before.eligible_leaders.contains(&after.leader)
+        && !unclean_shutdown.contains(&after.leader)
+        && after.isr == [after.leader];
     let isr_shrank = after.isr.iter().all(|b| before.isr.contains(b));
     if change.unclean {
         if !policy.unclean_leader_election_enable {
@@ -312,10 +444,27 @@ fn check_transition(
         if from_isr || after.isr != [after.leader] {
             return Err("an unclean election must lead from outside the ISR, alone".into());
         }
-    } else if !from_isr || !isr_shrank {
+    } else if !(from_eligible || (from_isr && isr_shrank)) {
         return Err(format!(
-            "leader {} / ISR {:?} not drawn from the ISR {:?}",
-            after.leader, after.isr, before.isr
+            "leader {} / ISR {:?} not drawn from the ISR {:?} or the eligible leaders {:?}",
+            after.leader, after.isr, before.isr, before.eligible_leaders
+        ));
+    }
+    // Eligible leaders come only from the ISR or the eligible set before, never after an
+    // unclean shutdown, and only while the ISR is below min ISR.
+    let min_isr = usize::try_from(policy.min_insync_replicas)
+        .unwrap_or(usize::MAX)
+        .clamp(1, after.replicas.len().max(1));
+    if let Some(b) = after.eligible_leaders.iter().find(|b| {
+        !(before.isr.contains(b) || before.eligible_leaders.contains(b))
+            || unclean_shutdown.contains(b)
+    }) {
+        return Err(format!("broker {b} became an eligible leader from nowhere"));
+    }
+    if after.isr.len() >= min_isr && !after.eligible_leaders.is_empty() {
+        return Err(format!(
+            "eligible leaders {:?} kept with an ISR {:?} at min ISR",
+            after.eligible_leaders, after.isr
         ));
     }
     Ok(())
@@ -346,6 +495,9 @@ mod tests {
         }
     }
 
+    /// Nobody registered after an unclean shutdown.
+    const NONE: &BTreeSet<i32> = &BTreeSet::new();
+
     fn set(ids: &[i32]) -> BTreeSet<i32> {
         ids.iter().copied().collect()
     }
@@ -353,7 +505,7 @@ mod tests {
     #[test]
     fn fencing_the_leader_elects_the_first_isr_replica_in_assignment_order() {
         let p = view(&[1, 2, 3], &[3, 2, 1], 1);
-        let c = reconcile(&p, &set(&[1]), &CLEAN)
+        let c = reconcile(&p, &set(&[1]), NONE, &CLEAN)
             .expect("valid")
             .expect("a change");
         assert_eq!(
@@ -367,35 +519,35 @@ mod tests {
                 unclean: false,
             }
         );
-        assert_eq!(reconcile(&p.with(&c), &set(&[1]), &CLEAN), Ok(None));
+        assert_eq!(reconcile(&p.with(&c), &set(&[1]), NONE, &CLEAN), Ok(None));
     }
 
     #[test]
     fn fencing_a_follower_shrinks_the_isr_and_keeps_the_leader_epoch() {
         let p = view(&[1, 2, 3], &[1, 2, 3], 1);
-        let c = reconcile(&p, &set(&[3]), &CLEAN)
+        let c = reconcile(&p, &set(&[3]), NONE, &CLEAN)
             .expect("valid")
             .expect("a change");
         assert_eq!((c.leader, c.isr.as_slice()), (1, &[1, 2][..]));
         assert_eq!((c.leader_epoch, c.partition_epoch), (4, 10));
         // A fenced broker outside the ISR, or outside the replicas, changes nothing.
         let p = view(&[1, 2, 3], &[1, 2], 1);
-        assert_eq!(reconcile(&p, &set(&[3, 7]), &CLEAN), Ok(None));
+        assert_eq!(reconcile(&p, &set(&[3, 7]), NONE, &CLEAN), Ok(None));
     }
 
     #[test]
     fn the_last_isr_member_stays_and_leads_again_when_it_comes_back() {
         let p = view(&[1, 2, 3], &[2], 2);
-        let c = reconcile(&p, &set(&[2]), &CLEAN)
+        let c = reconcile(&p, &set(&[2]), NONE, &CLEAN)
             .expect("valid")
             .expect("a change");
         assert_eq!((c.leader, c.isr.as_slice()), (NO_LEADER, &[2][..]));
         assert_eq!((c.leader_epoch, c.partition_epoch), (5, 10));
         let leaderless = p.with(&c);
         // Replicas 1 and 3 are alive but out of the ISR: with unclean election off they wait.
-        assert_eq!(reconcile(&leaderless, &set(&[2]), &CLEAN), Ok(None));
+        assert_eq!(reconcile(&leaderless, &set(&[2]), NONE, &CLEAN), Ok(None));
         // Broker 2 comes back.
-        let back = reconcile(&leaderless, &set(&[]), &CLEAN)
+        let back = reconcile(&leaderless, &set(&[]), NONE, &CLEAN)
             .expect("valid")
             .expect("a change");
         assert_eq!((back.leader, back.isr.as_slice()), (2, &[2][..]));
@@ -405,7 +557,7 @@ mod tests {
     #[test]
     fn fencing_every_isr_member_at_once_keeps_the_leader() {
         let p = view(&[1, 2, 3], &[1, 3], 3);
-        let c = reconcile(&p, &set(&[1, 3]), &CLEAN)
+        let c = reconcile(&p, &set(&[1, 3]), NONE, &CLEAN)
             .expect("valid")
             .expect("a change");
         assert_eq!((c.leader, c.isr.as_slice()), (NO_LEADER, &[3][..]));
@@ -414,17 +566,91 @@ mod tests {
     #[test]
     fn unclean_election_only_when_enabled_and_then_the_isr_is_the_new_leader() {
         let p = view(&[1, 2, 3], &[1], NO_LEADER);
-        assert_eq!(reconcile(&p, &set(&[1]), &CLEAN), Ok(None));
-        let c = reconcile(&p, &set(&[1]), &UNCLEAN)
+        assert_eq!(reconcile(&p, &set(&[1]), NONE, &CLEAN), Ok(None));
+        let c = reconcile(&p, &set(&[1]), NONE, &UNCLEAN)
             .expect("valid")
             .expect("a change");
         assert_eq!((c.leader, c.isr.as_slice(), c.unclean), (2, &[2][..], true));
         // With an ISR member alive, the election is clean even when unclean is enabled.
         let p = view(&[1, 2, 3], &[1, 3], 1);
-        let c = reconcile(&p, &set(&[1]), &UNCLEAN)
+        let c = reconcile(&p, &set(&[1]), NONE, &UNCLEAN)
             .expect("valid")
             .expect("a change");
         assert_eq!((c.leader, c.unclean), (3, false));
+    }
+
+    /// KIP-966: members that leave an ISR below min ISR stay eligible (fenced or not); an
+    /// eligible one leads when no ISR member can, alone; one that registered after an unclean
+    /// shutdown is dropped and never elected; an ISR back at min ISR empties the set.
+    #[test]
+    fn eligible_leader_replicas_lead_when_the_isr_cannot() {
+        // min ISR 2: fencing 3 leaves [1, 2], at min ISR: nobody eligible.
+        let p = view(&[1, 2, 3], &[1, 2, 3], 1);
+        let c = reconcile(&p, &set(&[3]), NONE, &CLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert!(c.eligible_leaders.is_empty());
+        // Fencing 2 as well: [1] is below min ISR, so 2 (which left it then) is eligible; 3
+        // left earlier, while the watermark still moved without it, so it is not.
+        let p = p.with(&c);
+        let c = reconcile(&p, &set(&[2, 3]), NONE, &CLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!(
+            (c.isr.as_slice(), c.eligible_leaders.as_slice()),
+            (&[1][..], &[2][..])
+        );
+        // The last member standing is fenced: leaderless, it stays in the ISR.
+        let p = p.with(&c);
+        let all = set(&[1, 2, 3]);
+        let c = reconcile(&p, &all, NONE, &CLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!((c.leader, c.isr.as_slice()), (NO_LEADER, &[1][..]));
+        assert_eq!(c.eligible_leaders, [2]);
+        let leaderless = p.with(&c);
+        // 3 comes back: not eligible, so it waits (unclean election off).
+        assert_eq!(
+            reconcile(&leaderless, &set(&[1, 2]), NONE, &CLEAN),
+            Ok(None)
+        );
+        // 2 comes back, but it registered after an unclean shutdown: it is dropped from the
+        // eligible set and leads nothing.
+        let unclean = reconcile(&leaderless, &set(&[1, 3]), &set(&[2]), &CLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!(
+            (unclean.leader, unclean.eligible_leaders.as_slice()),
+            (NO_LEADER, &[][..])
+        );
+        // 2 comes back clean: it leads alone, one epoch later, and 1 becomes eligible.
+        let c = reconcile(&leaderless, &set(&[1, 3]), NONE, &CLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!(
+            (
+                c.leader,
+                c.isr.as_slice(),
+                c.eligible_leaders.as_slice(),
+                c.unclean
+            ),
+            (2, &[2][..], &[1][..], false)
+        );
+        assert_eq!(c.leader_epoch, leaderless.leader_epoch + 1);
+        let led = leaderless.with(&c);
+        assert_eq!(
+            reconcile(&led, &set(&[1, 3]), NONE, &CLEAN),
+            Ok(None),
+            "a fixpoint"
+        );
+        // An unclean election trusts nobody's log: the eligible set empties.
+        let c = reconcile(&led, &set(&[1, 2]), NONE, &UNCLEAN)
+            .expect("valid")
+            .expect("a change");
+        assert_eq!(
+            (c.leader, c.unclean, c.eligible_leaders.as_slice()),
+            (3, true, &[][..])
+        );
     }
 
     #[test]
@@ -441,16 +667,30 @@ mod tests {
                 view(&[1, 2], &[1], 2),
                 MalformedPartition::LeaderNotInIsr(2),
             ),
+            (
+                PartitionView {
+                    eligible_leaders: vec![1],
+                    ..view(&[1, 2], &[1], 1)
+                },
+                MalformedPartition::BadEligibleLeader(1),
+            ),
+            (
+                PartitionView {
+                    eligible_leaders: vec![7],
+                    ..view(&[1, 2], &[1], 1)
+                },
+                MalformedPartition::BadEligibleLeader(7),
+            ),
         ];
         for (p, e) in cases {
-            assert_eq!(reconcile(&p, &set(&[1]), &CLEAN), Err(e));
+            assert_eq!(reconcile(&p, &set(&[1]), NONE, &CLEAN), Err(e));
         }
         let p = PartitionView {
             leader_epoch: i32::MAX,
             ..view(&[1, 2], &[1, 2], 1)
         };
         assert_eq!(
-            reconcile(&p, &set(&[1]), &CLEAN),
+            reconcile(&p, &set(&[1]), NONE, &CLEAN),
             Err(MalformedPartition::EpochExhausted(i32::MAX))
         );
     }
@@ -460,10 +700,13 @@ mod tests {
     fn the_checker_rejects_planted_bad_changes() {
         let before = view(&[1, 2, 3], &[1, 2], 1);
         let fenced = set(&[1]);
-        let good = reconcile(&before, &fenced, &CLEAN)
+        let good = reconcile(&before, &fenced, NONE, &CLEAN)
             .expect("valid")
             .expect("change");
-        assert_eq!(check_transition(&before, &good, &fenced, &CLEAN), Ok(()));
+        assert_eq!(
+            check_transition(&before, &good, &fenced, NONE, &CLEAN),
+            Ok(())
+        );
         let bad = [
             // The fenced broker still leads.
             PartitionChange {
@@ -521,13 +764,55 @@ mod tests {
                 isr: vec![1],
                 ..good.clone()
             },
+            // An eligible leader from nowhere (3 was never in the ISR).
+            PartitionChange {
+                eligible_leaders: vec![3],
+                ..good.clone()
+            },
         ];
         for change in bad {
             assert!(
-                check_transition(&before, &change, &fenced, &CLEAN).is_err(),
+                check_transition(&before, &change, &fenced, NONE, &CLEAN).is_err(),
                 "{change:?}"
             );
         }
+        // Eligible leaders: kept at min ISR; elected without being eligible, or after an
+        // unclean shutdown; elected but not alone in the ISR.
+        let before = PartitionView {
+            eligible_leaders: vec![3],
+            ..view(&[1, 2, 3], &[1], NO_LEADER)
+        };
+        let fenced = set(&[1]);
+        let good = reconcile(&before, &fenced, NONE, &CLEAN)
+            .expect("valid")
+            .expect("change");
+        assert_eq!((good.leader, good.isr.as_slice()), (3, &[3][..]));
+        assert_eq!(
+            check_transition(&before, &good, &fenced, NONE, &CLEAN),
+            Ok(())
+        );
+        assert!(check_transition(&before, &good, &fenced, &set(&[3]), &CLEAN).is_err());
+        let at_min = view(&[1, 2, 3], &[1, 2, 3], 1);
+        let kept = PartitionChange {
+            leader: 1,
+            isr: vec![1, 2],
+            eligible_leaders: vec![3],
+            leader_epoch: 4,
+            partition_epoch: 10,
+            unclean: false,
+        };
+        assert!(check_transition(&at_min, &kept, &set(&[3]), NONE, &CLEAN).is_err());
+        let not_eligible = PartitionChange {
+            leader: 2,
+            isr: vec![2],
+            ..good.clone()
+        };
+        assert!(check_transition(&before, &not_eligible, &fenced, NONE, &CLEAN).is_err());
+        let not_alone = PartitionChange {
+            isr: vec![3, 1],
+            ..good.clone()
+        };
+        assert!(check_transition(&before, &not_alone, &fenced, NONE, &CLEAN).is_err());
     }
 
     fn any_partition() -> impl Strategy<Value = PartitionView> {
@@ -573,6 +858,7 @@ mod tests {
             initially_fenced in proptest::collection::btree_set(0i32..7, 0..3),
             events in proptest::collection::vec((any::<bool>(), 0i32..7), 1..40),
             unclean_enabled in any::<bool>(),
+            unclean_shutdown in proptest::collection::btree_set(0i32..7, 0..2),
         ) {
             let policy = ElectionPolicy { unclean_leader_election_enable: unclean_enabled, min_insync_replicas: 2 };
             let mut p = start;
@@ -580,14 +866,14 @@ mod tests {
             for (fence, broker) in events {
                 if fence { fenced.insert(broker); } else { fenced.remove(&broker); }
                 let before = p.clone();
-                match reconcile(&before, &fenced, &policy).map_err(|e| TestCaseError::fail(e.to_string()))? {
+                match reconcile(&before, &fenced, &unclean_shutdown, &policy).map_err(|e| TestCaseError::fail(e.to_string()))? {
                     None => {}
                     Some(change) => {
-                        if let Err(e) = check_transition(&before, &change, &fenced, &policy) {
+                        if let Err(e) = check_transition(&before, &change, &fenced, &unclean_shutdown, &policy) {
                             return Err(TestCaseError::fail(e));
                         }
                         p = before.with(&change);
-                        prop_assert_eq!(reconcile(&p, &fenced, &policy), Ok(None), "not a fixpoint");
+                        prop_assert_eq!(reconcile(&p, &fenced, &unclean_shutdown, &policy), Ok(None), "not a fixpoint");
                     }
                 }
                 // Whatever happened, the partition now fits the fenced set:

@@ -10,7 +10,8 @@
 //! "maximal ISR".
 //!
 //! Owns, on the controller: [`validate_alter_partition`], the checks in Kafka's order and the
-//! committed [`PartitionChange`]; [`eligible_leaders_after`], KIP-966's eligible leader replicas.
+//! committed [`PartitionChange`], with KIP-966's eligible leader replicas as
+//! [`eligible_leaders_after`] computes them.
 //!
 //! Promises: at most one change in flight per partition (asserted by `ReplicaState`); shrink is
 //! proposed before expand (a lagging member holds the watermark, so removing it is the urgent
@@ -24,7 +25,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::election::{PartitionChange, PartitionView};
+use crate::election::{eligible_leaders_after, PartitionChange, PartitionView};
 use crate::replica::{Leadership, ReplicaState};
 use crate::ErrorCode;
 
@@ -362,31 +363,6 @@ pub fn validate_alter_partition(
         .iter()
         .all(|b| !after.isr.contains(b)));
     Ok(Some(change))
-}
-
-/// KIP-966's eligible leader replicas after the ISR becomes `new_isr` (Kafka's
-/// `PartitionChangeBuilder` rule): with the ISR at or above min ISR (capped by the replication
-/// factor) there are none; below it, every replica that was in the ISR or already eligible stays
-/// eligible unless it is in the new ISR or `unclean_shutdown(broker)` says it registered after an
-/// unclean shutdown. Those removed from the ISR while it was below min ISR had every committed
-/// record (the watermark did not move without them), so they may lead when the ISR is gone.
-pub fn eligible_leaders_after(
-    before: &PartitionView,
-    new_isr: &[i32],
-    min_insync_replicas: usize,
-    unclean_shutdown: impl Fn(i32) -> bool,
-) -> Vec<i32> {
-    let min_isr = min_insync_replicas.clamp(1, before.replicas.len().max(1));
-    if new_isr.len() >= min_isr {
-        return Vec::new();
-    }
-    before
-        .replicas
-        .iter()
-        .copied()
-        .filter(|b| before.isr.contains(b) || before.eligible_leaders.contains(b))
-        .filter(|b| !new_isr.contains(b) && !unclean_shutdown(*b))
-        .collect()
 }
 
 #[cfg(test)]

@@ -7,10 +7,12 @@
 //! - [`PlantedBug::TruncateToHw`] in `follower_state::FollowerPartition::truncation_for` and
 //!   [`PlantedBug::AckBeforeFollowerFsync`] in `FollowerPartition::next_fetch`, selected by the
 //!   struct's `plant` method;
-//! - [`PlantedBug::HwBeforeIsr`] in `replica::ReplicaState`'s watermark, selected by its `plant`;
-//! - [`PlantedBug::ElectOutsideIsr`] in `election::reconcile`, which spool-raft's failover calls
-//!   with a signature that must not change: selected for the current thread by [`scoped`] (the
-//!   simulator runs one seed per thread and holds the guard for the run).
+//! - [`PlantedBug::HwBeforeIsr`] in `replica::ReplicaState`'s watermark and
+//!   [`PlantedBug::KeepOldIncarnation`] in its follower progress, selected by its `plant`;
+//! - [`PlantedBug::ElectOutsideIsr`] in `election::reconcile` and
+//!   [`PlantedBug::EligibleAtMinIsr`] in `election::eligible_leaders_after`, which spool-raft
+//!   calls with signatures that must not change: selected for the current thread by [`scoped`]
+//!   (the simulator runs one seed per thread and holds the guard for the run).
 //!
 //! Promises: with nothing planted (the default everywhere) every function behaves exactly as
 //! without the feature.
@@ -28,6 +30,12 @@ pub enum PlantedBug {
     HwBeforeIsr,
     /// Under `durability = fsync` a follower reports its log end instead of its synced offset.
     AckBeforeFollowerFsync,
+    /// Members leaving the ISR stay eligible leaders (KIP-966) even when the ISR is at or above
+    /// min ISR, so the watermark moved on without them.
+    EligibleAtMinIsr,
+    /// A follower that restarted (a new broker epoch, maybe an empty disk) keeps the log end
+    /// its previous incarnation reported (KIP-903's bug).
+    KeepOldIncarnation,
 }
 
 thread_local! {

@@ -190,6 +190,14 @@ impl ReplicaState {
         false
     }
 
+    /// Planted `keep-old-incarnation`: a restarted follower keeps its previous log end.
+    fn planted_keep_old_incarnation(&self) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        return self.planted == Some(crate::planted::PlantedBug::KeepOldIncarnation);
+        #[cfg(not(feature = "planted-bugs"))]
+        false
+    }
+
     pub fn leader_epoch(&self) -> i32 {
         self.leadership.leader_epoch
     }
@@ -335,12 +343,27 @@ impl ReplicaState {
         now_ms: u64,
     ) -> u64 {
         let leader_end = self.leader_log_end;
+        let keep_old_incarnation = self.planted_keep_old_incarnation();
         if let Some(f) = self.followers.get_mut(&broker_id) {
+            match (broker_epoch, f.broker_epoch) {
+                // A fetch from an incarnation older than one already seen (delayed in the
+                // network): it says nothing of the log there now.
+                (Some(theirs), Some(seen)) if theirs < seen => return self.high_watermark,
+                // A new incarnation (KIP-903): it restarted, maybe with an empty or cut disk,
+                // so what the previous one reported no longer holds — its log end is what it
+                // fetches from now, even if lower. (Keeping the old one let an emptied broker
+                // rejoin the ISR at once and count for the watermark.)
+                (Some(theirs), Some(seen)) if theirs > seen && !keep_old_incarnation => {
+                    f.log_end_offset = 0;
+                    f.last_fetch_leader_log_end = 0;
+                }
+                _ => {}
+            }
             if broker_epoch.is_some() {
                 f.broker_epoch = broker_epoch;
             }
-            // A follower may fetch from below what it reported earlier only after truncating,
-            // which a new leader epoch starts afresh; within one epoch its end only grows.
+            // Within one incarnation a follower fetches from below what it reported earlier only
+            // after truncating, which a new leader epoch starts afresh: its end only grows.
             f.log_end_offset = f.log_end_offset.max(fetch_offset);
             // Kafka's two rules: caught up now if it reached the leader's end, or caught up as
             // of its previous fetch if it reached the leader's end as of that fetch.
@@ -466,6 +489,31 @@ mod tests {
             0,
             0,
         )
+    }
+
+    /// KIP-903: a follower that restarted (a new broker epoch) counts from what it fetches now,
+    /// not from what its previous incarnation reported; a delayed fetch from that one is ignored.
+    #[test]
+    fn a_restarted_follower_counts_from_what_it_fetches_now() {
+        let mut r = three(2);
+        r.on_leader_log_end(100);
+        r.on_follower_fetch_with_epoch(1, Some(11), 100, 10);
+        r.on_follower_fetch_with_epoch(2, Some(12), 100, 10);
+        assert_eq!(r.high_watermark(), 100);
+        r.on_leader_log_end(200);
+        // 2 restarted with an empty disk: it fetches from 0 with its new broker epoch.
+        r.on_follower_fetch_with_epoch(2, Some(13), 0, 20);
+        r.on_follower_fetch_with_epoch(1, Some(11), 200, 20);
+        assert_eq!(r.follower(2).map(|f| f.log_end_offset), Some(0));
+        assert_eq!(r.high_watermark(), 100, "held where the emptied member is");
+        r.on_follower_fetch_with_epoch(2, Some(12), 200, 21);
+        assert_eq!(
+            r.follower(2).map(|f| (f.log_end_offset, f.broker_epoch)),
+            Some((0, Some(13))),
+            "a delayed fetch of the old incarnation"
+        );
+        r.on_follower_fetch_with_epoch(2, Some(13), 200, 22);
+        assert_eq!(r.high_watermark(), 200);
     }
 
     proptest! {

@@ -9,7 +9,8 @@
 //! - every prefix any leader ever exposed below its HW agrees with every other (the committed
 //!   prefix only grows), and no leader's HW ever decreases;
 //! - the current leader's HW ≤ the log end of every controller-ISR member;
-//! - every controller-ISR member holds the whole committed prefix, identically;
+//! - every controller-ISR member and eligible leader replica (KIP-966) holds the whole
+//!   committed prefix, identically;
 //! - a follower never truncates a committed record: it never cuts below the part of its log
 //!   that agrees with the committed prefix (which covers the HW of any leader it followed — the
 //!   stronger form of "never below the leader's HW": records it holds that no leader committed,
@@ -209,6 +210,8 @@ fn ev() -> impl Strategy<Value = Ev> {
 #[derive(Debug, Default, Clone, Copy)]
 struct Stats {
     elections: u64,
+    /// Elections of an eligible leader replica (KIP-966) from outside the ISR.
+    eligible_leader_elections: u64,
     isr_shrinks: u64,
     isr_expands: u64,
     refusals: u64,
@@ -315,9 +318,16 @@ impl Model {
     }
 
     fn reconcile(&mut self) {
-        if let Some(change) = reconcile(&self.view, &self.fenced, &self.policy()).expect("valid") {
+        let nobody_unclean = BTreeSet::new();
+        let policy = self.policy();
+        if let Some(change) =
+            reconcile(&self.view, &self.fenced, &nobody_unclean, &policy).expect("valid")
+        {
             if change.leader != self.view.leader && change.leader != NO_LEADER {
                 self.stats.elections += 1;
+                if !self.view.isr.contains(&change.leader) {
+                    self.stats.eligible_leader_elections += 1;
+                }
             }
             self.view = self.view.with(&change);
         }
@@ -660,11 +670,12 @@ impl Model {
                 }
             }
         }
-        for m in &self.view.isr {
+        // ... and on every eligible leader replica (KIP-966), which may be elected.
+        for m in self.view.isr.iter().chain(&self.view.eligible_leaders) {
             let log = &self.brokers[*m as usize].log;
             prop_assert!(
                 log.len() >= self.committed.len(),
-                "ISR member {m} lacks committed records ({} < {})",
+                "ISR member or eligible leader {m} lacks committed records ({} < {})",
                 log.len(),
                 self.committed.len()
             );
@@ -727,6 +738,7 @@ fn the_model_exercises_failover_isr_changes_and_truncation() {
         }
         let s = model.stats;
         total.elections += s.elections;
+        total.eligible_leader_elections += s.eligible_leader_elections;
         total.isr_shrinks += s.isr_shrinks;
         total.isr_expands += s.isr_expands;
         total.refusals += s.refusals;
@@ -737,6 +749,7 @@ fn the_model_exercises_failover_isr_changes_and_truncation() {
     }
     eprintln!("{total:?}");
     assert!(total.elections > 50, "{total:?}");
+    assert!(total.eligible_leader_elections > 0, "{total:?}");
     assert!(total.isr_shrinks > 5 && total.isr_expands > 20, "{total:?}");
     assert!(total.refusals > 0, "{total:?}");
     assert!(total.records_truncated > 20, "{total:?}");

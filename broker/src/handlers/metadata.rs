@@ -59,6 +59,7 @@ fn answer(shard: &Rc<Shard>, req: &MetadataRequestT) -> MetadataResponseT {
                         replica_nodes: Some(p.replicas.clone()),
                         isr_nodes: Some(p.isr.clone()),
                         offline_replicas: Some(crate::local::offline_replicas(&image, &p.replicas)),
+                        eligible_leaders: Some(p.eligible_leaders.clone()),
                     }))
                     .collect(),
             ),

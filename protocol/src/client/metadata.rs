@@ -24,6 +24,8 @@ pub struct PartitionMeta {
     pub isr: Vec<i32>,
     /// Replicas on brokers that are fenced or not registered (Kafka Metadata v5+).
     pub offline_replicas: Vec<i32>,
+    /// KIP-966's eligible leader replicas (outside the ISR, each holding every committed record).
+    pub eligible_leaders: Vec<i32>,
 }
 
 /// One topic as the metadata describes it; partitions sorted by index.
@@ -182,6 +184,7 @@ impl MetadataCache {
                     replicas: p.replica_nodes.clone().unwrap_or_default(),
                     isr: p.isr_nodes.clone().unwrap_or_default(),
                     offline_replicas: p.offline_replicas.clone().unwrap_or_default(),
+                    eligible_leaders: p.eligible_leaders.clone().unwrap_or_default(),
                 })
                 .collect();
             partitions.sort_by_key(|p| p.partition);

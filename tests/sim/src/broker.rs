@@ -30,6 +30,10 @@ pub struct SimBroker {
     up: bool,
     incarnations: u64,
     epoch: Option<i64>,
+    /// The broker epoch its data directory records (the real broker's mark under
+    /// `durability = fsync`, written at each registration): kept through a crash, gone with a
+    /// wiped disk.
+    recorded_epoch: i64,
     fenced: bool,
     controller_guess: u64,
     controllers: u64,
@@ -44,6 +48,7 @@ impl SimBroker {
             up: false,
             incarnations: 0,
             epoch: None,
+            recorded_epoch: -1,
             fenced: true,
             controller_guess: 1 + (id as u64 % controllers),
             controllers,
@@ -89,6 +94,12 @@ impl SimBroker {
         self.in_flight_since_ms = None;
     }
 
+    /// A crash that takes the data directory with it: the next registration is an unclean one.
+    pub fn wipe(&mut self) {
+        self.crash();
+        self.recorded_epoch = -1;
+    }
+
     fn incarnation_id(&self) -> Uuid128 {
         Uuid128 {
             high: self.id as u64,
@@ -116,6 +127,7 @@ impl SimBroker {
             None => Payload::Register {
                 broker_id: self.id,
                 incarnation_id: self.incarnation_id(),
+                previous_broker_epoch: self.recorded_epoch,
             },
             Some(broker_epoch) => Payload::Heartbeat(HeartbeatRequest {
                 broker_id: self.id,
@@ -146,6 +158,7 @@ impl SimBroker {
             } => {
                 if *error == ErrorCode::None && self.epoch.is_none() {
                     self.epoch = Some(*broker_epoch);
+                    self.recorded_epoch = *broker_epoch;
                     self.fenced = true;
                 }
                 (*error, *leader_hint)

@@ -121,7 +121,8 @@ impl ImageChecks {
 }
 
 fn check_partition(image: &MetadataImage, p: &PartitionState, at: &str) -> Result<(), Violation> {
-    let isr_ok = !p.isr.is_empty()
+    // Empty only when its last member lost its log, and then nobody leads.
+    let isr_ok = (!p.isr.is_empty() || p.leader == NO_LEADER)
         && p.isr.iter().all(|b| p.replicas.contains(b))
         && (p.leader == NO_LEADER || p.isr.contains(&p.leader));
     if !isr_ok {

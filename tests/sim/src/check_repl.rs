@@ -8,7 +8,10 @@
 //! - at most one broker ever acts as leader of a (partition, leader epoch);
 //! - a broker leads a partition at increasing leader epochs, a leader's partition epoch never
 //!   decreases, a replica's leader epoch never decreases within an incarnation;
-//! - a leader's ISR is a subset of its replicas and holds it;
+//! - a leader's ISR is a subset of its replicas and holds it; what it counts for a follower of
+//!   its epoch the follower holds (but a wiped member the leader still knows by its previous
+//!   incarnation), and every such ISR member's log reaches the leader's HW (but one that lost its
+//!   disk in the run, which may lack what was committed before);
 //! - a leader's HW never decreases within its term; a follower's HW ≤ its log end;
 //! - below its HW every replica holds the committed prefix's batches, exactly;
 //! - an acks=all batch is committed and on every ISR member's synced log when acknowledged, and
@@ -79,6 +82,17 @@ impl ReplStats {
 
 fn fail(invariant: &'static str, detail: String) -> Result<(), Violation> {
     Err(Violation::new(invariant, detail))
+}
+
+/// Whether `member`'s disk was wiped and the leader, which knows it by `seen_epoch`, still counts
+/// a previous incarnation's reports (it is down, not registered again, or the leader has not seen
+/// its new epoch in a fetch yet).
+fn wiped_unknown(member: &ReplicaHost, seen_epoch: Option<i64>) -> bool {
+    member.was_wiped()
+        && (!member.is_up()
+            || member
+                .broker_epoch()
+                .is_none_or(|e| seen_epoch.is_none_or(|s| s < e)))
 }
 
 fn host(hosts: &[ReplicaHost], id: i32) -> Option<&ReplicaHost> {
@@ -210,11 +224,26 @@ impl ReplChecks {
                         ),
                     );
                 }
+                // What the acknowledging leader knows of each member's incarnation.
+                let seen_epoch = |m: i32| {
+                    host(hosts, *broker)
+                        .and_then(|h| h.replicas().get(key))
+                        .and_then(|r| r.leader())
+                        .and_then(|l| l.state.follower(m))
+                        .and_then(|f| f.broker_epoch)
+                };
                 for m in isr {
                     let member = host(hosts, *m);
                     // A member that already dropped the partition (its topic was deleted) holds
                     // nothing to check.
                     if member.is_some_and(|h| !h.view().partitions.contains_key(key)) {
+                        continue;
+                    }
+                    // A member whose disk was wiped after it reported the batch synced: the
+                    // leader still counts what that incarnation reported (it cannot know yet), and
+                    // the batch is on the other members' disks. Once the new incarnation fetches,
+                    // the leader counts from there (KIP-903), which this check then holds it to.
+                    if member.is_some_and(|h| wiped_unknown(h, seen_epoch(*m))) {
                         continue;
                     }
                     let log = member.and_then(|h| h.replicas().get(key)).map(|r| &r.log);
@@ -284,6 +313,48 @@ impl ReplChecks {
                     );
                 }
                 let hw = l.state.high_watermark();
+                // What the leader counts for a follower it holds, within the epoch (a follower
+                // of this epoch only appends; it reported synced offsets) — except one whose
+                // disk was wiped since, while this leader still counts its previous incarnation
+                // (`wiped_unknown`). And so every ISR member has what the watermark covers.
+                for m in ls.replicas.iter().filter(|m| **m != me) {
+                    let Some(mh) = host(hosts, *m).filter(|h| h.is_up()) else {
+                        continue;
+                    };
+                    let Some(mr) = mh.replicas().get(key) else {
+                        continue;
+                    };
+                    let counted = l.state.follower(*m);
+                    if wiped_unknown(mh, counted.and_then(|f| f.broker_epoch)) {
+                        continue;
+                    }
+                    let end = mr.log.end_offset();
+                    if let Some(f) = counted.filter(|f| f.log_end_offset > end) {
+                        if mr.leader_epoch() == epoch {
+                            return fail(
+                                LEADER_COUNTS_WHAT_FOLLOWERS_HOLD,
+                                format!(
+                                    "b{me} {key} counts {} for b{m}, whose log ends at {end}",
+                                    f.log_end_offset
+                                ),
+                            );
+                        }
+                    }
+                    // A member that lost its disk may lack what the watermark covered before (on
+                    // the others' disks); what the leader counts for it is checked above.
+                    if !ls.isr.contains(m) || mr.leader_epoch() != epoch || mh.was_wiped() {
+                        continue;
+                    }
+                    if mr.log.end_offset() < hw {
+                        return fail(
+                            ISR_HOLDS_HW,
+                            format!(
+                                "b{me} {key} HW {hw} but ISR member b{m}'s log ends at {}",
+                                mr.log.end_offset()
+                            ),
+                        );
+                    }
+                }
                 let last = self
                     .term
                     .insert((me, *key, epoch), (ls.partition_epoch, hw));

@@ -102,6 +102,7 @@ impl ControllerService {
             Payload::Register {
                 broker_id,
                 incarnation_id,
+                previous_broker_epoch,
             } => {
                 // As the broker's controller does: whether the id's current registration still
                 // has a live session decides whether another incarnation may take it over.
@@ -115,7 +116,7 @@ impl ControllerService {
                     rack: None,
                     cluster_id: None,
                     registered_session_live,
-                    previous_broker_epoch: -1,
+                    previous_broker_epoch,
                 };
                 // `Controller::register_broker`: the answer waits for the last record, the
                 // registration (any fence of the old registration comes first).

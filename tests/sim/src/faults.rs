@@ -56,6 +56,11 @@ pub enum Fault {
     BrokerRestart {
         broker: i32,
     },
+    /// The broker dies and its partition logs are gone: it comes back (at its
+    /// [`Fault::BrokerRestart`]) with an empty data directory, a replaced disk — KIP-903's case.
+    BrokerWipe {
+        broker: i32,
+    },
 }
 
 impl Fault {
@@ -69,6 +74,9 @@ impl Fault {
         }
     }
 }
+
+/// The share of broker crashes that also lose the broker's partition logs ([`Fault::BrokerWipe`]).
+const WIPE_CHANCE: f64 = 0.2;
 
 /// How hard a seed pushes each kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -187,13 +195,15 @@ pub fn plan(
                 let broker = rng.range(1, brokers as u64) as i32;
                 if rng.chance(0.5) {
                     let lose_unsynced = rng.chance(profile.power_loss_chance);
-                    out.push((
-                        t,
+                    let fault = if rng.chance(WIPE_CHANCE) {
+                        Fault::BrokerWipe { broker }
+                    } else {
                         Fault::BrokerCrash {
                             broker,
                             lose_unsynced,
-                        },
-                    ));
+                        }
+                    };
+                    out.push((t, fault));
                     out.push((until, Fault::BrokerRestart { broker }));
                 } else {
                     out.push((t, Fault::IsolateBroker { broker }));

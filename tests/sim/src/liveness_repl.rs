@@ -5,7 +5,8 @@
 //! Owns: [`check`], run once at the end, after [`crate::liveness`] (which already demands one
 //! metadata leader and agreeing images).
 //! Promises: judges against the metadata leader's committed image; topics deleted during the
-//! run are not judged.
+//! run are not judged, nor (in a run where a broker lost its disk) partitions whose ISR is empty
+//! because their last member's log was lost.
 //! Never does: wait or retry.
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ pub fn check(
     hosts: &[ReplicaHost],
     acked_all: &BTreeMap<PartKey, Vec<SimBatch>>,
     quiet_ms: u64,
+    wiped: bool,
 ) -> Result<(), Violation> {
     let fail = |why: String| {
         Err(Violation::new(
@@ -42,6 +44,11 @@ pub fn check(
                 topic_id: topic.topic_id,
                 partition: i,
             };
+            if wiped && p.isr.is_empty() {
+                // Its last ISR member lost its disk: nothing may lead it without losing what
+                // was acknowledged, so it stays unavailable (`crate::liveness`).
+                continue;
+            }
             let mut isr = p.isr.clone();
             let mut replicas = p.replicas.clone();
             isr.sort_unstable();

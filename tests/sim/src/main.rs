@@ -35,7 +35,7 @@ struct Args {
     stop_at_first: bool,
     /// Plant a bug: in the simulator's raft driver (ack-before-persist, skip-fsync) or in
     /// spool-core's replication (truncate-to-hw, elect-outside-isr, hw-before-isr,
-    /// ack-before-follower-fsync).
+    /// ack-before-follower-fsync, eligible-at-min-isr, keep-old-incarnation).
     #[arg(long)]
     planted_bug: Option<PlantedBug>,
     /// Only broker and network faults: the controller quorum stays up, so runs spend their

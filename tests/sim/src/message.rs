@@ -51,6 +51,8 @@ pub enum Payload {
     Register {
         broker_id: i32,
         incarnation_id: Uuid128,
+        /// The broker epoch its data directory last recorded (-1: none, e.g. a wiped disk).
+        previous_broker_epoch: i64,
     },
     /// `leader_hint`: the raft leader as the answering node knows it (0: unknown).
     RegisterAnswer {
@@ -129,8 +131,9 @@ impl Payload {
             Payload::Register {
                 broker_id,
                 incarnation_id,
+                previous_broker_epoch,
             } => format!(
-                "Register broker={broker_id} incarnation={:x}",
+                "Register broker={broker_id} previous_epoch={previous_broker_epoch} incarnation={:x}",
                 incarnation_id.low
             ),
             Payload::RegisterAnswer {

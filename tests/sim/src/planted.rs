@@ -4,7 +4,7 @@
 //! Owns: the names `--planted-bug` accepts and what each one breaks.
 //! Promises: with no planted bug selected (the default) the driver follows
 //! `spool_raft::Controller`'s order of operations exactly and spool-core runs unplanted. The two
-//! raft-driver bugs change only the driver in [`crate::node`]; the four replication bugs live in
+//! raft-driver bugs change only the driver in [`crate::node`]; the six replication bugs live in
 //! spool-core itself, where the real bug would be, behind its `planted-bugs` feature (which only
 //! this crate enables) and selected at run time through [`PlantedBug::core`].
 //! Never does: plant anything in spool-raft or a production build.
@@ -29,16 +29,22 @@ pub enum PlantedBug {
     HwBeforeIsr,
     /// spool-core's follower reports its log end instead of its synced offset under fsync.
     AckBeforeFollowerFsync,
+    /// spool-core keeps members leaving the ISR as eligible leaders even at min ISR.
+    EligibleAtMinIsr,
+    /// spool-core's leader keeps a restarted follower's previous log end (KIP-903's bug).
+    KeepOldIncarnation,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 6] = [
+    pub const ALL: [PlantedBug; 8] = [
         PlantedBug::AckBeforePersist,
         PlantedBug::SkipFsync,
         PlantedBug::TruncateToHw,
         PlantedBug::ElectOutsideIsr,
         PlantedBug::HwBeforeIsr,
         PlantedBug::AckBeforeFollowerFsync,
+        PlantedBug::EligibleAtMinIsr,
+        PlantedBug::KeepOldIncarnation,
     ];
 
     /// The spool-core bug this selects (behind spool-core's `planted-bugs` feature), if it is
@@ -51,6 +57,8 @@ impl PlantedBug {
             PlantedBug::ElectOutsideIsr => Some(Core::ElectOutsideIsr),
             PlantedBug::HwBeforeIsr => Some(Core::HwBeforeIsr),
             PlantedBug::AckBeforeFollowerFsync => Some(Core::AckBeforeFollowerFsync),
+            PlantedBug::EligibleAtMinIsr => Some(Core::EligibleAtMinIsr),
+            PlantedBug::KeepOldIncarnation => Some(Core::KeepOldIncarnation),
         }
     }
 
@@ -62,6 +70,8 @@ impl PlantedBug {
             PlantedBug::ElectOutsideIsr => "elect-outside-isr",
             PlantedBug::HwBeforeIsr => "hw-before-isr",
             PlantedBug::AckBeforeFollowerFsync => "ack-before-follower-fsync",
+            PlantedBug::EligibleAtMinIsr => "eligible-at-min-isr",
+            PlantedBug::KeepOldIncarnation => "keep-old-incarnation",
         }
     }
 }

@@ -85,6 +85,13 @@ impl SimLog {
         self.end_offset()
     }
 
+    /// The disk is replaced: nothing is left (a new generation, for the checkers).
+    pub fn wipe(&mut self) {
+        self.batches.clear();
+        self.synced = 0;
+        self.generation += 1;
+    }
+
     /// Everything appended so far is durable.
     pub fn sync(&mut self) {
         self.synced = self.batches.len();

@@ -56,6 +56,8 @@ pub struct ReplicaHost {
     id: i32,
     planted: Option<PlantedBug>,
     up: bool,
+    /// Its disk was wiped at some point in the run.
+    wiped: bool,
     incarnation: u64,
     broker_epoch: Option<i64>,
     view: Arc<MetaView>,
@@ -78,6 +80,7 @@ impl ReplicaHost {
             up: false,
             incarnation: 0,
             broker_epoch: None,
+            wiped: false,
             view: Arc::new(MetaView {
                 offset: -1,
                 ..MetaView::default()
@@ -94,6 +97,16 @@ impl ReplicaHost {
 
     pub fn id(&self) -> i32 {
         self.id
+    }
+
+    /// Whether its disk was ever wiped in this run ([`ReplicaHost::wipe`]).
+    pub fn was_wiped(&self) -> bool {
+        self.wiped
+    }
+
+    /// The broker epoch it registered with (`None` while it has not).
+    pub fn broker_epoch(&self) -> Option<i64> {
+        self.broker_epoch
     }
 
     pub fn is_up(&self) -> bool {
@@ -136,6 +149,18 @@ impl ReplicaHost {
             let log = std::mem::take(&mut r.log);
             let epochs = r.epochs().clone();
             *r = SimReplica::follower(me, -1, log, epochs);
+        }
+    }
+
+    /// A crash that takes the partition logs with it (a replaced disk): every replica comes
+    /// back empty, with an empty epoch cache.
+    pub fn wipe(&mut self) {
+        self.up = false;
+        self.wiped = true;
+        for r in self.replicas.values_mut() {
+            let mut log = std::mem::take(&mut r.log);
+            log.wipe();
+            *r = SimReplica::follower(self.id, -1, log, LeaderEpochCache::new());
         }
     }
 

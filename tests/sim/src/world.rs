@@ -97,6 +97,9 @@ pub struct World {
     producers: Vec<Producer>,
     reader: Reader,
     repl_checks: ReplChecks,
+    /// Whether a broker lost its disk ([`Fault::BrokerWipe`]): only then may a partition end
+    /// the run with an empty ISR (its last member's log gone), and so unavailable.
+    wiped: bool,
 }
 
 impl World {
@@ -152,6 +155,7 @@ impl World {
             producers: vec![Producer::new(1, true), Producer::new(2, false)],
             reader: Reader::new(),
             repl_checks: ReplChecks::default(),
+            wiped: false,
             config,
         };
         world.schedule_start();
@@ -230,16 +234,18 @@ impl World {
         }
         if violation.is_none() {
             self.now_ms = self.config.sim_ms;
-            violation = liveness::check(&self.nodes, &self.brokers, self.config.quiet_ms)
-                .and_then(|()| {
-                    liveness_repl::check(
-                        &self.nodes,
-                        &self.hosts,
-                        self.repl_checks.acked_all(),
-                        self.config.quiet_ms,
-                    )
-                })
-                .err();
+            violation =
+                liveness::check(&self.nodes, &self.brokers, self.config.quiet_ms, self.wiped)
+                    .and_then(|()| {
+                        liveness_repl::check(
+                            &self.nodes,
+                            &self.hosts,
+                            self.repl_checks.acked_all(),
+                            self.config.quiet_ms,
+                            self.wiped,
+                        )
+                    })
+                    .err();
         }
         if let Some(v) = &violation {
             self.trace.record(self.now_ms, &format!("VIOLATION {v}"));
@@ -465,6 +471,13 @@ impl World {
                 let i = (broker - 1) as usize;
                 self.brokers[i].crash();
                 self.hosts[i].crash(lose_unsynced, &mut self.rng);
+                self.hosts[i].touch_all(out);
+            }
+            Fault::BrokerWipe { broker } => {
+                self.wiped = true;
+                let i = (broker - 1) as usize;
+                self.brokers[i].wipe();
+                self.hosts[i].wipe();
                 self.hosts[i].touch_all(out);
             }
             Fault::BrokerRestart { broker } => {

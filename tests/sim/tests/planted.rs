@@ -5,8 +5,8 @@
 use spool_sim::runner::{find_bug, replay_command};
 use spool_sim::violation::{
     ACKED_IN_LATER_LEADERS, ACKED_ON_ISR_DISKS, ACKNOWLEDGED_IS_DURABLE, BELOW_HW_AGREES,
-    COMMITTED_NEVER_LOST, COMMITTED_NEVER_TRUNCATED, ELECTION_SAFETY, LEADER_COMPLETENESS,
-    LOG_MATCHING, PANIC, READS_COMMITTED,
+    COMMITTED_NEVER_LOST, COMMITTED_NEVER_TRUNCATED, ELECTION_SAFETY, ISR_HOLDS_HW,
+    LEADER_COMPLETENESS, LEADER_COUNTS_WHAT_FOLLOWERS_HOLD, LOG_MATCHING, PANIC, READS_COMMITTED,
 };
 use spool_sim::{PlantedBug, SimConfig};
 
@@ -54,6 +54,8 @@ fn caught_with(bug: PlantedBug, base: SimConfig, seeds_max: u64) {
         BELOW_HW_AGREES,
         COMMITTED_NEVER_TRUNCATED,
         READS_COMMITTED,
+        ISR_HOLDS_HW,
+        LEADER_COUNTS_WHAT_FOLLOWERS_HOLD,
     ];
     assert!(safety.contains(&v.invariant), "{bug}: unexpected {v}");
     let replay = SimConfig {
@@ -96,4 +98,14 @@ fn hw_before_isr_is_caught() {
 #[test]
 fn ack_before_follower_fsync_is_caught() {
     caught_in_replication(PlantedBug::AckBeforeFollowerFsync);
+}
+
+#[test]
+fn eligible_at_min_isr_is_caught() {
+    caught_in_replication(PlantedBug::EligibleAtMinIsr);
+}
+
+#[test]
+fn keep_old_incarnation_is_caught() {
+    caught_in_replication(PlantedBug::KeepOldIncarnation);
 }

@@ -24,6 +24,7 @@ impl<'a> PartitionAssignment<'a> {
   pub const VT_LEADER: ::flatbuffers::VOffsetT = 10;
   pub const VT_LEADER_EPOCH: ::flatbuffers::VOffsetT = 12;
   pub const VT_PARTITION_EPOCH: ::flatbuffers::VOffsetT = 14;
+  pub const VT_ELIGIBLE_LEADERS: ::flatbuffers::VOffsetT = 16;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -35,6 +36,7 @@ impl<'a> PartitionAssignment<'a> {
     args: &'args PartitionAssignmentArgs<'args>
   ) -> ::flatbuffers::WIPOffset<PartitionAssignment<'bldr>> {
     let mut builder = PartitionAssignmentBuilder::new(_fbb);
+    if let Some(x) = args.eligible_leaders { builder.add_eligible_leaders(x); }
     builder.add_partition_epoch(args.partition_epoch);
     builder.add_leader_epoch(args.leader_epoch);
     builder.add_leader(args.leader);
@@ -55,6 +57,9 @@ impl<'a> PartitionAssignment<'a> {
     let leader = self.leader();
     let leader_epoch = self.leader_epoch();
     let partition_epoch = self.partition_epoch();
+    let eligible_leaders = self.eligible_leaders().map(|x| {
+      x.into_iter().collect()
+    });
     PartitionAssignmentT {
       partition_index,
       replicas,
@@ -62,6 +67,7 @@ impl<'a> PartitionAssignment<'a> {
       leader,
       leader_epoch,
       partition_epoch,
+      eligible_leaders,
     }
   }
 
@@ -107,6 +113,15 @@ impl<'a> PartitionAssignment<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<i32>(PartitionAssignment::VT_PARTITION_EPOCH, Some(0)).unwrap()}
   }
+  /// KIP-966's eligible leader replicas: members removed from the ISR while it was below
+  /// min.insync.replicas, each holding every committed record (absent: none).
+  #[inline]
+  pub fn eligible_leaders(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(PartitionAssignment::VT_ELIGIBLE_LEADERS, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for PartitionAssignment<'_> {
@@ -121,6 +136,7 @@ impl ::flatbuffers::Verifiable for PartitionAssignment<'_> {
      .visit_field::<i32>("leader", Self::VT_LEADER, false)?
      .visit_field::<i32>("leader_epoch", Self::VT_LEADER_EPOCH, false)?
      .visit_field::<i32>("partition_epoch", Self::VT_PARTITION_EPOCH, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("eligible_leaders", Self::VT_ELIGIBLE_LEADERS, false)?
      .finish();
     Ok(())
   }
@@ -132,6 +148,7 @@ pub struct PartitionAssignmentArgs<'a> {
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    pub eligible_leaders: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for PartitionAssignmentArgs<'a> {
   #[inline]
@@ -143,6 +160,7 @@ impl<'a> Default for PartitionAssignmentArgs<'a> {
       leader: -1,
       leader_epoch: 0,
       partition_epoch: 0,
+      eligible_leaders: None,
     }
   }
 }
@@ -177,6 +195,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> PartitionAssignmentBuilder<'a
     self.fbb_.push_slot::<i32>(PartitionAssignment::VT_PARTITION_EPOCH, partition_epoch, 0);
   }
   #[inline]
+  pub fn add_eligible_leaders(&mut self, eligible_leaders: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(PartitionAssignment::VT_ELIGIBLE_LEADERS, eligible_leaders);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> PartitionAssignmentBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     PartitionAssignmentBuilder {
@@ -200,6 +222,7 @@ impl ::core::fmt::Debug for PartitionAssignment<'_> {
       ds.field("leader", &self.leader());
       ds.field("leader_epoch", &self.leader_epoch());
       ds.field("partition_epoch", &self.partition_epoch());
+      ds.field("eligible_leaders", &self.eligible_leaders());
       ds.finish()
   }
 }
@@ -212,6 +235,7 @@ pub struct PartitionAssignmentT {
   pub leader: i32,
   pub leader_epoch: i32,
   pub partition_epoch: i32,
+  pub eligible_leaders: Option<alloc::vec::Vec<i32>>,
 }
 impl Default for PartitionAssignmentT {
   fn default() -> Self {
@@ -222,6 +246,7 @@ impl Default for PartitionAssignmentT {
       leader: -1,
       leader_epoch: 0,
       partition_epoch: 0,
+      eligible_leaders: None,
     }
   }
 }
@@ -240,6 +265,9 @@ impl PartitionAssignmentT {
     let leader = self.leader;
     let leader_epoch = self.leader_epoch;
     let partition_epoch = self.partition_epoch;
+    let eligible_leaders = self.eligible_leaders.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
     PartitionAssignment::create(_fbb, &PartitionAssignmentArgs{
       partition_index,
       replicas,
@@ -247,6 +275,7 @@ impl PartitionAssignmentT {
       leader,
       leader_epoch,
       partition_epoch,
+      eligible_leaders,
     })
   }
 }

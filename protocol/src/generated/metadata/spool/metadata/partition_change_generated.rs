@@ -6,7 +6,7 @@ pub enum PartitionChangeOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 /// A leader or ISR change of one partition. `leader` -2 means unchanged, -1 means none;
-/// an absent `isr` or `replicas` means unchanged.
+/// an absent `isr`, `replicas` or `eligible_leaders` means unchanged.
 pub struct PartitionChange<'a> {
   pub _tab: ::flatbuffers::Table<'a>,
 }
@@ -27,6 +27,7 @@ impl<'a> PartitionChange<'a> {
   pub const VT_REPLICAS: ::flatbuffers::VOffsetT = 12;
   pub const VT_LEADER_EPOCH: ::flatbuffers::VOffsetT = 14;
   pub const VT_PARTITION_EPOCH: ::flatbuffers::VOffsetT = 16;
+  pub const VT_ELIGIBLE_LEADERS: ::flatbuffers::VOffsetT = 18;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -38,6 +39,7 @@ impl<'a> PartitionChange<'a> {
     args: &'args PartitionChangeArgs<'args>
   ) -> ::flatbuffers::WIPOffset<PartitionChange<'bldr>> {
     let mut builder = PartitionChangeBuilder::new(_fbb);
+    if let Some(x) = args.eligible_leaders { builder.add_eligible_leaders(x); }
     builder.add_partition_epoch(args.partition_epoch);
     builder.add_leader_epoch(args.leader_epoch);
     if let Some(x) = args.replicas { builder.add_replicas(x); }
@@ -63,6 +65,9 @@ impl<'a> PartitionChange<'a> {
     });
     let leader_epoch = self.leader_epoch();
     let partition_epoch = self.partition_epoch();
+    let eligible_leaders = self.eligible_leaders().map(|x| {
+      x.into_iter().collect()
+    });
     PartitionChangeT {
       topic_id,
       partition_index,
@@ -71,6 +76,7 @@ impl<'a> PartitionChange<'a> {
       replicas,
       leader_epoch,
       partition_epoch,
+      eligible_leaders,
     }
   }
 
@@ -123,6 +129,14 @@ impl<'a> PartitionChange<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<i32>(PartitionChange::VT_PARTITION_EPOCH, Some(0)).unwrap()}
   }
+  /// KIP-966's eligible leader replicas (PartitionAssignment's).
+  #[inline]
+  pub fn eligible_leaders(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(PartitionChange::VT_ELIGIBLE_LEADERS, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for PartitionChange<'_> {
@@ -138,6 +152,7 @@ impl ::flatbuffers::Verifiable for PartitionChange<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("replicas", Self::VT_REPLICAS, false)?
      .visit_field::<i32>("leader_epoch", Self::VT_LEADER_EPOCH, false)?
      .visit_field::<i32>("partition_epoch", Self::VT_PARTITION_EPOCH, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("eligible_leaders", Self::VT_ELIGIBLE_LEADERS, false)?
      .finish();
     Ok(())
   }
@@ -150,6 +165,7 @@ pub struct PartitionChangeArgs<'a> {
     pub replicas: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    pub eligible_leaders: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for PartitionChangeArgs<'a> {
   #[inline]
@@ -162,6 +178,7 @@ impl<'a> Default for PartitionChangeArgs<'a> {
       replicas: None,
       leader_epoch: 0,
       partition_epoch: 0,
+      eligible_leaders: None,
     }
   }
 }
@@ -200,6 +217,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> PartitionChangeBuilder<'a, 'b
     self.fbb_.push_slot::<i32>(PartitionChange::VT_PARTITION_EPOCH, partition_epoch, 0);
   }
   #[inline]
+  pub fn add_eligible_leaders(&mut self, eligible_leaders: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(PartitionChange::VT_ELIGIBLE_LEADERS, eligible_leaders);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> PartitionChangeBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     PartitionChangeBuilder {
@@ -225,6 +246,7 @@ impl ::core::fmt::Debug for PartitionChange<'_> {
       ds.field("replicas", &self.replicas());
       ds.field("leader_epoch", &self.leader_epoch());
       ds.field("partition_epoch", &self.partition_epoch());
+      ds.field("eligible_leaders", &self.eligible_leaders());
       ds.finish()
   }
 }
@@ -238,6 +260,7 @@ pub struct PartitionChangeT {
   pub replicas: Option<alloc::vec::Vec<i32>>,
   pub leader_epoch: i32,
   pub partition_epoch: i32,
+  pub eligible_leaders: Option<alloc::vec::Vec<i32>>,
 }
 impl Default for PartitionChangeT {
   fn default() -> Self {
@@ -249,6 +272,7 @@ impl Default for PartitionChangeT {
       replicas: None,
       leader_epoch: 0,
       partition_epoch: 0,
+      eligible_leaders: None,
     }
   }
 }
@@ -269,6 +293,9 @@ impl PartitionChangeT {
     });
     let leader_epoch = self.leader_epoch;
     let partition_epoch = self.partition_epoch;
+    let eligible_leaders = self.eligible_leaders.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
     PartitionChange::create(_fbb, &PartitionChangeArgs{
       topic_id,
       partition_index,
@@ -277,6 +304,7 @@ impl PartitionChangeT {
       replicas,
       leader_epoch,
       partition_epoch,
+      eligible_leaders,
     })
   }
 }

@@ -25,6 +25,7 @@ impl<'a> MetadataPartition<'a> {
   pub const VT_REPLICA_NODES: ::flatbuffers::VOffsetT = 12;
   pub const VT_ISR_NODES: ::flatbuffers::VOffsetT = 14;
   pub const VT_OFFLINE_REPLICAS: ::flatbuffers::VOffsetT = 16;
+  pub const VT_ELIGIBLE_LEADERS: ::flatbuffers::VOffsetT = 18;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -36,6 +37,7 @@ impl<'a> MetadataPartition<'a> {
     args: &'args MetadataPartitionArgs<'args>
   ) -> ::flatbuffers::WIPOffset<MetadataPartition<'bldr>> {
     let mut builder = MetadataPartitionBuilder::new(_fbb);
+    if let Some(x) = args.eligible_leaders { builder.add_eligible_leaders(x); }
     if let Some(x) = args.offline_replicas { builder.add_offline_replicas(x); }
     if let Some(x) = args.isr_nodes { builder.add_isr_nodes(x); }
     if let Some(x) = args.replica_nodes { builder.add_replica_nodes(x); }
@@ -60,6 +62,9 @@ impl<'a> MetadataPartition<'a> {
     let offline_replicas = self.offline_replicas().map(|x| {
       x.into_iter().collect()
     });
+    let eligible_leaders = self.eligible_leaders().map(|x| {
+      x.into_iter().collect()
+    });
     MetadataPartitionT {
       error_code,
       partition_index,
@@ -68,6 +73,7 @@ impl<'a> MetadataPartition<'a> {
       replica_nodes,
       isr_nodes,
       offline_replicas,
+      eligible_leaders,
     }
   }
 
@@ -120,6 +126,14 @@ impl<'a> MetadataPartition<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(MetadataPartition::VT_OFFLINE_REPLICAS, None)}
   }
+  /// KIP-966's eligible leader replicas: outside the ISR, each holding every committed record.
+  #[inline]
+  pub fn eligible_leaders(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(MetadataPartition::VT_ELIGIBLE_LEADERS, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for MetadataPartition<'_> {
@@ -135,6 +149,7 @@ impl ::flatbuffers::Verifiable for MetadataPartition<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("replica_nodes", Self::VT_REPLICA_NODES, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("isr_nodes", Self::VT_ISR_NODES, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("offline_replicas", Self::VT_OFFLINE_REPLICAS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("eligible_leaders", Self::VT_ELIGIBLE_LEADERS, false)?
      .finish();
     Ok(())
   }
@@ -147,6 +162,7 @@ pub struct MetadataPartitionArgs<'a> {
     pub replica_nodes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
     pub isr_nodes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
     pub offline_replicas: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
+    pub eligible_leaders: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for MetadataPartitionArgs<'a> {
   #[inline]
@@ -159,6 +175,7 @@ impl<'a> Default for MetadataPartitionArgs<'a> {
       replica_nodes: None,
       isr_nodes: None,
       offline_replicas: None,
+      eligible_leaders: None,
     }
   }
 }
@@ -197,6 +214,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MetadataPartitionBuilder<'a, 
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(MetadataPartition::VT_OFFLINE_REPLICAS, offline_replicas);
   }
   #[inline]
+  pub fn add_eligible_leaders(&mut self, eligible_leaders: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(MetadataPartition::VT_ELIGIBLE_LEADERS, eligible_leaders);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MetadataPartitionBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     MetadataPartitionBuilder {
@@ -221,6 +242,7 @@ impl ::core::fmt::Debug for MetadataPartition<'_> {
       ds.field("replica_nodes", &self.replica_nodes());
       ds.field("isr_nodes", &self.isr_nodes());
       ds.field("offline_replicas", &self.offline_replicas());
+      ds.field("eligible_leaders", &self.eligible_leaders());
       ds.finish()
   }
 }
@@ -234,6 +256,7 @@ pub struct MetadataPartitionT {
   pub replica_nodes: Option<alloc::vec::Vec<i32>>,
   pub isr_nodes: Option<alloc::vec::Vec<i32>>,
   pub offline_replicas: Option<alloc::vec::Vec<i32>>,
+  pub eligible_leaders: Option<alloc::vec::Vec<i32>>,
 }
 impl Default for MetadataPartitionT {
   fn default() -> Self {
@@ -245,6 +268,7 @@ impl Default for MetadataPartitionT {
       replica_nodes: None,
       isr_nodes: None,
       offline_replicas: None,
+      eligible_leaders: None,
     }
   }
 }
@@ -266,6 +290,9 @@ impl MetadataPartitionT {
     let offline_replicas = self.offline_replicas.as_ref().map(|x|{
       _fbb.create_vector(x)
     });
+    let eligible_leaders = self.eligible_leaders.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
     MetadataPartition::create(_fbb, &MetadataPartitionArgs{
       error_code,
       partition_index,
@@ -274,6 +301,7 @@ impl MetadataPartitionT {
       replica_nodes,
       isr_nodes,
       offline_replicas,
+      eligible_leaders,
     })
   }
 }
