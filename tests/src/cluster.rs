@@ -238,12 +238,14 @@ pub struct PartitionRow {
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Eligible leader replicas (KIP-966).
+    pub eligible_leaders: Vec<i32>,
     /// Replicas on fenced or unregistered brokers.
     pub offline: Vec<i32>,
 }
 
-/// Parses `spool topic describe T`'s partition rows (`0  2  0  [2, 3, 1]  [2, 3, 1]  []`:
-/// partition, leader, leader epoch, replicas, ISR, offline replicas).
+/// Parses `spool topic describe T`'s partition rows (`0  2  0  [2, 3, 1]  [2, 3, 1]  []  []`:
+/// partition, leader, leader epoch, replicas, ISR, eligible leaders, offline replicas).
 pub fn parse_describe(out: &str) -> Vec<PartitionRow> {
     let list = |s: &str| -> Option<Vec<i32>> {
         s.trim()
@@ -261,13 +263,15 @@ pub fn parse_describe(out: &str) -> Vec<PartitionRow> {
             let (partition, leader, leader_epoch) = (nums.next()??, nums.next()??, nums.next()??);
             let lists = format!("[{lists}");
             let mut lists = lists.split("  ").filter(|x| !x.trim().is_empty()).map(list);
-            let (replicas, isr, offline) = (lists.next()??, lists.next()??, lists.next()??);
+            let (replicas, isr) = (lists.next()??, lists.next()??);
+            let (eligible_leaders, offline) = (lists.next()??, lists.next()??);
             Some(PartitionRow {
                 partition,
                 leader,
                 leader_epoch,
                 replicas,
                 isr,
+                eligible_leaders,
                 offline,
             })
         })
@@ -293,21 +297,22 @@ mod tests {
     #[test]
     fn parses_the_describe_rows() {
         // As `spool topic describe` prints them (broker/src/cli.rs).
-        let row = |p: i32, l: i32, e: i32, r: &[i32], i: &[i32], o: &[i32]| {
+        let row = |p: i32, l: i32, e: i32, r: &[i32], i: &[i32], elr: &[i32], o: &[i32]| {
             format!(
-                "{:>9}  {:>6}  {:>12}  {:>12}  {:>12}  {:?}\n",
+                "{:>9}  {:>6}  {:>12}  {:>12}  {:>12}  {:>12}  {:?}\n",
                 p,
                 l,
                 e,
                 format!("{r:?}"),
                 format!("{i:?}"),
+                format!("{elr:?}"),
                 o
             )
         };
         let out = format!(
-            "topic orders (2 partitions)\nPARTITION  LEADER  LEADER-EPOCH      REPLICAS           ISR  OFFLINE\n{}{}",
-            row(0, 2, 0, &[2, 3, 1], &[2, 3, 1], &[]),
-            row(1, -1, 4, &[3, 1], &[3], &[1]),
+            "topic orders (2 partitions)\nPARTITION  LEADER  LEADER-EPOCH      REPLICAS           ISR           ELR  OFFLINE\n{}{}",
+            row(0, 2, 0, &[2, 3, 1], &[2, 3, 1], &[], &[]),
+            row(1, -1, 4, &[3, 1, 2], &[3], &[2], &[1]),
         );
         let rows = parse_describe(&out);
         assert_eq!(rows.len(), 2);
@@ -319,8 +324,9 @@ mod tests {
                 partition: 1,
                 leader: -1,
                 leader_epoch: 4,
-                replicas: vec![3, 1],
+                replicas: vec![3, 1, 2],
                 isr: vec![3],
+                eligible_leaders: vec![2],
                 offline: vec![1],
             }
         );
