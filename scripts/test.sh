@@ -70,5 +70,5 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
 
-echo "== simulator: a fixed budget of seeds (scripts/sim.sh; SPOOL_SIM_SEEDS, default 1000)"
-scripts/sim.sh "${SPOOL_SIM_SEEDS:-1000}"
+echo "== simulator: a fixed budget of seeds of 30 simulated seconds (scripts/sim.sh; SPOOL_SIM_SEEDS, default 4000)"
+scripts/sim.sh "${SPOOL_SIM_SEEDS:-4000}" --sim-seconds 30 --quiet-seconds 10
