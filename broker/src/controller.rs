@@ -191,6 +191,11 @@ fn open_blocking(
         .broker(cfg.node_id)
         .map(|b| b.broker_epoch)
         .unwrap_or(0);
+    // As a clustered broker does after each registration (`broker_session`): under fsync what it
+    // reports is synced, so a crash from here on registers clean.
+    if cfg.durability == spool_storage::Durability::Fsync {
+        crate::clean_shutdown::record(&cfg.data_dir, epoch).map_err(StartError::Register)?;
+    }
     let hb = HeartbeatRequest {
         broker_id: cfg.node_id,
         broker_epoch: epoch,

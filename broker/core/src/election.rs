@@ -310,14 +310,19 @@ pub fn eligible_leaders_after(
 /// possibly gone (an empty or replaced disk: KIP-903's case, Kafka's
 /// `handleBrokerUncleanShutdown`): it leaves the ISR — even as its last member, leaving the ISR
 /// empty and the partition without a leader, since electing it would silently lose every
-/// acknowledged record — and the eligible leaders. `None` when it is in neither. Called after
-/// its previous registration was fenced, so it leads nothing.
+/// acknowledged record — and the eligible leaders. `None` when it is in neither, or when it is
+/// the partition's only replica: no other copy could be waited for, so it leads again with what
+/// it has (as Kafka's unclean recovery elects the last known leader when it is the only one).
+/// Called after its previous registration was fenced, so it leads nothing.
 pub fn forget_lost_log(
     partition: &PartitionView,
     broker: i32,
 ) -> Result<Option<PartitionChange>, MalformedPartition> {
     partition.check()?;
     if !partition.isr.contains(&broker) && !partition.eligible_leaders.contains(&broker) {
+        return Ok(None);
+    }
+    if partition.replicas == [broker] {
         return Ok(None);
     }
     assert_ne!(partition.leader, broker, "a fenced broker leads");
@@ -653,12 +658,41 @@ mod tests {
         );
     }
 
+    /// KIP-903: a broker back without its log leaves the ISR even as its last member (nobody
+    /// leads then, and an eligible replica may), and the eligible set; a sole replica stays.
+    #[test]
+    fn a_broker_that_lost_its_log_leaves_every_isr_but_a_sole_replica_stays() {
+        let last = view(&[1, 2, 3], &[1], NO_LEADER);
+        let c = forget_lost_log(&last, 1).expect("valid").expect("a change");
+        assert_eq!((c.leader, c.isr.as_slice()), (NO_LEADER, &[][..]));
+        assert_eq!((c.leader_epoch, c.partition_epoch), (4, 10));
+        let lost = last.with(&c);
+        assert_eq!(lost.check(), Ok(()));
+        // Brokers 2 and 3 come back: neither is in the ISR or eligible, so nobody leads.
+        assert_eq!(reconcile(&lost, &set(&[1]), NONE, &CLEAN), Ok(None));
+        let p = PartitionView {
+            eligible_leaders: vec![2],
+            ..view(&[1, 2, 3], &[3], 3)
+        };
+        let c = forget_lost_log(&p, 2).expect("valid").expect("a change");
+        assert_eq!(
+            (c.leader, c.isr.as_slice(), c.eligible_leaders.as_slice()),
+            (3, &[3][..], &[][..])
+        );
+        assert_eq!(forget_lost_log(&p, 1), Ok(None), "in neither");
+        assert_eq!(
+            forget_lost_log(&view(&[1], &[1], NO_LEADER), 1),
+            Ok(None),
+            "sole replica"
+        );
+    }
+
     #[test]
     fn malformed_partitions_are_refused_not_decided() {
         let cases = [
             (view(&[], &[], NO_LEADER), MalformedPartition::NoReplicas),
             (view(&[1, 1], &[1], 1), MalformedPartition::Duplicate(1)),
-            (view(&[1, 2], &[], NO_LEADER), MalformedPartition::IsrEmpty),
+            (view(&[1, 2], &[], 1), MalformedPartition::IsrEmpty),
             (
                 view(&[1, 2], &[1, 5], 1),
                 MalformedPartition::IsrNotReplica(5),
