@@ -155,7 +155,12 @@ impl SimBroker {
                 error,
                 broker_epoch,
                 leader_hint,
+                incarnation_id,
             } => {
+                if *incarnation_id != self.incarnation_id() {
+                    // An answer to a previous incarnation (this one restarted since).
+                    return;
+                }
                 if *error == ErrorCode::None && self.epoch.is_none() {
                     self.epoch = Some(*broker_epoch);
                     self.recorded_epoch = *broker_epoch;

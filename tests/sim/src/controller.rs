@@ -36,7 +36,7 @@ use spool_raft::validate::{
     HeartbeatRequest, RegisterBrokerRequest,
 };
 use spool_raft::AlterRefused;
-use spool_raft::{Committed, IdSource, MetadataRaft, ProposalId, Refusal, TopicId};
+use spool_raft::{Committed, IdSource, MetadataRaft, ProposalId, Refusal, TopicId, Uuid128};
 
 use crate::metaview::{MetaView, PartKey};
 use crate::repl_message::ReplMsg;
@@ -52,6 +52,7 @@ enum Waiter {
     Register {
         to: Endpoint,
         broker_id: i32,
+        incarnation_id: Uuid128,
     },
     Heartbeat {
         to: Endpoint,
@@ -144,10 +145,11 @@ impl ControllerService {
                             Waiter::Register {
                                 to: from,
                                 broker_id,
+                                incarnation_id,
                             },
                         );
                     }
-                    Err(r) => self.answer_register(raft, from, r.code, -1, out),
+                    Err(r) => self.answer_register(raft, from, incarnation_id, r.code, -1, out),
                 }
             }
             Payload::Heartbeat(request) => self.heartbeat(raft, from, request, now_ms, out),
@@ -419,19 +421,36 @@ impl ControllerService {
         out: &mut Out,
     ) {
         match waiter {
-            Waiter::Register { to, broker_id } => {
+            Waiter::Register {
+                to,
+                broker_id,
+                incarnation_id,
+            } => {
+                // The epoch of this incarnation's registration (a later one may have replaced it).
                 let epoch = (code == ErrorCode::None)
-                    .then(|| raft.image().broker(broker_id).map(|b| b.broker_epoch))
+                    .then(|| {
+                        raft.image()
+                            .broker(broker_id)
+                            .filter(|b| b.incarnation_id == Some(incarnation_id))
+                            .map(|b| b.broker_epoch)
+                    })
                     .flatten();
                 if let (Some(sessions), Some(e)) = (self.sessions.as_mut(), epoch) {
                     sessions.on_register(broker_id, e, now_ms);
                 }
                 match epoch {
-                    Some(e) => self.answer_register(raft, to, ErrorCode::None, e, out),
-                    None if code == ErrorCode::None => {
-                        self.answer_register(raft, to, ErrorCode::NotController, -1, out)
+                    Some(e) => {
+                        self.answer_register(raft, to, incarnation_id, ErrorCode::None, e, out)
                     }
-                    None => self.answer_register(raft, to, code, -1, out),
+                    None if code == ErrorCode::None => self.answer_register(
+                        raft,
+                        to,
+                        incarnation_id,
+                        ErrorCode::NotController,
+                        -1,
+                        out,
+                    ),
+                    None => self.answer_register(raft, to, incarnation_id, code, -1, out),
                 }
             }
             Waiter::Heartbeat {
@@ -459,6 +478,7 @@ impl ControllerService {
         &self,
         raft: &MetadataRaft,
         to: Endpoint,
+        incarnation_id: Uuid128,
         error: ErrorCode,
         broker_epoch: i64,
         out: &mut Out,
@@ -470,6 +490,7 @@ impl ControllerService {
                 error,
                 broker_epoch,
                 leader_hint: raft.leader_id(),
+                incarnation_id,
             },
         ));
     }

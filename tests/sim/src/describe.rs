@@ -9,7 +9,7 @@ use spool_protocol::metadata_records::{MetadataRecordBodyT, MetadataRecordT};
 pub fn record(r: &MetadataRecordT) -> String {
     match &r.body {
         MetadataRecordBodyT::RegisterBroker(b) => {
-            format!("RegisterBroker b{} epoch={}", b.broker_id, b.broker_epoch)
+            format!("RegisterBroker b{} epoch={} unclean={}", b.broker_id, b.broker_epoch, b.unclean_shutdown)
         }
         MetadataRecordBodyT::BrokerHeartbeat(b) => format!(
             "BrokerHeartbeat b{} epoch={} fence={} shutdown={}",
@@ -31,8 +31,14 @@ pub fn record(r: &MetadataRecordT) -> String {
             format!("DeleteTopic {} id={:x}", t.name, t.topic_id.low)
         }
         MetadataRecordBodyT::PartitionChange(p) => format!(
-            "PartitionChange {:x}/{} leader={} isr={:?} leader_epoch={} partition_epoch={}",
-            p.topic_id.low, p.partition_index, p.leader, p.isr, p.leader_epoch, p.partition_epoch
+            "PartitionChange {:x}/{} leader={} isr={:?} elr={:?} leader_epoch={} partition_epoch={}",
+            p.topic_id.low,
+            p.partition_index,
+            p.leader,
+            p.isr,
+            p.eligible_leaders,
+            p.leader_epoch,
+            p.partition_epoch
         ),
         MetadataRecordBodyT::ProducerIdBlock(b) => format!(
             "ProducerIdBlock b{} first={} size={}",

@@ -59,6 +59,9 @@ pub enum Payload {
         error: ErrorCode,
         broker_epoch: i64,
         leader_hint: u64,
+        /// The registering incarnation: a broker restarted since must not take the answer for
+        /// itself (a real one gets it on its own connection).
+        incarnation_id: Uuid128,
     },
     Heartbeat(HeartbeatRequest),
     /// `metadata_offset`: the answering controller's applied index (what the broker has now
@@ -140,7 +143,11 @@ impl Payload {
                 error,
                 broker_epoch,
                 leader_hint,
-            } => format!("RegisterAnswer {error:?} epoch={broker_epoch} leader={leader_hint}"),
+                incarnation_id,
+            } => format!(
+                "RegisterAnswer {error:?} epoch={broker_epoch} leader={leader_hint} incarnation={:x}",
+                incarnation_id.low
+            ),
             Payload::Heartbeat(h) => format!(
                 "Heartbeat broker={} epoch={} offset={}",
                 h.broker_id, h.broker_epoch, h.current_metadata_offset
