@@ -29,7 +29,7 @@ use spool_protocol::metadata_records::{MetadataRecordBodyT, MetadataRecordT};
 use spool_protocol::ErrorCode;
 
 use crate::controlled_shutdown::{decide, shutting_down_brokers};
-use crate::image::{MetadataImage, PartitionState, TopicId, LEADER_UNCHANGED};
+use crate::image::{MetadataImage, PartitionState, TopicId, TopicImage, LEADER_UNCHANGED};
 use crate::records::{self, PartitionFields};
 use crate::validate::{
     validate_heartbeat, validate_register_broker, HeartbeatRequest, Refusal, RegisterBrokerRequest,
@@ -227,10 +227,22 @@ pub fn register_broker_records(
 /// One `PartitionChange` for every partition whose ISR or eligible set names `broker`, which is
 /// registering after an unclean shutdown ([`spool_core::election::forget_lost_log`]).
 fn lost_log_changes(image: &MetadataImage, broker: i32) -> FailoverRecords {
+    each_partition(image, |_, state| forget_lost_log(&state.view(), broker))
+}
+
+/// `decide`'s change for every partition of the image, as records; the partitions it finds
+/// malformed, reported.
+fn each_partition(
+    image: &MetadataImage,
+    mut decide: impl FnMut(
+        &TopicImage,
+        &PartitionState,
+    ) -> Result<Option<PartitionChange>, MalformedPartition>,
+) -> FailoverRecords {
     let mut out = FailoverRecords::default();
     for topic in image.topics() {
         for (partition_index, state) in (0..).zip(&topic.partitions) {
-            match forget_lost_log(&state.view(), broker) {
+            match decide(topic, state) {
                 Ok(None) => {}
                 Ok(Some(change)) => out.records.push(partition_change_record(
                     topic.topic_id,
@@ -293,33 +305,21 @@ fn partition_changes(
     shutting_down: &BTreeSet<i32>,
     defaults: &TopicDefaults,
 ) -> FailoverRecords {
-    let mut out = FailoverRecords::default();
     let unclean_shutdown: BTreeSet<i32> = image
         .brokers()
         .filter(|b| b.unclean_shutdown)
         .map(|b| b.broker_id)
         .collect();
-    for topic in image.topics() {
+    each_partition(image, |topic, state| {
         let policy = ElectionPolicy::from(&topic.config.resolve(defaults));
-        for (partition_index, state) in (0..).zip(&topic.partitions) {
-            let view = state.view();
-            match decide(&view, fenced, shutting_down, &unclean_shutdown, &policy) {
-                Ok(None) => {}
-                Ok(Some(change)) => out.records.push(partition_change_record(
-                    topic.topic_id,
-                    partition_index,
-                    state,
-                    &change,
-                )),
-                Err(error) => out.malformed.push(MalformedAt {
-                    topic: topic.name.clone(),
-                    partition_index,
-                    error,
-                }),
-            }
-        }
-    }
-    out
+        decide(
+            &state.view(),
+            fenced,
+            shutting_down,
+            &unclean_shutdown,
+            &policy,
+        )
+    })
 }
 
 /// The record for `change`: only what changed is written (leader [`LEADER_UNCHANGED`], ISR

@@ -255,20 +255,11 @@ pub fn reconcile(
     }
     let leader_changed = leader != partition.leader;
     let leader_epoch = if leader_changed {
-        partition
-            .leader_epoch
-            .checked_add(1)
-            .ok_or(MalformedPartition::EpochExhausted(partition.leader_epoch))?
+        next_epoch(partition.leader_epoch)?
     } else {
         partition.leader_epoch
     };
-    let partition_epoch =
-        partition
-            .partition_epoch
-            .checked_add(1)
-            .ok_or(MalformedPartition::EpochExhausted(
-                partition.partition_epoch,
-            ))?;
+    let partition_epoch = next_epoch(partition.partition_epoch)?;
     let change = PartitionChange {
         leader,
         isr,
@@ -306,6 +297,13 @@ pub fn eligible_leaders_after(
         .collect()
 }
 
+/// `epoch` + 1, or why a partition cannot take another.
+fn next_epoch(epoch: i32) -> Result<i32, MalformedPartition> {
+    epoch
+        .checked_add(1)
+        .ok_or(MalformedPartition::EpochExhausted(epoch))
+}
+
 /// The change for `partition` when `broker` registers after an unclean shutdown with its log
 /// possibly gone (an empty or replaced disk: KIP-903's case, Kafka's
 /// `handleBrokerUncleanShutdown`): it leaves the ISR — even as its last member, leaving the ISR
@@ -326,13 +324,7 @@ pub fn forget_lost_log(
         return Ok(None);
     }
     assert_ne!(partition.leader, broker, "a fenced broker leads");
-    let partition_epoch =
-        partition
-            .partition_epoch
-            .checked_add(1)
-            .ok_or(MalformedPartition::EpochExhausted(
-                partition.partition_epoch,
-            ))?;
+    let partition_epoch = next_epoch(partition.partition_epoch)?;
     let change = PartitionChange {
         leader: partition.leader,
         isr: partition

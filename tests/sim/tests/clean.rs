@@ -3,6 +3,19 @@
 
 use spool_sim::SimConfig;
 
+/// Runs `seed` for 60 simulated seconds and asserts it is clean, naming the seed and the trace's
+/// tail if not; returns what the run exercised.
+fn runs_clean(seed: u64) -> spool_sim::check_repl::ReplStats {
+    let report = spool_sim::run(SimConfig::new(seed));
+    assert!(
+        report.violation.is_none(),
+        "seed {seed}: {:?}\n{}",
+        report.violation,
+        report.tail.join("\n")
+    );
+    report.repl
+}
+
 #[test]
 fn a_fixed_seed_budget_runs_clean() {
     for seed in 0..12 {
@@ -27,14 +40,8 @@ fn a_fixed_seed_budget_runs_clean() {
 /// refused as a duplicate). Ticks held up by an fsync now run when it completes.
 #[test]
 fn a_busy_controller_still_fences_a_crashed_broker() {
-    let report = spool_sim::run(SimConfig::new(19));
-    assert!(
-        report.violation.is_none(),
-        "{:?}\n{}",
-        report.violation,
-        report.tail.join("\n")
-    );
-    assert!(report.repl.acked_all > 100, "{:?}", report.repl);
+    let repl = runs_clean(19);
+    assert!(repl.acked_all > 100, "{repl:?}");
 }
 
 /// Regression (seed 2100, 60 s; found by a 10,000-seed run): a leader's ISR expansion got no
@@ -46,14 +53,8 @@ fn a_busy_controller_still_fences_a_crashed_broker() {
 /// (`spool_core::isr_change::retry_request`).
 #[test]
 fn a_lost_isr_expansion_answer_keeps_the_new_member_holding_the_watermark() {
-    let report = spool_sim::run(SimConfig::new(2100));
-    assert!(
-        report.violation.is_none(),
-        "{:?}\n{}",
-        report.violation,
-        report.tail.join("\n")
-    );
-    assert!(report.repl.acked_all > 50, "{:?}", report.repl);
+    let repl = runs_clean(2100);
+    assert!(repl.acked_all > 50, "{repl:?}");
 }
 
 /// Regressions (seeds 2502 and 7481, 60 s; found by the 10,000-seed run): a leader whose ISR
@@ -65,13 +66,7 @@ fn a_lost_isr_expansion_answer_keeps_the_new_member_holding_the_watermark() {
 #[test]
 fn a_deposed_leader_refused_as_stale_does_not_advance_its_watermark() {
     for seed in [2502, 7481] {
-        let report = spool_sim::run(SimConfig::new(seed));
-        assert!(
-            report.violation.is_none(),
-            "seed {seed}: {:?}\n{}",
-            report.violation,
-            report.tail.join("\n")
-        );
+        runs_clean(seed);
     }
 }
 
@@ -83,13 +78,7 @@ fn a_deposed_leader_refused_as_stale_does_not_advance_its_watermark() {
 /// a settled image (`spool_raft::alter_partition::decide`); until then the leader asks again.
 #[test]
 fn a_refusal_is_never_answered_from_uncommitted_proposals() {
-    let report = spool_sim::run(SimConfig::new(43));
-    assert!(
-        report.violation.is_none(),
-        "{:?}\n{}",
-        report.violation,
-        report.tail.join("\n")
-    );
+    runs_clean(43);
 }
 
 /// Regression (seeds 4015 and 9562 of a 10,000-seed run with wiped disks): a broker restarted
@@ -100,12 +89,6 @@ fn a_refusal_is_never_answered_from_uncommitted_proposals() {
 #[test]
 fn a_restarted_broker_never_takes_its_previous_incarnations_registration() {
     for seed in [4015, 9562] {
-        let report = spool_sim::run(SimConfig::new(seed));
-        assert!(
-            report.violation.is_none(),
-            "seed {seed}: {:?}\n{}",
-            report.violation,
-            report.tail.join("\n")
-        );
+        runs_clean(seed);
     }
 }
