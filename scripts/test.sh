@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# A clean clone gains nothing from incremental compilation, and its caches are gigabytes.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+echo "== disk: $(df -h . | awk 'NR==2 {print $4 " free of " $2 " on " $6}') before the build"
+
 # glommio registers io_uring buffers; root has CAP_IPC_LOCK, others need a raised memlock limit.
 ulimit -l unlimited 2>/dev/null || true
 
