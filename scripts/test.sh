@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, exactly as CI runs it (.ci/run calls this; the README names it).
 # Installs what the tests need on a fresh machine, then: generated-code freshness, the decision
-# core's dependency boundary, import cycles, formatting, lints (warnings are errors), and every
-# crate's tests.
+# core's dependency boundary, import cycles, formatting, lints (warnings are errors), every
+# crate's tests, a short fault-harness campaign with its negative control, and the simulator.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -73,6 +73,27 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test"
 cargo test --workspace --locked
+
+# A seed of its own each CI run (printed, and in every failure's replay line), so the nine
+# nemeses are covered across runs; SPOOL_FAULT_SEED pins one.
+fault_seed="${SPOOL_FAULT_SEED:-$(date +%s)}"
+echo "== fault harness: ${SPOOL_FAULT_RUNS:-4} runs of 20 s, seed $fault_seed (tests/faults.sh; SPOOL_FAULT_RUNS)"
+tests/faults.sh --runs "${SPOOL_FAULT_RUNS:-4}" --seconds 20 --seed "$fault_seed"
+
+echo "== fault harness negative control: acknowledging from memory, every broker killed at once, must lose writes"
+negative_log="$(mktemp)"
+if tests/faults.sh --runs 1 --seconds 20 --seed "$fault_seed" --negative-control >"$negative_log" 2>&1; then
+  cat "$negative_log" >&2
+  echo "test.sh: the negative control lost nothing: the fault checker cannot be trusted" >&2
+  exit 1
+fi
+grep '^RESULT fault_\(runs\|lost\|harness_errors\)=' "$negative_log"
+if ! grep -q '^RESULT fault_harness_errors=0$' "$negative_log" || grep -q '^RESULT fault_lost=0$' "$negative_log"; then
+  cat "$negative_log" >&2
+  echo "test.sh: the negative control failed without the checker finding lost writes" >&2
+  exit 1
+fi
+rm -f "$negative_log"
 
 echo "== simulator: a fixed budget of seeds of 30 simulated seconds (scripts/sim.sh; SPOOL_SIM_SEEDS, default 4000)"
 scripts/sim.sh "${SPOOL_SIM_SEEDS:-4000}" --sim-seconds 30 --quiet-seconds 10

@@ -38,6 +38,16 @@ impl Cluster {
 
     /// Starts `n` voters, one core each, each with `extra` flags too.
     pub fn start_with_args(n: usize, extra: &[&str]) -> Self {
+        Self::start_with_data_dirs(n, extra, &[])
+    }
+
+    /// [`Cluster::start_with_args`], with node `i`'s data in `data_dirs[i - 1]` where that is
+    /// given (a loop-mounted filesystem, say) instead of its scratch directory.
+    pub fn start_with_data_dirs(
+        n: usize,
+        extra: &[&str],
+        data_dirs: &[Option<std::path::PathBuf>],
+    ) -> Self {
         let addrs: Vec<(Ipv4Addr, Vec<u16>)> = (0..n)
             .map(|_| {
                 let ip = crate::addr::next_address();
@@ -57,6 +67,7 @@ impl Cluster {
                 let options = BrokerOptions {
                     cores: 1,
                     address: Some((*ip, [ports[0], ports[1], ports[2]])),
+                    data_dir: data_dirs.get(i).cloned().flatten(),
                     ..BrokerOptions::default()
                 }
                 .arg("--node-id")

@@ -17,7 +17,9 @@
 //!   parsed and checked, the group protocol by hand, `spool group describe` read back, producers
 //!   that feed every partition.
 //! - [`kafka_clients`]: Kafka clients nobody here wrote (kcat, kafka-python; rdkafka is a
-//!   dev-dependency), found or failed with how to install them, run with bounds.
+//!   dependency), found or failed with how to install them, run with bounds.
+//! - [`faults`]: the fault harness (`tests/faults.sh`): workloads, nemeses and the checker;
+//!   [`small_disk`]: a loop-mounted filesystem for full-disk faults.
 //!
 //! Every wait has a deadline that only bounds failure; nothing sleeps to let something happen.
 //! The tests themselves live in `tests/` by area: `data_integrity`, `faults` (`bad_input`,
@@ -38,6 +40,7 @@ pub mod checker;
 pub mod cli;
 pub mod client;
 pub mod cluster;
+pub mod faults;
 pub mod garbage;
 pub mod group_checks;
 pub mod group_cli;
@@ -51,6 +54,7 @@ pub mod netfilter;
 pub mod paced;
 pub mod process;
 pub mod replicated;
+pub mod small_disk;
 pub mod steady;
 pub mod wire;
 

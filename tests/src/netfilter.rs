@@ -55,6 +55,26 @@ impl Cut {
 
     /// Cuts every link between `isolated` and each of `others`.
     pub fn isolate(isolated: Endpoint, others: &[Endpoint]) -> Result<Cut, String> {
+        let cut = Self::new_chain()?;
+        for o in others {
+            cut.drop_from_to(isolated, *o)?;
+            cut.drop_from_to(*o, isolated)?;
+        }
+        Ok(cut)
+    }
+
+    /// Cuts one direction of one link: nothing `from` sends reaches `to` on either internal
+    /// port (its requests, its answers), while `to`'s packets still reach `from`. (TCP needs
+    /// both directions, so connections across the link stall either way; what differs is who
+    /// still hears whom — a heartbeat or a vote request gets through one way only.)
+    pub fn one_way(from: Endpoint, to: Endpoint) -> Result<Cut, String> {
+        let cut = Self::new_chain()?;
+        cut.drop_from_to(from, to)?;
+        Ok(cut)
+    }
+
+    /// A chain of this process's own, jumped to from OUTPUT, holding nothing yet.
+    fn new_chain() -> Result<Cut, String> {
         let chain = format!(
             "spool-test-{}-{}",
             std::process::id(),
@@ -66,22 +86,30 @@ impl Cut {
             healed: false,
         };
         iptables(&["-I", "OUTPUT", "-j", &cut.chain])?;
-        for o in others {
-            // a → b's internal port, b's answers; b → a's internal port, a's answers.
-            for (from, to, port, side) in [
-                (isolated.ip, o.ip, o.internal_port, "--dport"),
-                (o.ip, isolated.ip, o.internal_port, "--sport"),
-                (o.ip, isolated.ip, isolated.internal_port, "--dport"),
-                (isolated.ip, o.ip, isolated.internal_port, "--sport"),
-            ] {
-                let (from, to, port) = (from.to_string(), to.to_string(), port.to_string());
-                iptables(&[
-                    "-A", &cut.chain, "-p", "tcp", "-s", &from, "-d", &to, side, &port, "-j",
-                    "DROP",
-                ])?;
-            }
-        }
         Ok(cut)
+    }
+
+    /// DROPs every packet from `a` to `b` on either one's internal port: a's requests to b's
+    /// internal port and a's answers from its own.
+    fn drop_from_to(&self, a: Endpoint, b: Endpoint) -> Result<(), String> {
+        for (port, side) in [(b.internal_port, "--dport"), (a.internal_port, "--sport")] {
+            let (from, to, port) = (a.ip.to_string(), b.ip.to_string(), port.to_string());
+            iptables(&[
+                "-A",
+                &self.chain,
+                "-p",
+                "tcp",
+                "-s",
+                &from,
+                "-d",
+                &to,
+                side,
+                &port,
+                "-j",
+                "DROP",
+            ])?;
+        }
+        Ok(())
     }
 
     /// Restores the links.

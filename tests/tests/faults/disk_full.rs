@@ -3,8 +3,7 @@
 //! device, so this test needs root (as CI and the development machines run); without the
 //! privilege it says so and checks nothing.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,51 +12,8 @@ use spool_protocol::ErrorCode;
 use spool_storage::records::BatchBuilder;
 use spool_tests::broker::{Broker, BrokerOptions};
 use spool_tests::client::{consume_until, create_topic};
+use spool_tests::small_disk::SmallDisk;
 use spool_tests::wire::{produce_body, produce_outcome, RawConn};
-
-/// A mounted loop filesystem, unmounted on drop.
-struct SmallDisk {
-    mount_point: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount(size_mib: u64) -> Result<Self, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let image = dir.path().join("disk.img");
-        let mount_point = dir.path().join("mnt");
-        std::fs::create_dir(&mount_point).map_err(|e| e.to_string())?;
-        let f = std::fs::File::create(&image).map_err(|e| e.to_string())?;
-        f.set_len(size_mib << 20).map_err(|e| e.to_string())?;
-        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image))?;
-        run(Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&image)
-            .arg(&mount_point))?;
-        Ok(Self {
-            mount_point,
-            _dir: dir,
-        })
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mount_point).status();
-    }
-}
-
-fn run(cmd: &mut Command) -> Result<(), String> {
-    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{cmd:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 fn batch(records: usize, value_bytes: usize, tag: usize) -> Bytes {
     let mut b = BatchBuilder::new(1_700_000_000_000);
@@ -75,7 +31,7 @@ fn batch(records: usize, value_bytes: usize, tag: usize) -> Bytes {
 }
 
 fn data_dir_on(disk: &SmallDisk) -> PathBuf {
-    Path::new(&disk.mount_point).join("data")
+    disk.path().join("data")
 }
 
 #[test]

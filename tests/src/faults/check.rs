@@ -1,0 +1,414 @@
+//! The checker of a fault run: a [`History`] against the log and the group offsets read back
+//! once the cluster has healed. It owns the verdict; the workload and the nemeses only record.
+//!
+//! Promises checked, each violation reported as its own readable line:
+//! - lost: every acks=all acknowledged write is in the final log at its acknowledged partition
+//!   and offset with its value (acks=1 writes may be lost: only counted in `lost_acks1`);
+//! - duplicated: no value sits at more than one place in the final log;
+//! - reordered: within a partition, one producer's records are in increasing seq order;
+//! - inconsistent: no offset was observed with two values (consumer reads, the final log and
+//!   acks=all acknowledgements; acks=1 acknowledgements are not observations, since a new leader
+//!   may rightly reuse a lost acks=1 offset), nothing in the final log that nobody wrote, no
+//!   acks=all write found somewhere other than where it was acknowledged;
+//! - vanished reads: whatever a consumer read is still in the final log where it read it;
+//! - commits backwards: a group's acknowledged offsets never go back, and survive healing.
+//!
+//! It also measures availability: the longest stretch without any acknowledgement, overall and
+//! per nemesis kind. A checker must be shown to fail on a planted bug before it is trusted:
+//! the unit tests plant each bug and assert the exact count. It never panics on any input.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::history::{
+    parse_value, Commit, FinalCommits, FinalLog, History, Outcome, Tp, WriteAcks,
+};
+
+/// The verdict of one run: counts of what happened, and every violation found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Writes acknowledged with acks=all.
+    pub acked_all: usize,
+    /// Writes acknowledged with acks=1.
+    pub acked_leader: usize,
+    pub not_acked: usize,
+    /// Records in the final log.
+    pub read_back: usize,
+    pub consumer_reads: usize,
+    pub lost: Vec<String>,
+    /// Allowed, so only counted.
+    pub lost_acks1: usize,
+    pub duplicated: Vec<String>,
+    pub reordered: Vec<String>,
+    pub inconsistent: Vec<String>,
+    pub vanished_reads: Vec<String>,
+    pub commits_backwards: Vec<String>,
+    pub max_unavailable_ms: u64,
+    /// Every nemesis kind in the history: the longest ack-free stretch overlapping one of its
+    /// spans (0 when none does).
+    pub unavailable_ms_by_nemesis: BTreeMap<String, u64>,
+}
+
+impl Report {
+    /// How many promises were broken (`lost_acks1` is allowed, so not among them).
+    pub fn violations(&self) -> usize {
+        self.lost.len()
+            + self.duplicated.len()
+            + self.reordered.len()
+            + self.inconsistent.len()
+            + self.vanished_reads.len()
+            + self.commits_backwards.len()
+    }
+
+    /// One line with every count, for a test's log.
+    pub fn summary(&self) -> String {
+        let by_nemesis: Vec<String> = self
+            .unavailable_ms_by_nemesis
+            .iter()
+            .map(|(kind, ms)| format!("{kind}:{ms}"))
+            .collect();
+        format!(
+            "acked_all={} acked_acks1={} not_acked={} read_back={} consumer_reads={} lost={} \
+             lost_acks1={} duplicated={} reordered={} inconsistent={} vanished_reads={} \
+             commits_backwards={} max_unavailable_ms={} unavailable_ms_by_nemesis={{{}}}",
+            self.acked_all,
+            self.acked_leader,
+            self.not_acked,
+            self.read_back,
+            self.consumer_reads,
+            self.lost.len(),
+            self.lost_acks1,
+            self.duplicated.len(),
+            self.reordered.len(),
+            self.inconsistent.len(),
+            self.vanished_reads.len(),
+            self.commits_backwards.len(),
+            self.max_unavailable_ms,
+            by_nemesis.join(","),
+        )
+    }
+}
+
+/// Checks `history` against the log and the group offsets as read back after healing.
+pub fn check(history: &History, final_log: &FinalLog, final_commits: &FinalCommits) -> Report {
+    let mut report = Report {
+        read_back: final_log.values().map(Vec::len).sum(),
+        consumer_reads: history.reads.len(),
+        ..Report::default()
+    };
+    let log = LogIndex::new(final_log);
+    check_writes(history, &log, &mut report);
+    check_observations(history, final_log, &mut report);
+    check_log(history, final_log, &log, &mut report);
+    check_reads(history, &log, &mut report);
+    check_commits(history, final_commits, &mut report);
+    measure_unavailability(history, &mut report);
+    report
+}
+
+/// The final log looked up both ways. A sound log holds one value per offset; a broken one may
+/// list an offset twice, so every value at an offset is kept.
+struct LogIndex<'a> {
+    at: BTreeMap<(&'a Tp, i64), BTreeSet<&'a str>>,
+    places: BTreeMap<&'a str, BTreeSet<(&'a Tp, i64)>>,
+}
+
+impl<'a> LogIndex<'a> {
+    fn new(final_log: &'a FinalLog) -> Self {
+        let mut index = LogIndex {
+            at: BTreeMap::new(),
+            places: BTreeMap::new(),
+        };
+        for (tp, records) in final_log {
+            for (offset, value) in records {
+                index.at.entry((tp, *offset)).or_default().insert(value);
+                index.places.entry(value).or_default().insert((tp, *offset));
+            }
+        }
+        index
+    }
+
+    fn holds(&self, tp: &Tp, offset: i64, value: &str) -> bool {
+        self.at
+            .get(&(tp, offset))
+            .is_some_and(|values| values.contains(value))
+    }
+
+    /// What the final log has at `tp`/`offset`, for a violation's message.
+    fn describe(&self, tp: &Tp, offset: i64) -> String {
+        match self.at.get(&(tp, offset)) {
+            Some(values) => format!("the final log has {}", join(values)),
+            None => "the final log has nothing there".to_string(),
+        }
+    }
+}
+
+fn name(tp: &Tp) -> String {
+    format!("{}-{}", tp.0, tp.1)
+}
+
+fn join<'v>(values: impl IntoIterator<Item = &'v &'v str>) -> String {
+    values
+        .into_iter()
+        .map(|v| format!("{v:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn places(places: &BTreeSet<(&Tp, i64)>) -> String {
+    let named: Vec<String> = places
+        .iter()
+        .map(|(tp, offset)| format!("{}@{offset}", name(tp)))
+        .collect();
+    named.join(", ")
+}
+
+fn check_writes(history: &History, log: &LogIndex, report: &mut Report) {
+    for w in &history.writes {
+        let (tp, offset) = match &w.outcome {
+            Outcome::Acked { tp, offset } => (tp, *offset),
+            Outcome::NotAcked { .. } => {
+                report.not_acked += 1;
+                continue;
+            }
+        };
+        let elsewhere = log.places.get(w.value.as_str());
+        match w.acks {
+            WriteAcks::Leader => {
+                report.acked_leader += 1;
+                if elsewhere.is_none() {
+                    report.lost_acks1 += 1;
+                }
+            }
+            WriteAcks::All => {
+                report.acked_all += 1;
+                if log.holds(tp, offset, &w.value) {
+                    continue;
+                }
+                let tp_name = name(tp);
+                report.lost.push(format!(
+                    "acks=all write {:?} (producer {} seq {}) acknowledged at {tp_name}@{offset} \
+                     is not there: {}",
+                    w.value,
+                    w.producer,
+                    w.seq,
+                    log.describe(tp, offset)
+                ));
+                // Present but moved: the acknowledgement named an offset that was not the
+                // record's, so readers trusting it would read something else.
+                if let Some(found) = elsewhere {
+                    report.inconsistent.push(format!(
+                        "acks=all write {:?} (producer {} seq {}) acknowledged at \
+                         {tp_name}@{offset} is in the final log at {} instead",
+                        w.value,
+                        w.producer,
+                        w.seq,
+                        places(found)
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// One entry per offset seen with two values. acks=1 acknowledgements are left out on purpose:
+/// losing one and reusing its offset on failover is allowed.
+fn check_observations(history: &History, final_log: &FinalLog, report: &mut Report) {
+    type Sources = BTreeSet<&'static str>;
+    let mut seen: BTreeMap<(&Tp, i64), BTreeMap<&str, Sources>> = BTreeMap::new();
+    for (tp, records) in final_log {
+        for (offset, value) in records {
+            seen.entry((tp, *offset))
+                .or_default()
+                .entry(value)
+                .or_default()
+                .insert("final log");
+        }
+    }
+    for r in &history.reads {
+        seen.entry((&r.tp, r.offset))
+            .or_default()
+            .entry(&r.value)
+            .or_default()
+            .insert("read");
+    }
+    for w in &history.writes {
+        if let (WriteAcks::All, Outcome::Acked { tp, offset }) = (w.acks, &w.outcome) {
+            let observed = seen.entry((tp, *offset)).or_default();
+            observed.entry(&w.value).or_default().insert("acks=all ack");
+        }
+    }
+    for ((tp, offset), values) in &seen {
+        if values.len() < 2 {
+            continue;
+        }
+        let described: Vec<String> = values
+            .iter()
+            .map(|(value, sources)| {
+                format!(
+                    "{value:?} ({})",
+                    sources.iter().copied().collect::<Vec<_>>().join(", ")
+                )
+            })
+            .collect();
+        report.inconsistent.push(format!(
+            "{}@{offset} observed with {} values: {}",
+            name(tp),
+            values.len(),
+            described.join(" vs ")
+        ));
+    }
+}
+
+fn check_log(history: &History, final_log: &FinalLog, log: &LogIndex, report: &mut Report) {
+    // By the exact string: a value that parses but is spelled differently was not written.
+    // Unwritten values are left out of the order check: they are already inconsistent.
+    let written: BTreeSet<&str> = history.writes.iter().map(|w| w.value.as_str()).collect();
+    for (tp, records) in final_log {
+        let mut by_offset: Vec<&(i64, String)> = records.iter().collect();
+        by_offset.sort_by_key(|(offset, _)| *offset);
+        let mut last_by_producer: BTreeMap<u32, (u64, i64)> = BTreeMap::new();
+        for (offset, value) in by_offset {
+            let Some((producer, seq)) = parse_value(value) else {
+                report.inconsistent.push(format!(
+                    "{}@{offset} holds {value:?}, which is no producer's value",
+                    name(tp)
+                ));
+                continue;
+            };
+            if !written.contains(value.as_str()) {
+                report.inconsistent.push(format!(
+                    "{}@{offset} holds {value:?} (producer {producer} seq {seq}), which nobody \
+                     wrote",
+                    name(tp)
+                ));
+                // Reported once, as inconsistent; its seq says nothing about anyone's order.
+                continue;
+            }
+            if let Some((last_seq, last_offset)) = last_by_producer.get(&producer) {
+                if seq <= *last_seq {
+                    report.reordered.push(format!(
+                        "{}: producer {producer} seq {seq} at offset {offset} follows its seq \
+                         {last_seq} at offset {last_offset}",
+                        name(tp)
+                    ));
+                }
+            }
+            last_by_producer.insert(producer, (seq, *offset));
+        }
+    }
+    for (value, at) in &log.places {
+        if at.len() > 1 {
+            report.duplicated.push(format!(
+                "{value:?} is in the final log {} times: {}",
+                at.len(),
+                places(at)
+            ));
+        }
+    }
+}
+
+/// One entry per vanished (partition, offset, value), however many consumers read it: groups
+/// rebalance and re-read, and that is one loss, not several.
+fn check_reads(history: &History, log: &LogIndex, report: &mut Report) {
+    let mut reads: BTreeMap<(&Tp, i64, &str), BTreeSet<u32>> = BTreeMap::new();
+    for r in &history.reads {
+        reads
+            .entry((&r.tp, r.offset, &r.value))
+            .or_default()
+            .insert(r.consumer);
+    }
+    for ((tp, offset, value), consumers) in reads {
+        if !log.holds(tp, offset, value) {
+            report.vanished_reads.push(format!(
+                "{}@{offset} was read as {value:?} by consumer(s) {consumers:?}, but {}",
+                name(tp),
+                log.describe(tp, offset)
+            ));
+        }
+    }
+}
+
+fn check_commits(history: &History, final_commits: &FinalCommits, report: &mut Report) {
+    let mut commits: Vec<_> = history.commits.iter().collect();
+    // Stable: commits acknowledged in the same millisecond keep the order they were recorded in.
+    commits.sort_by_key(|c| c.at_ms);
+    let mut highest: BTreeMap<(&str, &Tp), &Commit> = BTreeMap::new();
+    for c in commits {
+        let key = (c.group.as_str(), &c.tp);
+        match highest.get(&key) {
+            Some(top) if c.offset < top.offset => report.commits_backwards.push(format!(
+                "committed offset moved backwards: group {:?} on {}: {} (consumer {}, at {} ms) \
+                 after {} (consumer {}, at {} ms)",
+                c.group,
+                name(&c.tp),
+                c.offset,
+                c.consumer,
+                c.at_ms,
+                top.offset,
+                top.consumer,
+                top.at_ms
+            )),
+            Some(top) if c.offset == top.offset => {}
+            _ => {
+                highest.insert(key, c);
+            }
+        }
+    }
+    for ((group, tp), top) in highest {
+        let after = match final_commits.get(&(group.to_string(), tp.clone())) {
+            Some(offset) if *offset >= top.offset => continue,
+            Some(offset) => format!("the group's offset after healing is {offset}"),
+            None => "the group has no offset there after healing".to_string(),
+        };
+        report.commits_backwards.push(format!(
+            "acknowledged commit lost: group {group:?} on {}: {} was acknowledged (consumer {}, \
+             at {} ms), but {after}",
+            name(tp),
+            top.offset,
+            top.consumer,
+            top.at_ms
+        ));
+    }
+}
+
+fn measure_unavailability(history: &History, report: &mut Report) {
+    let mut acks_ms: Vec<u64> = history
+        .writes
+        .iter()
+        .filter(|w| matches!(w.outcome, Outcome::Acked { .. }))
+        .map(|w| w.done_ms)
+        .collect();
+    acks_ms.sort_unstable();
+    // Consecutive and sorted, so both ends rise and overlaps can be found by bisection.
+    let mut windows: Vec<(u64, u64)> = Vec::with_capacity(acks_ms.len() + 1);
+    let mut from_ms = 0;
+    for ack_ms in acks_ms {
+        windows.push((from_ms, ack_ms));
+        from_ms = ack_ms;
+    }
+    windows.push((from_ms, history.workload_end_ms.max(from_ms)));
+    let length_ms = |&(from, to): &(u64, u64)| to.saturating_sub(from);
+    report.max_unavailable_ms = windows.iter().map(length_ms).max().unwrap_or(0);
+    for span in &history.nemeses {
+        // A zero-length (or backwards) span still happened: give it its millisecond.
+        let end_ms = span.end_ms.max(span.start_ms.saturating_add(1));
+        let first = windows.partition_point(|&(_, to)| to <= span.start_ms);
+        let past = windows.partition_point(|&(from, _)| from < end_ms);
+        let longest_ms = windows
+            .get(first..past)
+            .unwrap_or_default()
+            .iter()
+            .map(length_ms)
+            .max()
+            .unwrap_or(0);
+        let entry = report
+            .unavailable_ms_by_nemesis
+            .entry(span.kind.clone())
+            .or_insert(0);
+        *entry = (*entry).max(longest_ms);
+    }
+}
+
+#[cfg(test)]
+#[path = "check_tests.rs"]
+mod tests;

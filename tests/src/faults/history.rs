@@ -1,0 +1,120 @@
+//! What one fault run saw: every produce attempt and its outcome, every record a consumer read,
+//! every offset commit the group coordinator acknowledged, and when each nemesis was active.
+//! The workload threads append to it while the run goes; the checker
+//! ([`crate::faults::check`]) reads it afterwards with the log and the group offsets as read back
+//! once the cluster has healed.
+//!
+//! Times are milliseconds since the run's workload started (one clock: the harness's monotonic
+//! clock), so gaps and nemesis windows compare directly.
+
+use std::collections::BTreeMap;
+
+/// A topic partition.
+pub type Tp = (String, i32);
+
+/// The acks a write was sent with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteAcks {
+    /// acks=all: once acknowledged it must survive (the promise under test).
+    All,
+    /// acks=1: may be lost, but a consumer must never have read it if it is.
+    Leader,
+}
+
+/// How a write ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The broker acknowledged it at this partition and offset.
+    Acked { tp: Tp, offset: i64 },
+    /// No acknowledgement (an error, a timeout, the run ended first): it may or may not be in
+    /// the log — the checker allows both, but never twice.
+    NotAcked { error: String },
+}
+
+/// One produce attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    /// Which producer sent it (its number in the run).
+    pub producer: u32,
+    /// Its place in that producer's sequence, from 0; the producer sends in this order.
+    pub seq: u64,
+    /// Unique in the run: [`value_of`]`(producer, seq)`.
+    pub value: String,
+    pub acks: WriteAcks,
+    pub outcome: Outcome,
+    /// When the outcome came.
+    pub done_ms: u64,
+}
+
+/// One record a consumer read while the run went on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    pub consumer: u32,
+    pub tp: Tp,
+    pub offset: i64,
+    pub value: String,
+    pub at_ms: u64,
+}
+
+/// An offset commit the coordinator acknowledged: the group's next offset to read on `tp`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    pub group: String,
+    pub consumer: u32,
+    pub tp: Tp,
+    pub offset: i64,
+    pub at_ms: u64,
+}
+
+/// A nemesis's active window (from its first harm to its heal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NemesisSpan {
+    /// The nemesis's name, e.g. `kill-leader`, `pause`, `isolate`, `disk-full`.
+    pub kind: String,
+    pub start_ms: u64,
+    pub end_ms: u64,
+}
+
+/// Everything a run recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct History {
+    pub writes: Vec<Write>,
+    pub reads: Vec<Read>,
+    pub commits: Vec<Commit>,
+    pub nemeses: Vec<NemesisSpan>,
+    /// When the workload stopped sending (the end of the availability window).
+    pub workload_end_ms: u64,
+}
+
+/// The log as read back after healing: every partition's records from its start to its high
+/// watermark, in offset order.
+pub type FinalLog = BTreeMap<Tp, Vec<(i64, String)>>;
+
+/// The group offsets as fetched after healing: (group, partition) → committed offset.
+pub type FinalCommits = BTreeMap<(String, Tp), i64>;
+
+/// The value of producer `producer`'s write `seq`: unique in a run, and parsed back by
+/// [`parse_value`] so the checker can order what it reads by producer sequence.
+pub fn value_of(producer: u32, seq: u64) -> String {
+    format!("p{producer}-{seq}")
+}
+
+/// (producer, seq) of a value written by [`value_of`]; `None` for anything else.
+pub fn parse_value(value: &str) -> Option<(u32, u64)> {
+    let (p, s) = value.strip_prefix('p')?.split_once('-')?;
+    Some((p.parse().ok()?, s.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_parse_back_and_nothing_else_does() {
+        assert_eq!(parse_value(&value_of(3, 41)), Some((3, 41)));
+        assert_eq!(parse_value(&value_of(0, u64::MAX)), Some((0, u64::MAX)));
+        for junk in ["", "p", "p1", "p-1", "q1-2", "p1-x", "px-1", "p1-2-3"] {
+            assert_eq!(parse_value(junk), None, "{junk:?}");
+        }
+    }
+}

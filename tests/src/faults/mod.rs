@@ -1,0 +1,17 @@
+//! The fault harness (issue 15): Jepsen-style runs of real `spool serve` processes under kill,
+//! pause, partition, full disk, wiped disk and rolling restart, each with a workload, a nemesis
+//! and a checker. `tests/faults.sh` drives it through the `spool-faults` binary
+//! (`tests/src/bin/spool-faults.rs`).
+//!
+//! - [`history`]: what a run saw (writes and their outcomes, reads, commits, nemesis windows);
+//! - [`workload`]: producers (spool's client, librdkafka) and group consumers recording it;
+//! - [`nemesis`]: the harms, chosen from the seed, and their heals;
+//! - [`run`]: one run from fresh brokers to the checker's report;
+//! - [`check`]: the checker — lost, duplicated, reordered, inconsistent, vanished reads,
+//!   committed offsets moving backwards, and the longest window without an acknowledgement.
+
+pub mod check;
+pub mod history;
+pub mod nemesis;
+pub mod run;
+pub mod workload;

@@ -1,0 +1,499 @@
+//! One fault run: three fresh brokers, a workload and its nemeses for the run's seconds, then
+//! every harm healed, the cluster settled (every partition led, every replica in sync), the
+//! topic and the group's offsets read back, and the checker run over what the workload saw.
+//!
+//! Promises: bounded — the workload stops at its deadline, each wait has its own bound (the
+//! cluster helpers' 30 s, the producers' delivery timeout), and an interrupted campaign
+//! ([`interrupted`]) stops at the next step; the brokers are this run's own processes and die
+//! with it ([`crate::cluster::Cluster`] kills them by PID on drop), its iptables chains and its
+//! loop mount are removed on drop too, also when a step panics (the panic becomes the run's
+//! `error`). A run that failed keeps every broker's logs in its directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use spool_protocol::client::admin::NewTopic;
+use spool_protocol::client::TopicPartition;
+
+use super::check::{check, Report};
+use super::history::{FinalCommits, FinalLog, History, NemesisSpan, WriteAcks};
+use super::nemesis::{self, Context, Harm, Kind, Rng};
+use super::workload::{self, ProducerSpec, Shared};
+use crate::cluster::Cluster;
+use crate::small_disk::SmallDisk;
+
+/// The workload's topic: RF 3, min ISR 2 (the default for RF 3).
+pub const TOPIC: &str = "queue";
+const PARTITIONS: i32 = 3;
+/// The consumer group.
+pub const GROUP: &str = "faults";
+/// Records per second, per producer.
+const RATE_PER_S: u64 = 100;
+/// The node whose data dir sits on the small disk, in runs with the disk-full nemesis.
+const SMALL_DISK_NODE: i32 = 3;
+const SMALL_DISK_MIB: u64 = 128;
+/// How long the cluster may take to bring every replica back in sync after the last heal.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Which workload a run drives (the fault issue's (a) and (b)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// Idempotent acks=all producers (spool's client and librdkafka).
+    Queue,
+    /// acks=1 producers (both clients) beside one acks=all producer.
+    Acks1,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Queue => "queue",
+            Workload::Acks1 => "acks1",
+        }
+    }
+}
+
+/// One run's settings.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub seed: u64,
+    pub seconds: u64,
+    pub workload: Workload,
+    pub kinds: Vec<Kind>,
+    /// Brokers acknowledge from memory (`--durability replicated`, no interval flush) and the
+    /// topic allows unclean elections: the negative control, which must lose acknowledged
+    /// writes under [`Kind::KillAll`].
+    pub negative_control: bool,
+    /// Where this run's JSON and (when it fails) its brokers' logs go.
+    pub dir: PathBuf,
+}
+
+/// What a run found.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub seed: u64,
+    pub kinds: Vec<Kind>,
+    pub report: Report,
+    /// The harness could not finish the run (a setup step failed, the cluster did not settle).
+    pub error: Option<String>,
+    pub elapsed_ms: u64,
+}
+
+impl RunResult {
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || self.report.violations() > 0
+    }
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Set by SIGINT/SIGTERM (the binary installs the handler): runs stop at their next step.
+pub fn interrupted() -> &'static AtomicBool {
+    &INTERRUPTED
+}
+
+fn check_interrupted() -> Result<(), String> {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        Err("interrupted".into())
+    } else {
+        Ok(())
+    }
+}
+
+/// Runs one fault run (module docs).
+pub fn run(cfg: &RunConfig) -> RunResult {
+    let started = Instant::now();
+    let _ = std::fs::create_dir_all(&cfg.dir);
+    let mut result = RunResult {
+        seed: cfg.seed,
+        kinds: cfg.kinds.clone(),
+        report: Report::default(),
+        error: None,
+        elapsed_ms: 0,
+    };
+    // Declared before the cluster, so the brokers stop before it is unmounted.
+    let small_disk = if cfg.kinds.contains(&Kind::DiskFull) {
+        match SmallDisk::mount(SMALL_DISK_MIB) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                result.error = Some(format!("disk-full needs a loop mount: {e}"));
+                return result;
+            }
+        }
+    } else {
+        None
+    };
+    let mut extra: Vec<&str> = Vec::new();
+    if cfg.negative_control {
+        extra.extend([
+            "--durability",
+            "replicated",
+            "--flush-interval-ms",
+            "3600000",
+        ]);
+    }
+    let data_dirs: Vec<Option<PathBuf>> = (1..=3)
+        .map(|id| {
+            small_disk
+                .as_ref()
+                .filter(|_| id == SMALL_DISK_NODE)
+                .map(|d| d.path().join("data"))
+        })
+        .collect();
+    let started_cluster =
+        std::panic::catch_unwind(|| Cluster::start_with_data_dirs(3, &extra, &data_dirs));
+    let mut cluster = match started_cluster {
+        Ok(c) => c,
+        Err(panic) => {
+            result.error = Some(format!("starting the cluster: {}", panic_text(&panic)));
+            return result;
+        }
+    };
+    let ctx = Context {
+        topic: TOPIC,
+        small_disk: small_disk.as_ref().map(|d| (SMALL_DISK_NODE, d)),
+    };
+    let driven = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        drive(cfg, &mut cluster, &ctx)
+    }));
+    match driven {
+        Ok(Ok(report)) => result.report = report,
+        Ok(Err(e)) => result.error = Some(e),
+        Err(panic) => result.error = Some(panic_text(&panic)),
+    }
+    result.elapsed_ms = started.elapsed().as_millis() as u64;
+    if result.failed() {
+        keep_logs(&cluster, &cfg.dir);
+    }
+    result
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// Copies every start's log of every broker into `dir/node-<id>/`.
+fn keep_logs(cluster: &Cluster, dir: &Path) {
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let to = dir.join(format!("node-{}", i + 1));
+        let _ = std::fs::create_dir_all(&to);
+        if let Ok(entries) = std::fs::read_dir(node.scratch()) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.extension().is_some_and(|x| x == "log") {
+                    let _ = std::fs::copy(&p, to.join(e.file_name()));
+                }
+            }
+        }
+    }
+}
+
+/// The run itself, on a started cluster.
+fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Report, String> {
+    cluster.wait_healthy();
+    let mut admin = crate::client::admin(cluster.node(1));
+    let mut topic = NewTopic::new(TOPIC, PARTITIONS, 3);
+    if cfg.negative_control {
+        // Every broker comes back from kill -9 unclean (nothing it acknowledged was on disk),
+        // so without unclean election the partitions would stay leaderless instead of
+        // showing the loss.
+        topic = topic.config("unclean.leader.election.enable", "true");
+    }
+    for (topic, r) in admin
+        .create_topics(vec![topic])
+        .map_err(|e| format!("creating {TOPIC}: {e}"))?
+    {
+        r.map_err(|e| format!("creating {topic}: {e}"))?;
+    }
+    wait_settled(cluster, Duration::from_secs(30))?;
+
+    let shared = Shared {
+        history: Arc::new(Mutex::new(History::default())),
+        started: Instant::now(),
+        stop: Arc::new(AtomicBool::new(false)),
+    };
+    // A step that panics still stops the workload threads (they end on their own then).
+    let _stop_on_unwind = StopOnDrop(Arc::clone(&shared.stop));
+    let native: Vec<String> = cluster.nodes.iter().map(|n| n.bootstrap()).collect();
+    let kafka: Vec<String> = cluster.nodes.iter().map(|n| n.kafka_bootstrap()).collect();
+    let spec = |id: u32, acks: WriteAcks, bootstrap: &[String]| ProducerSpec {
+        id,
+        topic: TOPIC.into(),
+        acks,
+        rate_per_s: RATE_PER_S,
+        bootstrap: bootstrap.to_vec(),
+    };
+    let (first_acks, second_acks) = match cfg.workload {
+        Workload::Queue => (WriteAcks::All, WriteAcks::All),
+        Workload::Acks1 => (WriteAcks::Leader, WriteAcks::Leader),
+    };
+    let mut producers = vec![
+        workload::spool_producer(spec(0, first_acks, &native), shared.clone()),
+        workload::rdkafka_producer(spec(1, second_acks, &kafka), shared.clone()),
+    ];
+    if cfg.workload == Workload::Acks1 {
+        producers.push(workload::spool_producer(
+            spec(2, WriteAcks::All, &native),
+            shared.clone(),
+        ));
+    }
+    let consumers: Vec<_> = (0..2)
+        .map(|id| {
+            workload::group_consumer(
+                id,
+                GROUP.into(),
+                TOPIC.into(),
+                native.clone(),
+                shared.clone(),
+            )
+        })
+        .collect();
+
+    let mut rng = Rng::new(cfg.seed);
+    let deadline = shared.started + Duration::from_secs(cfg.seconds);
+    let nemesis_result = nemeses(cfg, cluster, ctx, &mut rng, &shared, deadline);
+    // Past the nemeses' window the workload keeps going until the deadline: the cluster shows
+    // it recovers while loaded.
+    while Instant::now() < deadline && nemesis_result.is_ok() && check_interrupted().is_ok() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    shared.stop.store(true, Ordering::SeqCst);
+    let workload_end_ms = shared.now_ms();
+    // Producers drain what they sent (bounded by their delivery timeout) with the cluster whole.
+    let mut workload_errors = Vec::new();
+    for t in producers.into_iter().chain(consumers) {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => workload_errors.push(e),
+            Err(panic) => workload_errors.push(panic_text(&panic)),
+        }
+    }
+    nemesis_result?;
+    if let Some(e) = workload_errors.into_iter().next() {
+        return Err(format!("the workload: {e}"));
+    }
+    check_interrupted()?;
+
+    wait_settled(cluster, SETTLE_TIMEOUT)?;
+    let final_log = read_back(cluster)?;
+    let mut history = shared
+        .history
+        .lock()
+        .map_err(|_| "the history's lock was poisoned".to_string())?
+        .clone();
+    let final_commits = match fetch_commits(cluster) {
+        Ok(c) => c,
+        // The negative control's offsets topic lost its log on every broker too, and has no
+        // unclean election: it stays leaderless, so its commits cannot be checked.
+        Err(e) if cfg.negative_control => {
+            println!("  negative control: commit checks skipped ({e})");
+            history.commits.clear();
+            FinalCommits::new()
+        }
+        Err(e) => return Err(e),
+    };
+    history.workload_end_ms = workload_end_ms;
+    let report = check(&history, &final_log, &final_commits);
+    write_json(cfg, &report, &history)?;
+    Ok(report)
+}
+
+/// Sets the workload's stop flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The nemesis cycles until the last one that fits before `deadline` (quiet, harm, hold,
+/// heal), every harm healed before returning — also when a step fails.
+fn nemeses(
+    cfg: &RunConfig,
+    cluster: &mut Cluster,
+    ctx: &Context<'_>,
+    rng: &mut Rng,
+    shared: &Shared,
+    deadline: Instant,
+) -> Result<(), String> {
+    // The last heal leaves a quarter of the run (at least 3 s) for the workload to resume.
+    let recovery = Duration::from_secs((cfg.seconds / 4).max(3));
+    loop {
+        check_interrupted()?;
+        let quiet = Duration::from_millis(rng.between(1_000, 2_000));
+        let hold = Duration::from_millis(rng.between(2_000, 4_000));
+        if Instant::now() + quiet + hold + recovery > deadline {
+            return Ok(());
+        }
+        std::thread::sleep(quiet);
+        let start_ms = shared.now_ms();
+        let mut harms: Vec<Harm> = Vec::new();
+        let mut busy: Vec<i32> = Vec::new();
+        let mut applied = Ok(());
+        for &kind in &cfg.kinds {
+            match nemesis::apply(kind, cluster, rng, ctx, &busy) {
+                Ok((h, targets)) => {
+                    harms.extend(h);
+                    busy.extend(targets);
+                }
+                Err(e) => {
+                    applied = Err(format!("{}: {e}", kind.name()));
+                    break;
+                }
+            }
+        }
+        if applied.is_ok() {
+            std::thread::sleep(hold);
+        }
+        let healed = nemesis::heal(cluster, harms);
+        let end_ms = shared.now_ms();
+        // Each cycle starts from a whole cluster, so each window measures its own recovery
+        // (a harm on a cluster still recovering from the last one would measure both).
+        if healed.is_ok() && applied.is_ok() {
+            cluster.wait_healthy();
+        }
+        if let Ok(mut h) = shared.history.lock() {
+            for kind in &cfg.kinds {
+                h.nemeses.push(NemesisSpan {
+                    kind: kind.name().into(),
+                    start_ms,
+                    end_ms,
+                });
+            }
+        }
+        applied?;
+        healed?;
+    }
+}
+
+/// Waits until every broker is registered and unfenced and every partition of the topic has a
+/// leader and all three replicas in sync.
+fn wait_settled(cluster: &Cluster, timeout: Duration) -> Result<(), String> {
+    cluster.wait_healthy();
+    let until = Instant::now() + timeout;
+    loop {
+        check_interrupted()?;
+        let rows = cluster.describe(1, TOPIC);
+        if rows.len() == PARTITIONS as usize
+            && rows.iter().all(|r| r.leader > 0 && r.isr.len() == 3)
+        {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(format!(
+                "the cluster did not settle within {timeout:?}: {rows:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every partition from its start to its high watermark, through node 1.
+fn read_back(cluster: &Cluster) -> Result<FinalLog, String> {
+    let broker = cluster.node(1);
+    let ends = crate::client::end_offsets(broker, TOPIC, PARTITIONS);
+    let mut consumer = crate::client::consumer_from_earliest(broker, TOPIC, PARTITIONS);
+    let mut log: FinalLog = (0..PARTITIONS)
+        .map(|p| ((TOPIC.to_string(), p), Vec::new()))
+        .collect();
+    let mut next: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
+    let until = Instant::now() + SETTLE_TIMEOUT;
+    while next.iter().any(|(p, n)| *n < ends[*p as usize]) {
+        if Instant::now() >= until {
+            return Err(format!("reading back: stopped at {next:?} of {ends:?}"));
+        }
+        for r in consumer
+            .poll(500)
+            .map_err(|e| format!("reading back: {e}"))?
+        {
+            let value = r
+                .value
+                .as_ref()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_default();
+            next.insert(r.partition, r.offset + 1);
+            if let Some(records) = log.get_mut(&(r.topic.clone(), r.partition)) {
+                records.push((r.offset, value));
+            }
+        }
+    }
+    Ok(log)
+}
+
+/// The group's committed offsets, as the coordinator answers them now.
+fn fetch_commits(cluster: &Cluster) -> Result<FinalCommits, String> {
+    let tps: Vec<TopicPartition> = (0..PARTITIONS)
+        .map(|p| TopicPartition::new(TOPIC, p))
+        .collect();
+    let offsets = crate::client::admin(cluster.node(1))
+        .fetch_offsets(GROUP, Some(tps))
+        .map_err(|e| format!("fetching {GROUP}'s offsets: {e}"))?;
+    Ok(offsets
+        .into_iter()
+        .filter(|(_, o)| *o >= 0)
+        .map(|(tp, o)| ((GROUP.to_string(), (tp.topic, tp.partition)), o))
+        .collect())
+}
+
+/// `dir/run.json`: the run's settings, the checker's report and the history's counts.
+fn write_json(cfg: &RunConfig, report: &Report, history: &History) -> Result<(), String> {
+    let list = |v: &[String]| serde_json::json!(v.iter().take(50).collect::<Vec<_>>());
+    let json = serde_json::json!({
+        "seed": cfg.seed,
+        "seconds": cfg.seconds,
+        "workload": cfg.workload.name(),
+        "nemeses": cfg.kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
+        "negative_control": cfg.negative_control,
+        "writes": history.writes.len(),
+        "acked_all": report.acked_all,
+        "acked_acks1": report.acked_leader,
+        "not_acked": report.not_acked,
+        "read_back": report.read_back,
+        "consumer_reads": report.consumer_reads,
+        "commits": history.commits.len(),
+        "not_acked_errors": not_acked_errors(history),
+        "lost": report.lost.len(),
+        "lost_acks1": report.lost_acks1,
+        "duplicated": report.duplicated.len(),
+        "reordered": report.reordered.len(),
+        "inconsistent": report.inconsistent.len(),
+        "vanished_reads": report.vanished_reads.len(),
+        "commits_backwards": report.commits_backwards.len(),
+        "max_unavailable_ms": report.max_unavailable_ms,
+        "unavailable_ms_by_nemesis": report.unavailable_ms_by_nemesis,
+        "nemesis_windows": history.nemeses.iter().map(|s| serde_json::json!([s.kind, s.start_ms, s.end_ms])).collect::<Vec<_>>(),
+        "violations": {
+            "lost": list(&report.lost),
+            "duplicated": list(&report.duplicated),
+            "reordered": list(&report.reordered),
+            "inconsistent": list(&report.inconsistent),
+            "vanished_reads": list(&report.vanished_reads),
+            "commits_backwards": list(&report.commits_backwards),
+        },
+    });
+    let path = cfg.dir.join("run.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&json).unwrap_or_default(),
+    )
+    .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// How often each error ended a write without an acknowledgement.
+fn not_acked_errors(history: &History) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for w in &history.writes {
+        if let super::history::Outcome::NotAcked { error } = &w.outcome {
+            *counts.entry(error.clone()).or_default() += 1;
+        }
+    }
+    counts
+}
