@@ -42,6 +42,7 @@ pub mod id_source;
 pub mod image;
 pub mod image_snapshot;
 pub mod log_cache;
+pub mod lost_log;
 pub mod node;
 pub mod peer_message;
 pub mod proposal;

@@ -36,6 +36,7 @@ use crate::id_source::{IdSource, STREAM_ELECTION_TIMEOUTS};
 use crate::image::MetadataImage;
 use crate::image_snapshot::{restore_image, snapshot_image, ImageSnapshotError};
 use crate::log_cache::{LogCache, LogCacheError};
+use crate::lost_log::{self, CatchUp};
 use crate::proposal::ProposalId;
 use crate::slog_tracing::raft_logger;
 use crate::validate::Refusal;
@@ -201,6 +202,10 @@ pub struct MetadataRaft {
     /// A membership change was applied: snapshot at the next chance, so a snapshot sent to a
     /// new learner names it.
     snapshot_due: bool,
+    /// Set while this node, having started with an empty log or found it lost entries it had
+    /// acknowledged, has not yet caught up with the leader's commit index
+    /// ([`crate::lost_log`]).
+    catch_up: Option<CatchUp>,
 }
 
 impl MetadataRaft {
@@ -269,6 +274,14 @@ impl MetadataRaft {
         raft_config.validate()?;
         let sole_voter =
             cache.conf_state().voters == [config.node_id] && cache.conf_state().learners.is_empty();
+        // Nothing ever persisted, in a group of several: a new node or a wiped one
+        // (crate::lost_log). A voter only; a learner never votes.
+        let is_voter = cache.conf_state().voters.contains(&config.node_id);
+        let fresh = cache.last() == 0 && cache.hard_state().term == 0;
+        let catch_up = (fresh && is_voter && !sole_voter).then(|| {
+            let others = cache.conf_state().voters.iter().copied();
+            CatchUp::fresh(others.filter(|v| *v != config.node_id))
+        });
         let raw = RawNode::new(&raft_config, cache, &raft_logger())?;
         let last_role = raw.raft.state;
         let last_term = raw.raft.term;
@@ -296,6 +309,7 @@ impl MetadataRaft {
             election_timeout_ticks_max: raft_config.max_election_tick(),
             snapshots_installed: 0,
             snapshot_due: false,
+            catch_up,
         };
         // RawNode::new became a follower, which reset the timer from thread_rng.
         node.reseed_election_timeout();
@@ -499,11 +513,71 @@ impl MetadataRaft {
         self.reseed_election_timeout();
     }
 
-    /// Feeds one message from a peer.
-    pub fn step(&mut self, message: Message) -> Result<(), NodeError> {
+    /// Feeds one message from a peer, after [`crate::lost_log`]'s rules for a log that is gone.
+    pub fn step(&mut self, mut message: Message) -> Result<(), NodeError> {
+        let last_index = self.raw.raft.raft_log.last_index();
+        let lost = lost_log::clamp_heartbeat_commit(&mut message, last_index);
+        if let Some(named) = lost {
+            tracing::warn!(
+                raft_id = self.node_id,
+                leader = message.from,
+                named,
+                last_index,
+                "the leader counts entries through {named} as held here, but this log ends at                  {last_index} (its data dir was wiped or lost them): catching up before voting"
+            );
+            let me = self.node_id;
+            let voters = self.raw.raft.prs().conf().voters().ids();
+            let others: Vec<u64> = voters.iter().filter(|v| *v != me).collect();
+            self.catch_up
+                .get_or_insert_with(|| CatchUp::fresh(others))
+                .lost_through(named);
+        }
+        if let Some(c) = &mut self.catch_up {
+            if !c.admit(&message) {
+                return Ok(());
+            }
+        }
+        if self.raw.raft.state == StateRole::Leader {
+            if let Some((peer, matched)) =
+                lost_log::forget_lost_progress(&mut self.raw.raft, &message)
+            {
+                tracing::warn!(
+                    raft_id = self.node_id,
+                    peer,
+                    matched,
+                    "a follower's log lost entries it had acknowledged: replicating to it from                      its log end"
+                );
+            }
+        }
+        let leader = message.from;
         let stepped = self.raw.step(message);
         self.reseed_election_timeout();
+        if let Some(named) = lost {
+            let raft = &mut self.raw.raft;
+            let reply =
+                lost_log::lost_entries_reply(leader, self.node_id, raft.term, named, last_index);
+            raft.msgs.push(reply);
+        }
+        let committed = self.raw.raft.raft_log.committed;
+        if self
+            .catch_up
+            .as_ref()
+            .is_some_and(|c| c.caught_up(committed))
+        {
+            tracing::info!(
+                raft_id = self.node_id,
+                committed,
+                "caught up with the leader's log: voting again"
+            );
+            self.catch_up = None;
+        }
         Ok(stepped?)
+    }
+
+    /// Whether this node is catching up a log it started without (it votes only for candidates
+    /// with empty logs until then; [`crate::lost_log`]).
+    pub fn is_catching_up(&self) -> bool {
+        self.catch_up.is_some()
     }
 
     /// Replaces raft-rs's election timeout with the next seeded draw whenever its election

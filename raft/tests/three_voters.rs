@@ -121,6 +121,25 @@ impl Cluster {
         self.settle();
     }
 
+    /// Node `id` restarts with its data dir wiped: a fresh node, nothing recovered.
+    fn wipe(&mut self, id: u64) {
+        let config = RaftConfig {
+            initial_voters: vec![1, 2, 3],
+            election_ticks: self.election_ticks[id as usize - 1],
+            ..RaftConfig::single_voter(id, 900 + id)
+        };
+        let fresh = MetadataRaft::new(
+            &config,
+            RecoveredState {
+                incarnation: 2,
+                ..Default::default()
+            },
+        )
+        .expect("a wiped node starts");
+        self.nodes[id as usize - 1] = fresh;
+        self.committed[id as usize - 1].clear();
+    }
+
     fn node(&mut self, id: u64) -> &mut MetadataRaft {
         &mut self.nodes[id as usize - 1]
     }
@@ -409,4 +428,87 @@ fn a_learner_that_joins_after_compaction_is_sent_a_snapshot_and_never_votes() {
         cluster.node(4).image().topic("after-failover").is_some(),
         "the learner follows the new leader"
     );
+}
+
+/// The fault harness's `wipe` nemesis, in the sans-IO world: a follower whose data dir was
+/// wiped comes back empty while the leader still counts it as holding the log. raft-rs alone
+/// panics on the leader's first heartbeat (its commit index lies past the empty log) and the
+/// leader discards the empty follower's rejections as stale forever; `spool_raft::lost_log`
+/// makes it catch up instead, and vote again only once it has.
+#[test]
+fn a_wiped_follower_catches_up_and_votes_again_once_it_has() {
+    let mut cluster = Cluster::new();
+    let leader = cluster.tick_until_leader(&[1, 2, 3]);
+    for broker in 1..=5 {
+        cluster.register(leader, broker, true);
+    }
+    let wiped = (1..=3).find(|id| *id != leader).expect("a follower");
+    cluster.wipe(wiped);
+    assert!(
+        cluster.node(wiped).is_catching_up(),
+        "an empty log in a group of three"
+    );
+    for _ in 0..30 {
+        cluster.tick_all();
+    }
+    assert!(!cluster.node(wiped).is_catching_up(), "it caught up");
+    let on_leader = cluster.node(leader).image().clone();
+    assert_eq!(cluster.node(wiped).image(), &on_leader);
+    assert_eq!(on_leader.brokers().count(), 5);
+    // Having caught up it votes like any voter: with the leader gone, it and the third elect.
+    cluster.cut_off.insert(leader);
+    let others: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    let new_leader = cluster.tick_until_leader(&others);
+    assert_ne!(new_leader, leader);
+}
+
+/// The vote a wiped voter must not give: the third voter lags (cut off while the leader
+/// committed with the second), then the second is wiped and the leader lost. With the empty
+/// voter's vote the laggard would win and overwrite the committed entries on the leader when it
+/// returned; instead nobody is elected until the leader is back, and nothing committed is lost.
+#[test]
+fn a_wiped_voter_never_elects_a_candidate_missing_committed_entries() {
+    let mut cluster = Cluster::new();
+    let leader = cluster.tick_until_leader(&[1, 2, 3]);
+    cluster.register(leader, 1, true);
+    let mut followers = (1..=3).filter(|id| *id != leader);
+    let (holder, laggard) = (
+        followers.next().expect("a follower"),
+        followers.next().expect("another"),
+    );
+    cluster.cut_off.insert(laggard);
+    for broker in 2..=4 {
+        cluster.register(leader, broker, true);
+    }
+    assert_eq!(cluster.node(holder).image().brokers().count(), 4);
+    assert_eq!(cluster.node(laggard).image().brokers().count(), 1);
+
+    cluster.wipe(holder);
+    cluster.cut_off.clear();
+    cluster.cut_off.insert(leader);
+    for _ in 0..300 {
+        cluster.tick_all();
+        assert!(
+            !cluster.node(laggard).is_leader(),
+            "the laggard was elected with the wiped voter's vote"
+        );
+    }
+    assert!(!cluster.node(holder).is_leader());
+
+    cluster.cut_off.clear();
+    let elected = cluster.tick_until_leader(&[1, 2, 3]);
+    assert_eq!(
+        elected, leader,
+        "only the leader holds everything committed"
+    );
+    for _ in 0..30 {
+        cluster.tick_all();
+    }
+    for id in 1..=3 {
+        assert_eq!(
+            cluster.node(id).image().brokers().count(),
+            4,
+            "node {id} holds every committed registration"
+        );
+    }
 }

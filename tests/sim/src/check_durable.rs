@@ -32,6 +32,13 @@ pub struct DurableChecks {
 }
 
 impl DurableChecks {
+    /// `node` lost its disk on purpose ([`crate::faults::Fault::Wipe`]): nothing it promised
+    /// before can survive, so nothing is held against it; what the wipe may break instead
+    /// (a second vote in a term, a leader without committed entries) is [`crate::check_raft`]'s.
+    pub fn on_wiped(&mut self, node: u64) {
+        self.promises.remove(&node);
+    }
+
     /// A raft message `node` sent.
     pub fn on_sent(&mut self, node: u64, m: &Message) {
         let p = self.promises.entry(node).or_default();

@@ -34,6 +34,11 @@ pub struct SimConfig {
     pub planted: Option<PlantedBug>,
     /// Only broker and network faults (the controller nodes are never crashed, paused or cut).
     pub broker_faults: bool,
+    /// Some crashes of controller node 1 also lose its disk ([`crate::faults::Fault::Wipe`]).
+    /// Off by default: `spool_raft::lost_log` keeps a wiped voter from voting only until it
+    /// restarts, so a second crash before it has caught up still lets it elect a candidate
+    /// without committed entries (the known limit these runs find).
+    pub voter_wipes: bool,
     /// Print every trace line as it happens.
     pub verbose: bool,
 }
@@ -56,6 +61,7 @@ impl SimConfig {
             fsync_ms_max: 12,
             planted: None,
             broker_faults: false,
+            voter_wipes: false,
             verbose: false,
         }
     }

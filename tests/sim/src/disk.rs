@@ -182,6 +182,17 @@ impl SimDisk {
         })
     }
 
+    /// The disk is replaced (a wiped data dir): everything is gone but the incarnation count,
+    /// which stands for the fresh random incarnation a real node draws, so it still never
+    /// repeats.
+    pub fn wipe(&mut self) {
+        self.unsynced.clear();
+        self.durable = DiskState {
+            incarnation: self.durable.incarnation,
+            ..DiskState::default()
+        };
+    }
+
     /// The durable conf state (the driver writes the initial voters once, as `Controller` does).
     pub fn durable_conf_state(&self) -> &ConfState {
         &self.durable.conf_state

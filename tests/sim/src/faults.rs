@@ -22,6 +22,11 @@ pub enum Fault {
         node: u64,
         lose_unsynced: bool,
     },
+    /// The node dies and its disk is replaced: it restarts (at its [`Fault::Restart`]) with an
+    /// empty raft log, as a voter whose data dir was wiped.
+    Wipe {
+        node: u64,
+    },
     Restart {
         node: u64,
     },
@@ -77,6 +82,12 @@ impl Fault {
 
 /// The share of broker crashes that also lose the broker's partition logs ([`Fault::BrokerWipe`]).
 const WIPE_CHANCE: f64 = 0.2;
+/// The controller node whose crashes may lose its disk ([`Fault::Wipe`], with
+/// `SimConfig::voter_wipes`), and how often. One node only: with two voters of three empty at
+/// once the third cannot be elected (neither may know what was committed), which is raft's
+/// majority loss, not a bug liveness should report.
+const WIPED_VOTER: u64 = 1;
+const VOTER_WIPE_CHANCE: f64 = 0.15;
 
 /// How hard a seed pushes each kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -126,6 +137,7 @@ pub fn plan(
     nodes: u64,
     brokers: i32,
     faults_end_ms: u64,
+    voter_wipes: bool,
 ) -> Vec<(u64, Fault)> {
     let mut out = Vec::new();
     let total: u64 = profile.weights.iter().sum();
@@ -155,13 +167,17 @@ pub fn plan(
         match kind {
             0 => {
                 let lose_unsynced = rng.chance(profile.power_loss_chance);
-                out.push((
-                    t,
+                // Drawn only with voter wipes on, so other runs keep their schedules.
+                let wiped = voter_wipes && node == WIPED_VOTER && rng.chance(VOTER_WIPE_CHANCE);
+                let fault = if wiped {
+                    Fault::Wipe { node }
+                } else {
                     Fault::Crash {
                         node,
                         lose_unsynced,
-                    },
-                ));
+                    }
+                };
+                out.push((t, fault));
                 out.push((until, Fault::Restart { node }));
             }
             1 => {
@@ -227,7 +243,7 @@ mod tests {
         for seed in 0..50 {
             let mut rng = SimRng::new(seed);
             let profile = FaultProfile::draw(&mut rng);
-            let plan = plan(&mut rng, &profile, 3, 4, 20_000);
+            let plan = plan(&mut rng, &profile, 3, 4, 20_000, seed % 2 == 0);
             for (t, f) in &plan {
                 let undo = matches!(
                     f,

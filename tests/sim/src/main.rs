@@ -42,6 +42,10 @@ struct Args {
     /// faults on replication (the replication planted-bug tests use it).
     #[arg(long)]
     broker_faults: bool,
+    /// Some crashes of controller node 1 also wipe its disk (a voter back without its raft
+    /// log; see `spool_raft::lost_log` for what is and is not handled yet).
+    #[arg(long)]
+    voter_wipes: bool,
 }
 
 fn main() -> ExitCode {
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         sim_ms: args.sim_seconds * 1000,
         planted: args.planted_bug,
         broker_faults: args.broker_faults,
+        voter_wipes: args.voter_wipes,
         ..SimConfig::new(0)
     };
     let base = SimConfig {

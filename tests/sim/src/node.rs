@@ -193,6 +193,14 @@ impl SimNode {
         ));
     }
 
+    /// The node dies and its disk is replaced: it comes back (at its restart) with an empty
+    /// log, which `spool_raft::lost_log` must make it catch up before it votes.
+    pub fn wipe(&mut self, rng: &mut SimRng, out: &mut Out) {
+        self.crash(true, rng, out);
+        self.disk.wipe();
+        out.note(format!("n{} loses its disk", self.id));
+    }
+
     pub fn pause(&mut self, out: &mut Out) {
         if self.life == Life::Up {
             self.life = Life::Paused;

@@ -23,6 +23,9 @@ pub fn replay_command(config: &SimConfig) -> String {
     if config.broker_faults {
         cmd.push_str(" --broker-faults");
     }
+    if config.voter_wipes {
+        cmd.push_str(" --voter-wipes");
+    }
     cmd
 }
 

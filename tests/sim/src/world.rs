@@ -190,6 +190,7 @@ impl World {
             c.nodes,
             c.brokers,
             c.faults_end_ms(),
+            c.voter_wipes,
         );
         for (at, f) in faults {
             self.queue.push(at, Event::Fault(f));
@@ -440,6 +441,11 @@ impl World {
             } => {
                 let n = &mut self.nodes[(node - 1) as usize];
                 n.crash(lose_unsynced, &mut self.rng, out);
+            }
+            Fault::Wipe { node } => {
+                let n = &mut self.nodes[(node - 1) as usize];
+                n.wipe(&mut self.rng, out);
+                self.durable_checks.on_wiped(node);
             }
             Fault::Restart { node } => {
                 if self.node(node).life() == Life::Down {

@@ -218,6 +218,7 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         history: Arc::new(Mutex::new(History::default())),
         started: Instant::now(),
         stop: Arc::new(AtomicBool::new(false)),
+        consumer_errors: Arc::default(),
     };
     // A step that panics still stops the workload threads (they end on their own then).
     let _stop_on_unwind = StopOnDrop(Arc::clone(&shared.stop));
@@ -301,7 +302,12 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
     };
     history.workload_end_ms = workload_end_ms;
     let report = check(&history, &final_log, &final_commits);
-    write_json(cfg, &report, &history)?;
+    let consumer_errors = shared
+        .consumer_errors
+        .lock()
+        .map(|e| e.clone())
+        .unwrap_or_default();
+    write_json(cfg, &report, &history, &consumer_errors)?;
     Ok(report)
 }
 
@@ -443,8 +449,14 @@ fn fetch_commits(cluster: &Cluster) -> Result<FinalCommits, String> {
         .collect())
 }
 
-/// `dir/run.json`: the run's settings, the checker's report and the history's counts.
-fn write_json(cfg: &RunConfig, report: &Report, history: &History) -> Result<(), String> {
+/// `dir/run.json`: the run's settings, the checker's report, the history's counts and the
+/// errors the clients met.
+fn write_json(
+    cfg: &RunConfig,
+    report: &Report,
+    history: &History,
+    consumer_errors: &BTreeMap<String, u64>,
+) -> Result<(), String> {
     let list = |v: &[String]| serde_json::json!(v.iter().take(50).collect::<Vec<_>>());
     let json = serde_json::json!({
         "seed": cfg.seed,
@@ -460,6 +472,7 @@ fn write_json(cfg: &RunConfig, report: &Report, history: &History) -> Result<(),
         "consumer_reads": report.consumer_reads,
         "commits": history.commits.len(),
         "not_acked_errors": not_acked_errors(history),
+        "consumer_errors": consumer_errors,
         "lost": report.lost.len(),
         "lost_acks1": report.lost_acks1,
         "duplicated": report.duplicated.len(),

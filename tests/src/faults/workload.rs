@@ -48,6 +48,9 @@ pub struct Shared {
     pub history: Arc<Mutex<History>>,
     pub started: Instant,
     pub stop: Arc<AtomicBool>,
+    /// The consumers' failed polls and commits, by error (they keep going; the run's JSON
+    /// shows what they met).
+    pub consumer_errors: Arc<Mutex<BTreeMap<String, u64>>>,
 }
 
 impl Shared {
@@ -57,6 +60,13 @@ impl Shared {
 
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
+    }
+
+    fn count_consumer_error(&self, consumer: u32, error: String) {
+        if let Ok(mut e) = self.consumer_errors.lock() {
+            *e.entry(format!("consumer {consumer}: {error}"))
+                .or_default() += 1;
+        }
     }
 
     fn record_write(&self, w: Write) {
@@ -341,14 +351,13 @@ pub fn group_consumer(
         consumer
             .subscribe(&[&topic], recorder)
             .map_err(|e| format!("consumer {id} subscribe: {e}"))?;
-        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
         while !shared.stopped() {
             let records = match consumer.poll(200) {
                 Ok(r) => r,
                 // Faults make polls fail (a coordinator gone, a leader moving): the member keeps
                 // going, as an application would.
                 Err(e) => {
-                    *errors.entry(e.to_string()).or_default() += 1;
+                    shared.count_consumer_error(id, e.to_string());
                     std::thread::sleep(Duration::from_millis(50));
                     continue;
                 }
@@ -373,7 +382,7 @@ pub fn group_consumer(
                 }
             }
             if let Err(e) = consumer.commit_sync() {
-                *errors.entry(format!("commit: {e}")).or_default() += 1;
+                shared.count_consumer_error(id, format!("commit: {e}"));
             }
         }
         let _ = consumer.close();
