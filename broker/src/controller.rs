@@ -28,6 +28,7 @@ use crate::cluster_config::{node_of_raft_id, raft_id};
 use crate::handoff::Handoff;
 use crate::local::Local;
 use crate::peers::Peers;
+use crate::publish_order::{PublishOrder, Ticket};
 use crate::requests::{ApplyMetadata, ControllerOp, ProducerIdRange, TopicOutcome};
 use crate::router::Router;
 use crate::shutdown_grants::ShutdownGrants;
@@ -60,8 +61,9 @@ pub struct Controller {
     /// One call into the façade at a time.
     turn: Semaphore,
     pub(crate) waiting: RefCell<HashMap<ProposalId, LocalSender<Answer>>>,
-    /// Committed records are broadcast by one task at a time, so cores apply them in order.
-    publish: Semaphore,
+    /// Committed records are broadcast one poll's worth at a time, in poll order, so cores
+    /// apply them in commit order (`crate::publish_order`).
+    publish_order: Rc<PublishOrder>,
     router: Rc<Router>,
     /// The other voters (clustered only): raft messages and calls to the active controller.
     pub(crate) peers: Option<Rc<Peers>>,
@@ -242,7 +244,7 @@ impl Controller {
             raft: RefCell::new(Some(raft)),
             turn: Semaphore::new(1),
             waiting: RefCell::new(HashMap::new()),
-            publish: Semaphore::new(1),
+            publish_order: Rc::default(),
             router,
             peers,
             node_id: local.config.node_id,
@@ -345,6 +347,9 @@ impl Controller {
     /// Sends raft's messages to their peers (raft persisted what they depend on before `poll`
     /// returned them), then publishes what was committed.
     pub(crate) async fn handle_polled<S: Services>(&self, services: &Rc<S>, mut polled: Polled) {
+        // First, before anything can yield: the raft call that produced `polled` has just
+        // returned, and calls into raft run one at a time, so tickets follow poll order.
+        let ticket = self.publish_order.ticket();
         if let Some(peers) = &self.peers {
             let mut by_node: HashMap<i32, Vec<Vec<u8>>> = HashMap::new();
             for m in std::mem::take(&mut polled.messages) {
@@ -360,7 +365,7 @@ impl Controller {
                 peers.send_raft(node, messages);
             }
         }
-        self.publish(services, polled).await;
+        self.publish(services, polled, ticket).await;
     }
 
     /// Ticks raft every [`TICK_INTERVAL_MS`] until the core stops.
@@ -534,7 +539,7 @@ impl Controller {
 
     /// Broadcasts committed records to every core (in order) — after a whole image first, when
     /// a snapshot from the leader replaced this node's — then answers their proposers.
-    async fn publish<S: Services>(&self, services: &Rc<S>, polled: Polled) {
+    async fn publish<S: Services>(&self, services: &Rc<S>, polled: Polled, ticket: Ticket) {
         debug_assert!(polled.messages.is_empty() || self.peers.is_none());
         if polled.committed.is_empty()
             && polled.abandoned.is_empty()
@@ -542,9 +547,7 @@ impl Controller {
         {
             return;
         }
-        let Ok(_turn) = self.publish.acquire_permit(1).await else {
-            return;
-        };
+        ticket.turn().await;
         if let Some(image) = &polled.replaced_image {
             tracing::info!(
                 brokers = image.brokers().count(),

@@ -49,6 +49,7 @@ pub mod ops;
 pub mod partition;
 pub mod peer_connect;
 pub mod peers;
+pub mod publish_order;
 pub mod replica_share;
 pub mod replication;
 pub mod requests;

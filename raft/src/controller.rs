@@ -612,6 +612,9 @@ impl Controller {
             }
             polled.abandoned.extend(advanced.abandoned);
         }
+        if self.disk.is_catching_up() && !self.raft.is_catching_up() {
+            self.disk.caught_up()?;
+        }
         Ok(polled)
     }
 }

@@ -22,10 +22,11 @@
 //!   back). Until it has caught up it counts as a failed voter: a group of three needs both
 //!   others to elect.
 //!
-//! **Not done:** the catch-up obligation lives in memory. A wiped voter that restarts again
-//! before it has caught up comes back with a term, so it no longer looks fresh, and votes with
-//! a log that may lack committed entries. The simulator finds this with `--voter-wipes` (2 of
-//! 1,000 seeds); the fix is to persist the obligation beside the hard state until it is met.
+//! The obligation is durable: the driver creates `__raft/catching-up` when it opens a fresh
+//! directory, before raft can persist anything, passes it in as `RecoveredState::catching_up`,
+//! and removes it once [`crate::MetadataRaft::is_catching_up`] turns false — so a wiped voter
+//! that restarts again before it has caught up still owes the catch-up (the simulator's
+//! `--voter-wipes` runs found that case while the obligation lived in memory only).
 //! - **Leader forgets lost progress** ([`forget_lost_progress`]): a follower's rejection below
 //!   what the leader had recorded as matched means the follower's log lost those entries; the
 //!   leader lowers its record to the follower's log end and probes from there (or sends a
@@ -52,6 +53,9 @@ pub fn clamp_heartbeat_commit(m: &mut Message, last_index: u64) -> Option<u64> {
     Some(named)
 }
 
+/// Marks a [`lost_entries_reply`] (raft-rs leaves an append answer's context unused).
+const LOST_ENTRIES_CONTEXT: &[u8] = b"spool:lost-entries";
+
 /// What a follower whose log lost acknowledged entries tells its leader right away: a rejection
 /// of an append at `named` (the commit index the leader claimed it holds) with its log end as
 /// the hint, which [`forget_lost_progress`] acts on. Without it a leader with nothing new to
@@ -65,6 +69,7 @@ pub fn lost_entries_reply(
     last_index: u64,
 ) -> Message {
     let mut m = Message::default();
+    m.set_context(bytes::Bytes::from_static(LOST_ENTRIES_CONTEXT));
     m.set_msg_type(MessageType::MsgAppendResponse);
     m.to = leader;
     m.from = from;
@@ -182,7 +187,10 @@ pub fn forget_lost_progress<T: Storage>(raft: &mut Raft<T>, m: &Message) -> Opti
         return None;
     }
     let pr = raft.mut_prs().get_mut(m.from)?;
-    if m.reject_hint >= pr.matched {
+    // Only the follower's explicit reply counts: raft-rs's own rejections hint below `matched`
+    // in ordinary runs too (its hint walks back by term; the fault harness saw it on healthy
+    // followers), and acting on those would only churn the leader's progress.
+    if m.get_context() != LOST_ENTRIES_CONTEXT || m.reject_hint >= pr.matched {
         return None;
     }
     pr.matched = m.reject_hint;

@@ -99,6 +99,9 @@ pub struct RecoveredState {
     pub conf_state: ConfState,
     pub snapshot: Option<Snapshot>,
     pub entries: Vec<Entry>,
+    /// The directory started fresh and this node has not caught up since
+    /// ([`crate::lost_log`]): it must not vote until it has, across restarts too.
+    pub catching_up: bool,
 }
 
 #[derive(Debug, Error)]
@@ -278,7 +281,8 @@ impl MetadataRaft {
         // (crate::lost_log). A voter only; a learner never votes.
         let is_voter = cache.conf_state().voters.contains(&config.node_id);
         let fresh = cache.last() == 0 && cache.hard_state().term == 0;
-        let catch_up = (fresh && is_voter && !sole_voter).then(|| {
+        let owed = fresh || recovered.catching_up;
+        let catch_up = (owed && is_voter && !sole_voter).then(|| {
             let others = cache.conf_state().voters.iter().copied();
             CatchUp::fresh(others.filter(|v| *v != config.node_id))
         });

@@ -5,6 +5,7 @@
 //! __raft/log        append-only framed entries (entry_log.rs)
 //! __raft/state      term, vote, commit, voters, incarnation — replaced atomically (state_file.rs)
 //! __raft/snapshot   latest snapshot — replaced atomically (snapshot_file.rs)
+//! __raft/catching-up   present from a fresh start until the node has caught up (lost_log.rs)
 //! ```
 //!
 //! Owns: opening and recovering the three files into a [`RecoveredState`] for
@@ -30,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 
+use self::atomic::{sync_dir, write_atomically};
 pub use self::entry_log::EntryLog;
 pub use self::error::DiskError;
 use self::snapshot_file::{read_snapshot, write_snapshot};
@@ -39,6 +41,10 @@ use crate::node::RecoveredState;
 /// The directory under the data dir that holds the controller's files.
 pub const RAFT_DIR_NAME: &str = "__raft";
 
+/// Present from the moment a fresh `__raft/` is opened until the node has caught up with its
+/// group ([`crate::lost_log`]): a node that restarts meanwhile still owes the catch-up.
+const CATCHING_UP_FILE: &str = "catching-up";
+
 /// The open `__raft/` directory.
 #[derive(Debug)]
 pub struct RaftDisk {
@@ -46,6 +52,8 @@ pub struct RaftDisk {
     log: EntryLog,
     state: PersistedState,
     snapshot_index: u64,
+    /// Whether [`CATCHING_UP_FILE`] exists.
+    catching_up: bool,
 }
 
 impl RaftDisk {
@@ -57,9 +65,15 @@ impl RaftDisk {
         let state_path = dir.join("state");
         let snapshot = read_snapshot(&dir.join("snapshot"))?;
         let (mut log, recovered) = EntryLog::open(&dir.join("log"))?;
+        let catching_up_path = dir.join(CATCHING_UP_FILE);
         let state = match read_state(&state_path)? {
             Some(s) => s,
-            None if snapshot.is_none() && recovered.entries.is_empty() => PersistedState::default(),
+            None if snapshot.is_none() && recovered.entries.is_empty() => {
+                // Fresh: a new node or a wiped one. Durable before raft can persist a term.
+                write_atomically(&catching_up_path, b"")
+                    .map_err(DiskError::io("create", &catching_up_path))?;
+                PersistedState::default()
+            }
             None => {
                 return Err(DiskError::corrupt(
                     &state_path,
@@ -104,11 +118,13 @@ impl RaftDisk {
                 ),
             ));
         }
+        let catching_up = catching_up_path.exists();
         let mut disk = RaftDisk {
             dir,
             log,
             state,
             snapshot_index,
+            catching_up,
         };
         disk.state.incarnation += 1;
         write_state(&state_path, &disk.state)?;
@@ -118,8 +134,31 @@ impl RaftDisk {
             conf_state: disk.state.conf_state.clone(),
             snapshot,
             entries,
+            catching_up,
         };
         Ok((disk, recovered))
+    }
+
+    /// Whether the node still owes a catch-up ([`crate::lost_log`]).
+    pub fn is_catching_up(&self) -> bool {
+        self.catching_up
+    }
+
+    /// The node has caught up: the obligation is gone (if this removal is lost in a crash, the
+    /// node only catches up once more).
+    pub fn caught_up(&mut self) -> Result<(), DiskError> {
+        if !self.catching_up {
+            return Ok(());
+        }
+        let path = self.dir.join(CATCHING_UP_FILE);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(DiskError::io("remove", &path)(e)),
+        }
+        sync_dir(&self.dir).map_err(DiskError::io("fsync", &self.dir))?;
+        self.catching_up = false;
+        Ok(())
     }
 
     pub fn dir(&self) -> &Path {

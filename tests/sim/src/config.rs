@@ -35,9 +35,10 @@ pub struct SimConfig {
     /// Only broker and network faults (the controller nodes are never crashed, paused or cut).
     pub broker_faults: bool,
     /// Some crashes of controller node 1 also lose its disk ([`crate::faults::Fault::Wipe`]).
-    /// Off by default: `spool_raft::lost_log` keeps a wiped voter from voting only until it
-    /// restarts, so a second crash before it has caught up still lets it elect a candidate
-    /// without committed entries (the known limit these runs find).
+    /// Off by default (not in the CI budget): a wiped voter owes a catch-up before it votes
+    /// (`spool_raft::lost_log`), and a run where a second voter also owes one — it started
+    /// fresh and never caught up — has no quorum that may elect anyone, which is raft's
+    /// majority loss, reported by the liveness check (1 of 1,000 seeds).
     pub voter_wipes: bool,
     /// Print every trace line as it happens.
     pub verbose: bool,

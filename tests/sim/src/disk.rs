@@ -43,6 +43,8 @@ struct DiskState {
     conf_state: ConfState,
     snapshot: Option<Snapshot>,
     entries: Vec<Entry>,
+    /// `RaftDisk`'s `catching-up` file: made at a fresh open, removed once caught up.
+    catching_up: bool,
 }
 
 impl DiskState {
@@ -171,6 +173,13 @@ impl SimDisk {
                 d.last_index()
             ));
         }
+        let fresh = d.entries.is_empty()
+            && d.snapshot.is_none()
+            && d.hard_state == HardState::default()
+            && d.conf_state == ConfState::default();
+        if fresh {
+            self.durable.catching_up = true;
+        }
         self.durable.incarnation += 1;
         let d = &self.durable;
         Ok(RecoveredState {
@@ -179,7 +188,18 @@ impl SimDisk {
             conf_state: d.conf_state.clone(),
             snapshot: d.snapshot.clone(),
             entries: d.entries.clone(),
+            catching_up: d.catching_up,
         })
+    }
+
+    /// Whether the `catching-up` file exists.
+    pub fn is_catching_up(&self) -> bool {
+        self.durable.catching_up
+    }
+
+    /// Removes the `catching-up` file (durably, as `RaftDisk::caught_up` does).
+    pub fn caught_up(&mut self) {
+        self.durable.catching_up = false;
     }
 
     /// The disk is replaced (a wiped data dir): everything is gone but the incarnation count,

@@ -43,7 +43,8 @@ struct Args {
     #[arg(long)]
     broker_faults: bool,
     /// Some crashes of controller node 1 also wipe its disk (a voter back without its raft
-    /// log; see `spool_raft::lost_log` for what is and is not handled yet).
+    /// log, `spool_raft::lost_log`). A run with two voters owing a catch-up ends leaderless
+    /// (raft's majority loss): the liveness check reports it.
     #[arg(long)]
     voter_wipes: bool,
 }

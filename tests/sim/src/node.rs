@@ -350,6 +350,11 @@ impl SimNode {
                 Some(other) => unreachable!("{other} is not a driver bug"),
             }
         }
+        // As `Controller::poll`: the catch-up obligation ends once raft says so.
+        if self.disk.is_catching_up() && !run.raft.is_catching_up() {
+            self.disk.caught_up();
+            out.note(format!("n{} has caught up", self.id));
+        }
         let role = (run.raft.is_leader(), run.raft.term(), run.raft.leader_id());
         if role != run.last_role {
             run.last_role = role;

@@ -266,6 +266,10 @@ fn report(results: &[RunResult]) {
         sum(&|r| r.report.duplicated.len())
     );
     println!(
+        "RESULT fault_duplicated_acks1_allowed={}",
+        sum(&|r| r.report.duplicated_acks1)
+    );
+    println!(
         "RESULT fault_reordered={}",
         sum(&|r| r.report.reordered.len())
     );

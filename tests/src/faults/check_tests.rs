@@ -369,3 +369,15 @@ fn empty_and_odd_input_does_not_panic() {
         report.summary()
     );
 }
+
+#[test]
+fn a_producer_without_idempotence_may_duplicate_and_reorder_but_it_is_counted() {
+    let (history, mut log, commits) = clean();
+    // p1 (acks=1) wrote p1-1 at t-1@2; a resend lands it again after p1-0's second copy.
+    set(&mut log, 1, 3, "p1-0");
+    set(&mut log, 1, 4, "p1-1");
+    let report = check(&history, &log, &commits);
+    assert_eq!(report.violations(), 0, "{report:#?}");
+    assert_eq!(report.duplicated_acks1, 2, "{report:#?}");
+    assert_eq!(report.reordered_acks1, 1, "{report:#?}");
+}

@@ -476,6 +476,8 @@ fn write_json(
         "lost": report.lost.len(),
         "lost_acks1": report.lost_acks1,
         "duplicated": report.duplicated.len(),
+        "duplicated_acks1": report.duplicated_acks1,
+        "reordered_acks1": report.reordered_acks1,
         "reordered": report.reordered.len(),
         "inconsistent": report.inconsistent.len(),
         "vanished_reads": report.vanished_reads.len(),
