@@ -381,3 +381,17 @@ fn a_producer_without_idempotence_may_duplicate_and_reorder_but_it_is_counted() 
     assert_eq!(report.duplicated_acks1, 2, "{report:#?}");
     assert_eq!(report.reordered_acks1, 1, "{report:#?}");
 }
+
+#[test]
+fn an_acknowledgement_without_an_offset_needs_the_value_in_its_partition() {
+    let (mut history, log, commits) = clean();
+    // p0-2 sits at t-0@3; its acknowledgement named no offset.
+    history.writes[3] = acked(0, 2, WriteAcks::All, 0, -1001, 40);
+    let report = check(&history, &log, &commits);
+    assert_eq!(report.violations(), 0, "{report:#?}");
+    // In another partition than acknowledged: lost there, and the acknowledgement was wrong.
+    history.writes[3] = acked(0, 2, WriteAcks::All, 1, -1001, 40);
+    let report = check(&history, &log, &commits);
+    assert_eq!(report.lost.len(), 1, "{report:#?}");
+    assert_eq!(report.inconsistent.len(), 1, "{report:#?}");
+}

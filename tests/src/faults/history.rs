@@ -24,7 +24,9 @@ pub enum WriteAcks {
 /// How a write ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// The broker acknowledged it at this partition and offset.
+    /// The broker acknowledged it at this partition and offset. A negative offset: acknowledged
+    /// without one (librdkafka reports a retry the broker answered DUPLICATE_SEQUENCE_NUMBER
+    /// as delivered, offset -1001, as Kafka's clients do) — it must be in that partition.
     Acked { tp: Tp, offset: i64 },
     /// No acknowledgement (an error, a timeout, the run ended first): it may or may not be in
     /// the log — the checker allows both, but never twice.

@@ -267,8 +267,16 @@ pub fn apply(
     }
 }
 
-/// Undoes `harms` (every one is tried; the first error is returned).
-pub fn heal(cluster: &mut Cluster, harms: Vec<Harm>) -> Result<(), String> {
+/// Undoes `harms` (every one is tried; the first error is returned): space and links first,
+/// so a broker restarted here finds its disk and its peers (a broker started on a full disk
+/// cannot persist its registration).
+pub fn heal(cluster: &mut Cluster, mut harms: Vec<Harm>) -> Result<(), String> {
+    harms.sort_by_key(|h| match h {
+        Harm::Ballast(_) => 0,
+        Harm::Cut(_) => 1,
+        Harm::Paused(_) => 2,
+        Harm::Down(_) => 3,
+    });
     let mut first_error = None;
     for harm in harms {
         match harm {
