@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! spool-faults --runs N --seconds S [--seed X] [--from-run I] [--workload queue|acks1]
-//!              [--nemesis KIND[,KIND]] [--negative-control] [--out DIR]
+//!              [--nemesis KIND[,KIND]] [--skip KIND[,KIND...]] [--negative-control] [--out DIR]
 //! ```
 //!
 //! Run `i` of a campaign (`--from-run` first, default 0) gets its nemeses from
@@ -32,6 +32,8 @@ struct Args {
     from_run: u64,
     workload: Option<Workload>,
     nemesis: Option<Vec<Kind>>,
+    /// Kinds left out of the rotation (`--skip`).
+    skip: Vec<Kind>,
     negative_control: bool,
     out: PathBuf,
 }
@@ -56,6 +58,7 @@ fn parse_args() -> Args {
         from_run: 0,
         workload: None,
         nemesis: None,
+        skip: Vec::new(),
         negative_control: false,
         out: PathBuf::from("target/faults"),
     };
@@ -94,6 +97,15 @@ fn parse_args() -> Args {
                     usage("--nemesis takes one or two kinds");
                 }
                 args.nemesis = Some(kinds);
+            }
+            "--skip" => {
+                args.skip = value()
+                    .split(',')
+                    .filter(|n| !n.is_empty())
+                    .map(|n| {
+                        Kind::parse(n).unwrap_or_else(|| usage(&format!("unknown nemesis {n}")))
+                    })
+                    .collect();
             }
             "-h" | "--help" => usage("help"),
             other => usage(&format!("unknown argument {other}")),
@@ -151,7 +163,15 @@ fn main() {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    let unavailable = unavailable_kinds();
+    let mut unavailable = unavailable_kinds();
+    if !args.skip.is_empty() {
+        let names: Vec<&str> = args.skip.iter().map(|k| k.name()).collect();
+        println!(
+            "spool-faults: leaving out of the rotation: {}",
+            names.join(", ")
+        );
+        unavailable.extend(args.skip.iter().copied());
+    }
     println!(
         "spool-faults: campaign seed {} runs {}..{} of {} s{}",
         args.seed,
