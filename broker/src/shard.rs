@@ -116,8 +116,16 @@ impl Shard {
                 self.producer_ids.set((first + 1, first + i64::from(size)));
                 Ok(first)
             }
-            Ok(Err(code)) => Err(code),
-            _ => Err(ErrorCode::CoordinatorNotAvailable),
+            // No block now: the controller moved, is being elected, or refused this broker's
+            // epoch while it re-registers. A client can do nothing about any of these but wait,
+            // so it gets Kafka's answer for a manager without a block (its
+            // RPCProducerIdManager): COORDINATOR_LOAD_IN_PROGRESS, which every client retries.
+            // NOT_CONTROLLER is about the controller, not about this request's target.
+            Ok(Err(code)) => {
+                tracing::debug!(%code, "no producer-id block from the controller");
+                Err(ErrorCode::CoordinatorLoadInProgress)
+            }
+            _ => Err(ErrorCode::CoordinatorLoadInProgress),
         }
     }
 }

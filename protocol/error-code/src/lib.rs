@@ -502,6 +502,7 @@ impl ErrorCode {
                 | Self::CoordinatorLoadInProgress
                 | Self::CoordinatorNotAvailable
                 | Self::NotCoordinator
+                | Self::NotController
                 | Self::NotEnoughReplicas
                 | Self::NotEnoughReplicasAfterAppend
                 | Self::ConcurrentTransactions
@@ -572,6 +573,7 @@ mod tests {
         assert!(ErrorCode::NotLeaderOrFollower.is_retriable());
         assert!(ErrorCode::NotEnoughReplicas.is_retriable());
         assert!(ErrorCode::RequestTimedOut.is_retriable());
+        assert!(ErrorCode::NotController.is_retriable());
         assert!(!ErrorCode::MessageTooLarge.is_retriable());
         assert!(!ErrorCode::OutOfOrderSequenceNumber.is_retriable());
         assert!(!ErrorCode::ProducerFenced.is_retriable());

@@ -232,18 +232,25 @@ fn main() {
             .chain(&r.report.inconsistent)
             .chain(&r.report.vanished_reads)
             .chain(&r.report.commits_backwards)
+            .chain(&r.report.stalled)
             .take(10)
         {
             println!("  violation: {v}");
         }
         if r.failed() {
             println!(
-                "  kept {} — replay: tests/faults.sh --seed {} --from-run {i} --runs 1 --seconds {}{}{}",
+                // The workload and nemeses are named, not re-derived: the plan depends on what
+                // was left out, which a replay need not repeat.
+                "  kept {} — replay: tests/faults.sh --seed {} --from-run {i} --runs 1 --seconds {} --workload {}{}",
                 cfg.dir.display(),
                 args.seed,
                 args.seconds,
-                args.workload.map_or(String::new(), |w| format!(" --workload {}", w.name())),
-                if args.negative_control { " --negative-control" } else { "" }
+                workload.name(),
+                if args.negative_control {
+                    " --negative-control".to_string()
+                } else {
+                    format!(" --nemesis {}", names.join(","))
+                }
             );
         }
         results.push(r);
@@ -305,6 +312,7 @@ fn report(results: &[RunResult]) {
         "RESULT fault_commits_backwards={}",
         sum(&|r| r.report.commits_backwards.len())
     );
+    println!("RESULT fault_stalled={}", sum(&|r| r.report.stalled.len()));
     println!(
         "RESULT fault_max_unavailable_ms={}",
         results

@@ -13,7 +13,9 @@
 //!   may rightly reuse a lost acks=1 offset), nothing in the final log that nobody wrote, no
 //!   acks=all write found somewhere other than where it was acknowledged;
 //! - vanished reads: whatever a consumer read is still in the final log where it read it;
-//! - commits backwards: a group's acknowledged offsets never go back, and survive healing.
+//! - commits backwards: a group's acknowledged offsets never go back, and survive healing;
+//! - stalled (liveness): every producer got an acknowledgement, and the group's consumers read
+//!   something when anything was acknowledged.
 //!
 //! It also measures availability: the longest stretch without any acknowledgement, overall and
 //! per nemesis kind. A checker must be shown to fail on a planted bug before it is trusted:
@@ -48,6 +50,9 @@ pub struct Report {
     pub inconsistent: Vec<String>,
     pub vanished_reads: Vec<String>,
     pub commits_backwards: Vec<String>,
+    /// Clients that made no progress in the whole run (a liveness failure: every harm is
+    /// healed and the cluster settles between harms, so each client must get through).
+    pub stalled: Vec<String>,
     pub max_unavailable_ms: u64,
     /// Every nemesis kind in the history: the longest ack-free stretch overlapping one of its
     /// spans (0 when none does).
@@ -63,6 +68,7 @@ impl Report {
             + self.inconsistent.len()
             + self.vanished_reads.len()
             + self.commits_backwards.len()
+            + self.stalled.len()
     }
 
     /// One line with every count, for a test's log.
@@ -75,7 +81,7 @@ impl Report {
         format!(
             "acked_all={} acked_acks1={} not_acked={} read_back={} consumer_reads={} lost={} \
              lost_acks1={} duplicated={} duplicated_acks1={} reordered={} reordered_acks1={} \
-             inconsistent={} vanished_reads={} commits_backwards={} max_unavailable_ms={} \
+             inconsistent={} vanished_reads={} commits_backwards={} stalled={} max_unavailable_ms={} \
              unavailable_ms_by_nemesis={{{}}}",
             self.acked_all,
             self.acked_leader,
@@ -91,6 +97,7 @@ impl Report {
             self.inconsistent.len(),
             self.vanished_reads.len(),
             self.commits_backwards.len(),
+            self.stalled.len(),
             self.max_unavailable_ms,
             by_nemesis.join(","),
         )
@@ -110,6 +117,7 @@ pub fn check(history: &History, final_log: &FinalLog, final_commits: &FinalCommi
     check_log(history, final_log, &log, &mut report);
     check_reads(history, &log, &mut report);
     check_commits(history, final_commits, &mut report);
+    check_progress(history, &mut report);
     measure_unavailability(history, &mut report);
     report
 }
@@ -396,6 +404,34 @@ fn check_commits(history: &History, final_commits: &FinalCommits, report: &mut R
             top.offset,
             top.consumer,
             top.at_ms
+        ));
+    }
+}
+
+/// Liveness: every producer that sent got at least one acknowledgement, and when anything was
+/// acknowledged the group's consumers read at least one record. A run heals every harm and
+/// waits for the cluster to settle before the next, so a client with nothing to show for the
+/// whole run is stuck (a producer that never gets a producer id, a member that never joins).
+fn check_progress(history: &History, report: &mut Report) {
+    let mut sent: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
+    for w in &history.writes {
+        let e = sent.entry(w.producer).or_default();
+        e.0 += 1;
+        if matches!(w.outcome, Outcome::Acked { .. }) {
+            e.1 += 1;
+        }
+    }
+    for (producer, (writes, acked)) in &sent {
+        if *acked == 0 {
+            report.stalled.push(format!(
+                "producer {producer}: none of its {writes} writes was acknowledged"
+            ));
+        }
+    }
+    let acked: usize = sent.values().map(|(_, a)| a).sum();
+    if acked > 0 && history.reads.is_empty() {
+        report.stalled.push(format!(
+            "the group's consumers read nothing while {acked} writes were acknowledged"
         ));
     }
 }

@@ -94,7 +94,7 @@ fn remove(log: &mut FinalLog, partition: i32, offset: i64) {
 }
 
 /// Three producers on t-0 and t-1, acks=all and acks=1, two consumers, one group, two nemeses;
-/// p2-1 and p3-0 were not acknowledged and are absent, p2-2 was not acknowledged but landed.
+/// p2-1 and p2-3 were not acknowledged and are absent, p2-2 was not acknowledged but landed.
 fn clean() -> (History, FinalLog, FinalCommits) {
     use WriteAcks::{All, Leader};
     let history = History {
@@ -107,7 +107,7 @@ fn clean() -> (History, FinalLog, FinalCommits) {
             not_acked(2, 1, 45),
             not_acked(2, 2, 50),
             acked(1, 1, Leader, 1, 2, 60),
-            not_acked(3, 0, 62),
+            not_acked(2, 3, 62),
         ],
         reads: vec![
             read(0, 0, 0, "p0-0", 41),
@@ -189,7 +189,7 @@ fn a_lost_acks1_record_is_counted_but_allowed() {
 #[test]
 fn an_acks1_offset_reused_after_failover_is_not_inconsistent() {
     let (history, mut log, commits) = clean();
-    set(&mut log, 1, 2, "p3-0");
+    set(&mut log, 1, 2, "p2-3");
     let report = check(&history, &log, &commits);
     assert_eq!(report.lost_acks1, 1, "{report:#?}");
     assert_eq!(report.inconsistent.len(), 0, "{report:#?}");
@@ -223,7 +223,7 @@ fn a_producers_records_swapped_are_reordered() {
 fn a_read_of_a_rewritten_offset_vanished_and_is_inconsistent() {
     let (history, mut log, commits) = clean();
     // t-0@2 held the acks=1 p1-0, which consumer 0 read; a new leader lost it and reused 2.
-    set(&mut log, 0, 2, "p3-0");
+    set(&mut log, 0, 2, "p2-3");
     let report = check(&history, &log, &commits);
     assert_eq!(report.vanished_reads.len(), 1, "{report:#?}");
     assert_eq!(report.inconsistent.len(), 1, "{report:#?}");
@@ -237,7 +237,7 @@ fn a_read_of_a_rewritten_offset_vanished_and_is_inconsistent() {
 #[test]
 fn a_read_beyond_the_log_end_vanished() {
     let (mut history, log, commits) = clean();
-    history.reads.push(read(1, 1, 5, "p3-0", 80));
+    history.reads.push(read(1, 1, 5, "p2-3", 80));
     let report = check(&history, &log, &commits);
     assert_eq!(report.vanished_reads.len(), 1, "{report:#?}");
     assert_eq!(report.violations(), 1, "{report:#?}");
@@ -394,4 +394,35 @@ fn an_acknowledgement_without_an_offset_needs_the_value_in_its_partition() {
     let report = check(&history, &log, &commits);
     assert_eq!(report.lost.len(), 1, "{report:#?}");
     assert_eq!(report.inconsistent.len(), 1, "{report:#?}");
+}
+
+#[test]
+fn a_producer_without_one_acknowledgement_stalled() {
+    let (mut history, log, commits) = clean();
+    history.writes.push(not_acked(4, 0, 70));
+    history.writes.push(not_acked(4, 1, 71));
+    let report = check(&history, &log, &commits);
+    assert_eq!(report.stalled.len(), 1, "{report:#?}");
+    assert!(
+        report.stalled[0].contains("producer 4: none of its 2 writes"),
+        "{}",
+        report.stalled[0]
+    );
+    assert_eq!(report.violations(), 1, "{report:#?}");
+}
+
+#[test]
+fn consumers_that_read_nothing_while_writes_were_acknowledged_stalled() {
+    let (mut history, log, mut commits) = clean();
+    history.reads.clear();
+    history.commits.clear();
+    commits.clear();
+    let report = check(&history, &log, &commits);
+    assert_eq!(report.stalled.len(), 1, "{report:#?}");
+    assert!(
+        report.stalled[0].contains("read nothing while 6 writes"),
+        "{}",
+        report.stalled[0]
+    );
+    assert_eq!(report.violations(), 1, "{report:#?}");
 }

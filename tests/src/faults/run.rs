@@ -28,6 +28,8 @@ use crate::small_disk::SmallDisk;
 /// The workload's topic: RF 3, min ISR 2 (the default for RF 3).
 pub const TOPIC: &str = "queue";
 const PARTITIONS: i32 = 3;
+/// The group offsets topic, which must be whole again too before the next harm.
+const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// The consumer group.
 pub const GROUP: &str = "faults";
 /// Records per second, per producer.
@@ -361,11 +363,16 @@ fn nemeses(
         }
         let healed = nemesis::heal(cluster, harms);
         let end_ms = shared.now_ms();
-        // Each cycle starts from a whole cluster, so each window measures its own recovery
-        // (a harm on a cluster still recovering from the last one would measure both).
-        if healed.is_ok() && applied.is_ok() {
-            cluster.wait_healthy();
-        }
+        // Each cycle starts from a whole cluster: every broker back and every replica of the
+        // workload's topic and of the group's offsets back in sync. So each window measures its
+        // own recovery, and the harms stay within the promise (one broker or disk lost at a
+        // time): a wipe while the last wiped broker is still catching up could take the only
+        // full copies of a partition, which no replication factor of 3 survives.
+        let settled = if healed.is_ok() && applied.is_ok() {
+            wait_settled(cluster, SETTLE_TIMEOUT).map_err(|e| format!("after a heal: {e}"))
+        } else {
+            Ok(())
+        };
         if let Ok(mut h) = shared.history.lock() {
             for kind in &cfg.kinds {
                 h.nemeses.push(NemesisSpan {
@@ -377,25 +384,33 @@ fn nemeses(
         }
         applied?;
         healed?;
+        settled?;
     }
 }
 
-/// Waits until every broker is registered and unfenced and every partition of the topic has a
-/// leader and all three replicas in sync.
+/// Waits until every broker is registered and unfenced and every partition of the workload's
+/// topic and of the group offsets topic (when it exists) has a leader and all three replicas
+/// in sync.
 fn wait_settled(cluster: &Cluster, timeout: Duration) -> Result<(), String> {
     cluster.wait_healthy();
     let until = Instant::now() + timeout;
+    let whole = |rows: &[crate::cluster::PartitionRow]| {
+        rows.iter().all(|r| r.leader > 0 && r.isr.len() == 3)
+    };
     loop {
         check_interrupted()?;
         let rows = cluster.describe(1, TOPIC);
-        if rows.len() == PARTITIONS as usize
-            && rows.iter().all(|r| r.leader > 0 && r.isr.len() == 3)
-        {
+        let offsets = cluster.describe(1, OFFSETS_TOPIC);
+        if rows.len() == PARTITIONS as usize && whole(&rows) && whole(&offsets) {
             return Ok(());
         }
         if Instant::now() >= until {
+            let short: Vec<_> = offsets
+                .iter()
+                .filter(|r| r.leader <= 0 || r.isr.len() != 3)
+                .collect();
             return Err(format!(
-                "the cluster did not settle within {timeout:?}: {rows:?}"
+                "the cluster did not settle within {timeout:?}: {rows:?}; {OFFSETS_TOPIC} partitions short: {short:?}"
             ));
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -482,6 +497,7 @@ fn write_json(
         "inconsistent": report.inconsistent.len(),
         "vanished_reads": report.vanished_reads.len(),
         "commits_backwards": report.commits_backwards.len(),
+        "stalled": report.stalled.len(),
         "max_unavailable_ms": report.max_unavailable_ms,
         "unavailable_ms_by_nemesis": report.unavailable_ms_by_nemesis,
         "nemesis_windows": history.nemeses.iter().map(|s| serde_json::json!([s.kind, s.start_ms, s.end_ms])).collect::<Vec<_>>(),
@@ -492,6 +508,7 @@ fn write_json(
             "inconsistent": list(&report.inconsistent),
             "vanished_reads": list(&report.vanished_reads),
             "commits_backwards": list(&report.commits_backwards),
+            "stalled": list(&report.stalled),
         },
     });
     let path = cfg.dir.join("run.json");
