@@ -547,7 +547,11 @@ impl Controller {
         {
             return;
         }
-        ticket.turn().await;
+        crate::stall_watch::watch(
+            || "the turn to publish committed metadata to the cores".to_string(),
+            ticket.turn(),
+        )
+        .await;
         if let Some(image) = &polled.replaced_image {
             tracing::info!(
                 brokers = image.brokers().count(),
@@ -595,15 +599,18 @@ impl Controller {
         records: Vec<Vec<u8>>,
         replace: bool,
     ) {
-        for (core, applied) in self
-            .router
-            .broadcast(services, || ApplyMetadata {
-                records: records.clone(),
-                replace,
-            })
-            .await
-            .into_iter()
-            .enumerate()
+        let count = records.len();
+        let broadcast = self.router.broadcast(services, || ApplyMetadata {
+            records: records.clone(),
+            replace,
+        });
+        for (core, applied) in crate::stall_watch::watch(
+            || format!("every core applying {count} committed metadata records"),
+            broadcast,
+        )
+        .await
+        .into_iter()
+        .enumerate()
         {
             if let Err(e) = applied {
                 tracing::warn!(core, "committed metadata not applied: {e}");

@@ -57,5 +57,6 @@ pub mod router;
 pub mod runtime;
 pub mod shard;
 pub mod shutdown_grants;
+pub mod stall_watch;
 pub mod stop_signal;
 pub mod topic_config;

@@ -18,6 +18,7 @@ use crate::local::Local;
 use crate::partition::{log_error_code, Committed, Partition};
 use crate::requests::TopicPartition;
 use crate::router::Router;
+use crate::stall_watch::watch;
 use crate::topic_config::log_config_for;
 
 /// Applies `records` (encoded `MetadataRecord`s, in commit order) on this core.
@@ -49,7 +50,12 @@ pub async fn apply(
         }
         if let Some((name, partitions)) = dropped {
             for p in 0..partitions {
-                drop_partition(local, router, groups, &TopicPartition::new(name.clone(), p)).await;
+                let tp = TopicPartition::new(name.clone(), p);
+                watch(
+                    || format!("{tp}: deleting"),
+                    drop_partition(local, router, groups, &tp),
+                )
+                .await;
             }
             // Committed offsets of a deleted topic go too (tombstones), off this path.
             let groups = Rc::clone(groups);
@@ -145,7 +151,12 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
     }
     for (tp, log_config) in wanted {
         let dir = local.config.data_dir.join(tp.to_string());
-        match PartitionLog::open(&dir, log_config).await {
+        let opened = watch(
+            || format!("{tp}: opening its log"),
+            PartitionLog::open(&dir, log_config),
+        )
+        .await;
+        match opened {
             Ok((log, stats)) => {
                 tracing::debug!(core = local.core, %tp, ?stats, "opened partition");
                 let part = Partition::new(
@@ -157,7 +168,12 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
                 );
                 // Its role before anyone can reach it: leading, or following the leader.
                 if let Some(c) = committed(local, &tp) {
-                    part.learn(&c, crate::clock::monotonic_ms()).await;
+                    let now_ms = crate::clock::monotonic_ms();
+                    watch(
+                        || format!("{tp}: taking its role on opening"),
+                        part.learn(&c, now_ms),
+                    )
+                    .await;
                 }
                 local
                     .partitions
@@ -191,7 +207,11 @@ async fn follow_partition_states(local: &Local) {
     let now_ms = crate::clock::monotonic_ms();
     for (tp, part) in parts {
         if let Some(c) = committed(local, &tp) {
-            part.learn(&c, now_ms).await;
+            watch(
+                || format!("{tp}: taking leader {} epoch {}", c.leader, c.leader_epoch),
+                part.learn(&c, now_ms),
+            )
+            .await;
         }
     }
 }
@@ -249,7 +269,10 @@ async fn follow_offsets_leadership(local: &Rc<Local>, groups: &Rc<GroupDriver>) 
         let leads_it = leads(local, &TopicPartition::new(OFFSETS_TOPIC, partition));
         match (leads_it, groups.serves(partition)) {
             (true, false) => groups.begin_load(part, partition),
-            (false, true) => groups.unload(partition).await,
+            (false, true) => {
+                let what = || format!("unloading the groups of {OFFSETS_TOPIC}-{partition}");
+                watch(what, groups.unload(partition)).await;
+            }
             _ => {}
         }
     }

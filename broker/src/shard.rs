@@ -151,7 +151,7 @@ impl Services for Shard {
 
     async fn fetch(self: &Rc<Self>, f: FetchPartition) -> FetchResult {
         match self.partition(&f.tp) {
-            Some(part) => match part.check_leader_epoch(f.current_leader_epoch) {
+            Some(part) => match part.check_serves_clients(f.current_leader_epoch) {
                 Ok(()) => part.fetch(f.fetch_offset, f.max_bytes).await,
                 Err(code) => FetchResult::error(code),
             },
@@ -161,7 +161,15 @@ impl Services for Shard {
 
     async fn list_offsets(self: &Rc<Self>, l: ListOffsetsPartition) -> ListOffsetsResult {
         match self.partition(&l.tp) {
-            Some(part) => part.list_offsets(l.timestamp).await,
+            Some(part) => match part.check_serves_clients(None) {
+                Ok(()) => part.list_offsets(l.timestamp).await,
+                Err(code) => ListOffsetsResult {
+                    error: code,
+                    timestamp: -1,
+                    offset: -1,
+                    leader_epoch: -1,
+                },
+            },
             None => ListOffsetsResult {
                 error: ErrorCode::NotLeaderOrFollower,
                 timestamp: -1,

@@ -234,14 +234,20 @@ impl Partition {
         answer
     }
 
-    /// KIP-320's check of a consumer's current leader epoch against this replica's: older →
-    /// FENCED_LEADER_EPOCH (it refreshes its metadata), newer → UNKNOWN_LEADER_EPOCH (ours lags;
-    /// it retries). `None` passes.
-    pub fn check_leader_epoch(&self, theirs: Option<i32>) -> Result<(), ErrorCode> {
+    /// Whether this replica may answer a client's fetch or offset lookup, as Kafka's leader-only
+    /// reads decide: first KIP-320's check of the client's current leader epoch against this
+    /// replica's — older → FENCED_LEADER_EPOCH (it refreshes its metadata), newer →
+    /// UNKNOWN_LEADER_EPOCH (ours lags; it retries), `None` passes — then only the leader
+    /// answers; a follower says NOT_LEADER_OR_FOLLOWER. A follower's log may be far shorter
+    /// than what a client has read (one catching up after a lost disk), and a client told
+    /// "out of range" there would reset its position and read everything again; its offsets
+    /// (earliest, latest) would be its own, not the partition's.
+    pub fn check_serves_clients(&self, theirs: Option<i32>) -> Result<(), ErrorCode> {
         let ours = self.leader_epoch();
         match theirs {
             Some(e) if e < ours => Err(ErrorCode::FencedLeaderEpoch),
             Some(e) if e > ours => Err(ErrorCode::UnknownLeaderEpoch),
+            _ if !self.is_leader() => Err(ErrorCode::NotLeaderOrFollower),
             _ => Ok(()),
         }
     }

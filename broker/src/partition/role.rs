@@ -131,7 +131,12 @@ impl Partition {
         if self.learn_in_place(committed, now_ms) {
             return;
         }
-        let Ok(_turn) = self.append_turn.acquire_permit(1).await else {
+        let turn = crate::stall_watch::watch(
+            || format!("{}: the append turn for a role change", self.tp),
+            self.append_turn.acquire_permit(1),
+        )
+        .await;
+        let Ok(_turn) = turn else {
             return;
         };
         // Checked again under the turn: another learn may have run while this one waited.
@@ -225,7 +230,12 @@ impl Partition {
         // stays the old leader's while the sync runs: an acks=all produce finishing its own sync
         // meanwhile may still register a waiter, which the swap below answers with the rest.
         let end = self.log.log_end_offset();
-        if let Err(e) = self.log.sync_to(end).await {
+        let synced = crate::stall_watch::watch(
+            || format!("{}: syncing the deposed leader's log", self.tp),
+            self.log.sync_to(end),
+        )
+        .await;
+        if let Err(e) = synced {
             tracing::warn!(tp = %self.tp, "syncing a deposed leader's log: {e}");
         }
         let hw = self.high_watermark();

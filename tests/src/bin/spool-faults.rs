@@ -34,6 +34,8 @@ struct Args {
     nemesis: Option<Vec<Kind>>,
     /// Kinds left out of the rotation (`--skip`).
     skip: Vec<Kind>,
+    /// Group consumers that read nothing do not fail a run (`--tolerate consumer-stall`).
+    tolerate_consumer_stall: bool,
     negative_control: bool,
     out: PathBuf,
 }
@@ -41,7 +43,8 @@ struct Args {
 fn usage(problem: &str) -> ! {
     eprintln!(
         "spool-faults: {problem}\nusage: spool-faults --runs N --seconds S [--seed X] [--from-run I] \
-         [--workload queue|acks1] [--nemesis KIND[,KIND]] [--negative-control] [--out DIR]\n\
+         [--workload queue|acks1] [--nemesis KIND[,KIND]] [--skip KIND,...] [--tolerate consumer-stall] \
+         [--negative-control] [--out DIR]\n\
          nemeses: {}",
         Kind::ALL.iter().chain(&[Kind::KillAll]).map(|k| k.name()).collect::<Vec<_>>().join(", ")
     );
@@ -59,6 +62,7 @@ fn parse_args() -> Args {
         workload: None,
         nemesis: None,
         skip: Vec::new(),
+        tolerate_consumer_stall: false,
         negative_control: false,
         out: PathBuf::from("target/faults"),
     };
@@ -98,6 +102,10 @@ fn parse_args() -> Args {
                 }
                 args.nemesis = Some(kinds);
             }
+            "--tolerate" => match value().as_str() {
+                "consumer-stall" => args.tolerate_consumer_stall = true,
+                other => usage(&format!("--tolerate takes consumer-stall, not {other}")),
+            },
             "--skip" => {
                 args.skip = value()
                     .split(',')
@@ -154,9 +162,29 @@ fn find_spool() {
     }
 }
 
+/// The clients' own log (spool's producer and consumer run in this process): warnings by
+/// default, more with `SPOOL_FAULTS_LOG` (an env-filter, e.g.
+/// `spool_protocol::client::group=debug`), to `clients.log` in the campaign's directory, so a
+/// stalled client says what it was doing.
+fn log_clients(out: &std::path::Path) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SPOOL_FAULTS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let opened =
+        std::fs::create_dir_all(out).and_then(|()| std::fs::File::create(out.join("clients.log")));
+    match opened {
+        Ok(file) => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .init(),
+        Err(e) => eprintln!("spool-faults: no clients.log in {}: {e}", out.display()),
+    }
+}
+
 fn main() {
     let args = parse_args();
     find_spool();
+    log_clients(&args.out);
     // SAFETY: `on_signal` only stores to an atomic, which is async-signal-safe, and it has the
     // signature `signal` expects.
     unsafe {
@@ -208,6 +236,7 @@ fn main() {
             kinds: kinds.clone(),
             negative_control: args.negative_control,
             dir: args.out.join(format!("run-{i}")),
+            tolerate_consumer_stall: args.tolerate_consumer_stall,
         };
         let r = run(&cfg);
         let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
@@ -233,6 +262,7 @@ fn main() {
             .chain(&r.report.vanished_reads)
             .chain(&r.report.commits_backwards)
             .chain(&r.report.stalled)
+            .chain(&r.report.consumers_stalled)
             .take(10)
         {
             println!("  violation: {v}");
@@ -313,6 +343,15 @@ fn report(results: &[RunResult]) {
         sum(&|r| r.report.commits_backwards.len())
     );
     println!("RESULT fault_stalled={}", sum(&|r| r.report.stalled.len()));
+    println!(
+        "RESULT fault_consumers_stalled={}{}",
+        sum(&|r| usize::from(r.report.consumers_stalled.is_some())),
+        if results.iter().any(|r| r.tolerate_consumer_stall) {
+            " (tolerated)"
+        } else {
+            ""
+        }
+    );
     println!(
         "RESULT fault_max_unavailable_ms={}",
         results

@@ -14,8 +14,8 @@
 //!   acks=all write found somewhere other than where it was acknowledged;
 //! - vanished reads: whatever a consumer read is still in the final log where it read it;
 //! - commits backwards: a group's acknowledged offsets never go back, and survive healing;
-//! - stalled (liveness): every producer got an acknowledgement, and the group's consumers read
-//!   something when anything was acknowledged.
+//! - stalled (liveness): every producer got an acknowledgement; and, reported apart
+//!   (`consumers_stalled`), the group's consumers read something when anything was acknowledged.
 //!
 //! It also measures availability: the longest stretch without any acknowledgement, overall and
 //! per nemesis kind. A checker must be shown to fail on a planted bug before it is trusted:
@@ -50,9 +50,13 @@ pub struct Report {
     pub inconsistent: Vec<String>,
     pub vanished_reads: Vec<String>,
     pub commits_backwards: Vec<String>,
-    /// Clients that made no progress in the whole run (a liveness failure: every harm is
+    /// Producers that made no progress in the whole run (a liveness failure: every harm is
     /// healed and the cluster settles between harms, so each client must get through).
     pub stalled: Vec<String>,
+    /// The group's consumers read nothing while writes were acknowledged: a liveness failure
+    /// too, kept apart so that a campaign may tolerate it while its bug is open
+    /// (`spool-faults --tolerate consumer-stall`); not among [`Report::violations`].
+    pub consumers_stalled: Option<String>,
     pub max_unavailable_ms: u64,
     /// Every nemesis kind in the history: the longest ack-free stretch overlapping one of its
     /// spans (0 when none does).
@@ -81,7 +85,8 @@ impl Report {
         format!(
             "acked_all={} acked_acks1={} not_acked={} read_back={} consumer_reads={} lost={} \
              lost_acks1={} duplicated={} duplicated_acks1={} reordered={} reordered_acks1={} \
-             inconsistent={} vanished_reads={} commits_backwards={} stalled={} max_unavailable_ms={} \
+             inconsistent={} vanished_reads={} commits_backwards={} stalled={} \
+             consumers_stalled={} max_unavailable_ms={} \
              unavailable_ms_by_nemesis={{{}}}",
             self.acked_all,
             self.acked_leader,
@@ -98,6 +103,7 @@ impl Report {
             self.vanished_reads.len(),
             self.commits_backwards.len(),
             self.stalled.len(),
+            u8::from(self.consumers_stalled.is_some()),
             self.max_unavailable_ms,
             by_nemesis.join(","),
         )
@@ -430,7 +436,7 @@ fn check_progress(history: &History, report: &mut Report) {
     }
     let acked: usize = sent.values().map(|(_, a)| a).sum();
     if acked > 0 && history.reads.is_empty() {
-        report.stalled.push(format!(
+        report.consumers_stalled = Some(format!(
             "the group's consumers read nothing while {acked} writes were acknowledged"
         ));
     }

@@ -71,6 +71,8 @@ pub struct RunConfig {
     pub negative_control: bool,
     /// Where this run's JSON and (when it fails) its brokers' logs go.
     pub dir: PathBuf,
+    /// A run whose group consumers read nothing passes (`--tolerate consumer-stall`).
+    pub tolerate_consumer_stall: bool,
 }
 
 /// What a run found.
@@ -82,11 +84,15 @@ pub struct RunResult {
     /// The harness could not finish the run (a setup step failed, the cluster did not settle).
     pub error: Option<String>,
     pub elapsed_ms: u64,
+    /// As the run's [`RunConfig`] said.
+    pub tolerate_consumer_stall: bool,
 }
 
 impl RunResult {
     pub fn failed(&self) -> bool {
-        self.error.is_some() || self.report.violations() > 0
+        self.error.is_some()
+            || self.report.violations() > 0
+            || (self.report.consumers_stalled.is_some() && !self.tolerate_consumer_stall)
     }
 }
 
@@ -115,6 +121,7 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         report: Report::default(),
         error: None,
         elapsed_ms: 0,
+        tolerate_consumer_stall: cfg.tolerate_consumer_stall,
     };
     // Declared before the cluster, so the brokers stop before it is unmounted.
     let small_disk = if cfg.kinds.contains(&Kind::DiskFull) {
@@ -498,6 +505,7 @@ fn write_json(
         "vanished_reads": report.vanished_reads.len(),
         "commits_backwards": report.commits_backwards.len(),
         "stalled": report.stalled.len(),
+        "consumers_stalled": report.consumers_stalled,
         "max_unavailable_ms": report.max_unavailable_ms,
         "unavailable_ms_by_nemesis": report.unavailable_ms_by_nemesis,
         "nemesis_windows": history.nemeses.iter().map(|s| serde_json::json!([s.kind, s.start_ms, s.end_ms])).collect::<Vec<_>>(),
