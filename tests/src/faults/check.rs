@@ -15,7 +15,8 @@
 //! - vanished reads: whatever a consumer read is still in the final log where it read it;
 //! - commits backwards: a group's acknowledged offsets never go back, and survive healing;
 //! - stalled (liveness): every producer got an acknowledgement; and, reported apart
-//!   (`consumers_stalled`), the group's consumers read something when anything was acknowledged.
+//!   (`consumers_stalled`), the group's commits reach the end of every partition once the
+//!   cluster has healed ([`group_caught_up`]).
 //!
 //! It also measures availability: the longest stretch without any acknowledgement, overall and
 //! per nemesis kind. A checker must be shown to fail on a planted bug before it is trusted:
@@ -53,9 +54,10 @@ pub struct Report {
     /// Producers that made no progress in the whole run (a liveness failure: every harm is
     /// healed and the cluster settles between harms, so each client must get through).
     pub stalled: Vec<String>,
-    /// The group's consumers read nothing while writes were acknowledged: a liveness failure
-    /// too, kept apart so that a campaign may tolerate it while its bug is open
-    /// (`spool-faults --tolerate consumer-stall`); not among [`Report::violations`].
+    /// The group did not catch up with the healed cluster in time ([`group_caught_up`], asked
+    /// by the runner): a liveness failure too, kept apart so that a campaign may tolerate it
+    /// while its bug is open (`spool-faults --tolerate consumer-stall`); not among
+    /// [`Report::violations`].
     pub consumers_stalled: Option<String>,
     pub max_unavailable_ms: u64,
     /// Every nemesis kind in the history: the longest ack-free stretch overlapping one of its
@@ -414,10 +416,10 @@ fn check_commits(history: &History, final_commits: &FinalCommits, report: &mut R
     }
 }
 
-/// Liveness: every producer that sent got at least one acknowledgement, and when anything was
-/// acknowledged the group's consumers read at least one record. A run heals every harm and
-/// waits for the cluster to settle before the next, so a client with nothing to show for the
-/// whole run is stuck (a producer that never gets a producer id, a member that never joins).
+/// Liveness: every producer that sent got at least one acknowledgement. A run heals every harm
+/// and waits for the cluster to settle before the next, so a producer with nothing to show for
+/// the whole run is stuck (one that never gets a producer id). The consumers' liveness is
+/// [`group_caught_up`], asked once the cluster has healed.
 fn check_progress(history: &History, report: &mut Report) {
     let mut sent: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
     for w in &history.writes {
@@ -434,11 +436,36 @@ fn check_progress(history: &History, report: &mut Report) {
             ));
         }
     }
-    let acked: usize = sent.values().map(|(_, a)| a).sum();
-    if acked > 0 && history.reads.is_empty() {
-        report.consumers_stalled = Some(format!(
-            "the group's consumers read nothing while {acked} writes were acknowledged"
-        ));
+}
+
+/// Whether `group`'s acknowledged commits reach `ends` (each partition's end offset, by
+/// partition number) — the group has read everything — or what is still short.
+pub fn group_caught_up(
+    commits: &[Commit],
+    group: &str,
+    topic: &str,
+    ends: &[i64],
+) -> Result<(), String> {
+    let mut top: BTreeMap<i32, i64> = BTreeMap::new();
+    for c in commits
+        .iter()
+        .filter(|c| c.group == group && c.tp.0 == topic)
+    {
+        let t = top.entry(c.tp.1).or_insert(c.offset);
+        *t = (*t).max(c.offset);
+    }
+    let short: Vec<String> = (0..)
+        .zip(ends)
+        .filter(|(p, end)| **end > 0 && top.get(p).is_none_or(|c| c < *end))
+        .map(|(p, end)| match top.get(&p) {
+            Some(c) => format!("{topic}-{p} committed {c} of {end}"),
+            None => format!("{topic}-{p} nothing committed of {end}"),
+        })
+        .collect();
+    if short.is_empty() {
+        Ok(())
+    } else {
+        Err(short.join(", "))
     }
 }
 

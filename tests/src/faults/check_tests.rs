@@ -412,21 +412,25 @@ fn a_producer_without_one_acknowledgement_stalled() {
 }
 
 #[test]
-fn consumers_that_read_nothing_while_writes_were_acknowledged_stalled() {
-    let (mut history, log, mut commits) = clean();
-    history.reads.clear();
-    history.commits.clear();
-    commits.clear();
-    let report = check(&history, &log, &commits);
-    let stalled = report.consumers_stalled.as_deref().unwrap_or_default();
-    assert!(
-        stalled.contains("read nothing while 6 writes"),
-        "{report:#?}"
-    );
-    assert_eq!(report.violations(), 0, "kept apart: {report:#?}");
-    let (clean_history, log, commits) = clean();
+fn a_group_caught_up_only_when_its_commits_reach_every_end() {
+    let (history, _, _) = clean();
+    // clean() commits t-0 up to 4 and t-1 up to 2 (group "g").
+    assert_eq!(group_caught_up(&history.commits, "g", "t", &[4, 2]), Ok(()));
     assert_eq!(
-        check(&clean_history, &log, &commits).consumers_stalled,
-        None
+        group_caught_up(&history.commits, "g", "t", &[4, 2, 0]),
+        Ok(()),
+        "an empty partition needs nothing"
+    );
+    assert_eq!(
+        group_caught_up(&history.commits, "g", "t", &[5, 2, 3]),
+        Err("t-0 committed 4 of 5, t-2 nothing committed of 3".to_string())
+    );
+    assert!(
+        group_caught_up(&history.commits, "other", "t", &[1]).is_err(),
+        "another group's commits do not count"
+    );
+    assert!(
+        group_caught_up(&history.commits, "g", "u", &[1]).is_err(),
+        "nor another topic's"
     );
 }

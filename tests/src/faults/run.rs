@@ -13,12 +13,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use spool_protocol::client::admin::NewTopic;
 use spool_protocol::client::TopicPartition;
 
-use super::check::{check, Report};
+use super::check::{check, group_caught_up, Report};
 use super::history::{FinalCommits, FinalLog, History, NemesisSpan, WriteAcks};
 use super::nemesis::{self, Context, Harm, Kind, Rng};
 use super::workload::{self, ProducerSpec, Shared};
@@ -221,16 +222,21 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
     {
         r.map_err(|e| format!("creating {topic}: {e}"))?;
     }
-    wait_settled(cluster, Duration::from_secs(30))?;
+    let offsets_too = !cfg.negative_control;
+    wait_settled(cluster, Duration::from_secs(30), offsets_too)?;
 
     let shared = Shared {
         history: Arc::new(Mutex::new(History::default())),
         started: Instant::now(),
         stop: Arc::new(AtomicBool::new(false)),
+        stop_consumers: Arc::new(AtomicBool::new(false)),
         consumer_errors: Arc::default(),
     };
     // A step that panics still stops the workload threads (they end on their own then).
-    let _stop_on_unwind = StopOnDrop(Arc::clone(&shared.stop));
+    let _stop_on_unwind = StopOnDrop(vec![
+        Arc::clone(&shared.stop),
+        Arc::clone(&shared.stop_consumers),
+    ]);
     let native: Vec<String> = cluster.nodes.iter().map(|n| n.bootstrap()).collect();
     let kafka: Vec<String> = cluster.nodes.iter().map(|n| n.kafka_bootstrap()).collect();
     let spec = |id: u32, acks: WriteAcks, bootstrap: &[String]| ProducerSpec {
@@ -278,20 +284,35 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
     let workload_end_ms = shared.now_ms();
     // Producers drain what they sent (bounded by their delivery timeout) with the cluster whole.
     let mut workload_errors = Vec::new();
-    for t in producers.into_iter().chain(consumers) {
-        match t.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => workload_errors.push(e),
-            Err(panic) => workload_errors.push(panic_text(&panic)),
-        }
-    }
+    let mut join = |t: JoinHandle<Result<(), String>>| match t.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => workload_errors.push(e),
+        Err(panic) => workload_errors.push(panic_text(&panic)),
+    };
+    producers.into_iter().for_each(&mut join);
+    // The consumers go on until the group has read everything from the healed cluster.
+    let caught_up = if nemesis_result.is_ok() {
+        wait_settled(cluster, SETTLE_TIMEOUT, offsets_too).and_then(|()| {
+            if cfg.negative_control {
+                // Its brokers lose the group's offsets partitions too (every kill is unclean
+                // there): what it tests is the checker's loss count, not the group.
+                Ok(Ok(()))
+            } else {
+                wait_group_caught_up(cluster, &shared)
+            }
+        })
+    } else {
+        Ok(Ok(()))
+    };
+    shared.stop_consumers.store(true, Ordering::SeqCst);
+    consumers.into_iter().for_each(&mut join);
     nemesis_result?;
+    let caught_up = caught_up?;
     if let Some(e) = workload_errors.into_iter().next() {
         return Err(format!("the workload: {e}"));
     }
     check_interrupted()?;
 
-    wait_settled(cluster, SETTLE_TIMEOUT)?;
     let final_log = read_back(cluster)?;
     let mut history = shared
         .history
@@ -310,7 +331,8 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         Err(e) => return Err(e),
     };
     history.workload_end_ms = workload_end_ms;
-    let report = check(&history, &final_log, &final_commits);
+    let mut report = check(&history, &final_log, &final_commits);
+    report.consumers_stalled = caught_up.err();
     let consumer_errors = shared
         .consumer_errors
         .lock()
@@ -320,12 +342,14 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
     Ok(report)
 }
 
-/// Sets the workload's stop flag when dropped.
-struct StopOnDrop(Arc<AtomicBool>);
+/// Sets the workload's stop flags when dropped.
+struct StopOnDrop(Vec<Arc<AtomicBool>>);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
+        for flag in &self.0 {
+            flag.store(true, Ordering::SeqCst);
+        }
     }
 }
 
@@ -376,7 +400,8 @@ fn nemeses(
         // time): a wipe while the last wiped broker is still catching up could take the only
         // full copies of a partition, which no replication factor of 3 survives.
         let settled = if healed.is_ok() && applied.is_ok() {
-            wait_settled(cluster, SETTLE_TIMEOUT).map_err(|e| format!("after a heal: {e}"))
+            wait_settled(cluster, SETTLE_TIMEOUT, !cfg.negative_control)
+                .map_err(|e| format!("after a heal: {e}"))
         } else {
             Ok(())
         };
@@ -395,10 +420,42 @@ fn nemeses(
     }
 }
 
+/// How long the group may take, once the cluster has healed, to read everything.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Waits (at most [`CATCH_UP_TIMEOUT`]) until the group's acknowledged commits reach every
+/// partition's end offset: `Ok(Err(why))` when they do not (the consumers stalled), `Err` when
+/// the run itself cannot go on.
+fn wait_group_caught_up(cluster: &Cluster, shared: &Shared) -> Result<Result<(), String>, String> {
+    let ends = crate::client::end_offsets(cluster.node(1), TOPIC, PARTITIONS);
+    let until = Instant::now() + CATCH_UP_TIMEOUT;
+    loop {
+        check_interrupted()?;
+        let short = {
+            let h = shared
+                .history
+                .lock()
+                .map_err(|_| "the history's lock was poisoned".to_string())?;
+            group_caught_up(&h.commits, GROUP, TOPIC, &ends)
+        };
+        match short {
+            Ok(()) => return Ok(Ok(())),
+            Err(why) if Instant::now() >= until => {
+                return Ok(Err(format!(
+                "the group did not read everything within {CATCH_UP_TIMEOUT:?} of the heal: {why}"
+            )))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
 /// Waits until every broker is registered and unfenced and every partition of the workload's
-/// topic and of the group offsets topic (when it exists) has a leader and all three replicas
-/// in sync.
-fn wait_settled(cluster: &Cluster, timeout: Duration) -> Result<(), String> {
+/// topic and — with `offsets_too` — of the group offsets topic (when it exists) has a leader
+/// and all three replicas in sync. The negative control leaves the offsets topic out: its
+/// brokers acknowledge from memory, so every kill is an unclean shutdown that takes them out
+/// of the offsets partitions' ISRs for good (no unclean elections there).
+fn wait_settled(cluster: &Cluster, timeout: Duration, offsets_too: bool) -> Result<(), String> {
     cluster.wait_healthy();
     let until = Instant::now() + timeout;
     let whole = |rows: &[crate::cluster::PartitionRow]| {
@@ -407,7 +464,11 @@ fn wait_settled(cluster: &Cluster, timeout: Duration) -> Result<(), String> {
     loop {
         check_interrupted()?;
         let rows = cluster.describe(1, TOPIC);
-        let offsets = cluster.describe(1, OFFSETS_TOPIC);
+        let offsets = if offsets_too {
+            cluster.describe(1, OFFSETS_TOPIC)
+        } else {
+            Vec::new()
+        };
         if rows.len() == PARTITIONS as usize && whole(&rows) && whole(&offsets) {
             return Ok(());
         }

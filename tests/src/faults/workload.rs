@@ -48,6 +48,9 @@ pub struct Shared {
     pub history: Arc<Mutex<History>>,
     pub started: Instant,
     pub stop: Arc<AtomicBool>,
+    /// The consumers stop on this one: after the producers, once the group has caught up
+    /// with the healed cluster (or could not).
+    pub stop_consumers: Arc<AtomicBool>,
     /// The consumers' failed polls and commits, by error (they keep going; the run's JSON
     /// shows what they met).
     pub consumer_errors: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -60,6 +63,10 @@ impl Shared {
 
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
+    }
+
+    fn consumers_stopped(&self) -> bool {
+        self.stop_consumers.load(Ordering::SeqCst)
     }
 
     fn count_consumer_error(&self, consumer: u32, error: String) {
@@ -351,7 +358,7 @@ pub fn group_consumer(
         consumer
             .subscribe(&[&topic], recorder)
             .map_err(|e| format!("consumer {id} subscribe: {e}"))?;
-        while !shared.stopped() {
+        while !shared.consumers_stopped() {
             let records = match consumer.poll(200) {
                 Ok(r) => r,
                 // Faults make polls fail (a coordinator gone, a leader moving): the member keeps

@@ -469,7 +469,18 @@ impl GroupCore {
             debug!(group = %self.group_id, %addr, "coordinator lost");
         }
         self.heartbeat_in_flight = false;
-        self.find_retry_at_ms = now_ms;
+        // Not at once: the broker named may have said "not me" (it and the broker that named
+        // it disagree while one of them catches up on metadata), and asking again at once
+        // would spin between the two. Kafka's consumer sleeps `retry.backoff.ms` after such a
+        // failed join; losses in a row back off further, until the coordinator answers.
+        self.find_attempts = self.find_attempts.saturating_add(1);
+        self.find_retry_at_ms = now_ms + self.backoff(self.find_attempts);
+    }
+
+    /// The coordinator answered a request as coordinator: the next loss backs off from the
+    /// start again.
+    fn coordinator_answered(&mut self) {
+        self.find_attempts = 0;
     }
 
     fn start_revocation(

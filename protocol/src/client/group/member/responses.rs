@@ -57,6 +57,7 @@ impl GroupCore {
             }
         }
         self.join_attempts = 0;
+        self.coordinator_answered();
         self.member_id = r.member_id.clone().unwrap_or_default();
         self.generation = r.generation_id;
         let Some(protocol) = r.protocol_name.as_deref().and_then(Assignor::from_name) else {
@@ -173,7 +174,10 @@ impl GroupCore {
             return;
         }
         match code {
-            ErrorCode::None => self.last_heartbeat_ok_ms = now_ms,
+            ErrorCode::None => {
+                self.last_heartbeat_ok_ms = now_ms;
+                self.coordinator_answered();
+            }
             ErrorCode::RebalanceInProgress => {
                 self.last_heartbeat_ok_ms = now_ms;
                 self.rejoin_needed = true;
@@ -381,7 +385,6 @@ impl ClientCore for GroupCore {
                 let code = ErrorCode::from(r.error_code);
                 match (&r.host, code.is_ok() && r.port > 0) {
                     (Some(host), true) => {
-                        self.find_attempts = 0;
                         self.coordinator = Some(format!("{host}:{}", r.port));
                         debug!(group = %self.group_id, coordinator = ?self.coordinator, "coordinator found");
                     }

@@ -534,21 +534,28 @@ fn async_commits_are_never_retried_sync_commits_are() {
         core.take_events().as_slice(),
         [GroupEvent::CommitFailed { id: i, kind: CommitKind::Async, .. }] if *i == id
     ));
-    // The coordinator must be found again; no commit is resent.
-    found_again(&mut core, T0 + 2);
-    let id = core.commit(CommitKind::Sync, T0 + 3).unwrap();
-    let commit = one(&mut core, T0 + 3);
+    // The coordinator must be found again, after a backoff (the broker that said "not me" and
+    // the one that named it may disagree for a while); no commit is resent.
+    assert!(
+        requests(&core.poll_actions(T0 + 2)).is_empty(),
+        "no FindCoordinator at once"
+    );
+    let t = core.next_wakeup_ms(T0 + 2).unwrap();
+    assert!(t > T0 + 2, "{t}");
+    found_again(&mut core, t);
+    let id = core.commit(CommitKind::Sync, t + 1).unwrap();
+    let commit = one(&mut core, t + 1);
     reply(
         &mut core,
         &commit,
         error_body(&commit.1, ErrorCode::NotCoordinator),
-        T0 + 4,
+        t + 2,
     );
     assert!(
         core.take_events().is_empty(),
         "a sync commit is retried, not failed"
     );
-    let at = core.next_wakeup_ms(T0 + 4).unwrap();
+    let at = core.next_wakeup_ms(t + 2).unwrap();
     found_again(&mut core, at);
     let mut commits: Vec<_> = requests(&core.poll_actions(at))
         .into_iter()
