@@ -354,14 +354,11 @@ impl SegmentWriter {
                 continue;
             }
             self.sync_running.set(true);
+            let running = RunningSync { writer: self };
             // Let tasks woken by the previous sync append first, so this sync covers them too.
             futures_lite::future::yield_now().await;
             let res = self.sync_now().await;
-            self.sync_running.set(false);
-            self.sync_generation.set(self.sync_generation.get() + 1);
-            for w in self.sync_waiters.borrow_mut().drain(..) {
-                w.wake();
-            }
+            drop(running);
             res?;
         }
     }
@@ -394,6 +391,28 @@ impl SegmentWriter {
             .await
             .map_err(|e| LogError::io("fdatasync", &self.path, e))?;
         Ok(end)
+    }
+}
+
+/// The sync this task runs, ended when it is dropped: finished, failed, or dropped half-way
+/// because the future running it was (a produce whose connection closed, a replica fetch
+/// session torn down when its leader changed). Without it a dropped sync left `sync_running`
+/// set, and every later sync of the segment waited forever for one that no longer ran — a
+/// deposed leader's role change among them, which froze the broker's metadata (the fault
+/// harness's pause runs, README item 5).
+struct RunningSync<'a> {
+    writer: &'a SegmentWriter,
+}
+
+impl Drop for RunningSync<'_> {
+    fn drop(&mut self) {
+        let w = self.writer;
+        w.sync_running.set(false);
+        w.sync_generation.set(w.sync_generation.get() + 1);
+        let waiters: Vec<std::task::Waker> = w.sync_waiters.borrow_mut().drain(..).collect();
+        for waker in waiters {
+            waker.wake();
+        }
     }
 }
 
@@ -467,6 +486,41 @@ mod tests {
             assert_eq!(end, expect.len() as u64);
             let on_disk = std::fs::read(&path).unwrap();
             assert_eq!(on_disk, expect);
+        });
+    }
+
+    #[test]
+    fn a_sync_dropped_half_way_does_not_stop_the_next() {
+        run(|| async {
+            let dir = tempfile::tempdir().unwrap();
+            let w = SegmentWriter::open(
+                dir.path().join("s.log"),
+                0,
+                0,
+                &[],
+                &cfg(4096, 2, 0),
+                Rc::new(Cell::new(0)),
+            )
+            .await
+            .unwrap();
+            w.append(&[7; 100], 1).await.unwrap();
+            {
+                // Polled once, it has taken the sync and yielded; then its task goes away.
+                let mut first = std::pin::pin!(w.sync_to(100));
+                assert!(futures_lite::future::poll_once(&mut first).await.is_none());
+                assert!(w.sync_running.get(), "the first sync is running");
+            }
+            assert!(!w.sync_running.get(), "dropped, it no longer runs");
+            w.append(&[8; 100], 2).await.unwrap();
+            // Had the dropped sync kept its flag, this would wait forever; the bound only turns
+            // that hang into a failure.
+            let second = futures_lite::future::or(async { Some(w.sync_to(200).await) }, async {
+                glommio::timer::sleep(std::time::Duration::from_secs(30)).await;
+                None
+            })
+            .await;
+            assert!(matches!(second, Some(Ok(()))), "{second:?}");
+            assert_eq!(w.synced_end(), 200);
         });
     }
 
