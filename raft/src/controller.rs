@@ -124,9 +124,14 @@ impl ControllerConfig {
 #[derive(Debug, Error)]
 pub enum ControllerError {
     /// The `__raft/` directory could not be read or written. After a write failure the
-    /// controller must be dropped and reopened (raft's in-memory state may be ahead of disk).
+    /// controller must be dropped and reopened (raft's in-memory state may be ahead of disk,
+    /// and raft-rs hands each batch out once, so it cannot be persisted again):
+    /// [`Controller::storage_failure`] says so from then on, and every later poll refuses.
     #[error("controller storage: {0}")]
     Disk(#[from] DiskError),
+    /// A poll after a storage write failure ([`ControllerError::Disk`]).
+    #[error("controller storage failed earlier ({0}): the controller must be reopened")]
+    Failed(String),
     #[error("controller raft: {0}")]
     Node(#[from] NodeError),
     #[error("invalid controller config: {0}")]
@@ -191,6 +196,8 @@ pub struct Controller {
     last_tick_ms: Option<u64>,
     /// Messages produced while opening, handed out by the next poll.
     outbox: Vec<Message>,
+    /// The first storage write that failed, after which this controller does nothing more.
+    storage_failure: Option<String>,
     /// Seeded from `raft.seed`, this node and its incarnation (so a restart does not replay the
     /// ids an earlier incarnation made, which may belong to since-deleted topics).
     topic_ids: IdSource,
@@ -232,6 +239,7 @@ impl Controller {
             config,
             last_tick_ms: None,
             outbox: Vec::new(),
+            storage_failure: None,
             topic_ids,
         };
         // A sole voter has just campaigned: persist its vote and term, become leader, and commit
@@ -580,6 +588,24 @@ impl Controller {
 
     /// Persists and applies everything raft has ready, until it has nothing more.
     pub fn poll(&mut self) -> Result<Polled, ControllerError> {
+        if let Some(why) = &self.storage_failure {
+            return Err(ControllerError::Failed(why.clone()));
+        }
+        let polled = self.poll_inner();
+        if let Err(ControllerError::Disk(e)) = &polled {
+            self.storage_failure = Some(e.to_string());
+        }
+        polled
+    }
+
+    /// Why this controller stopped: a storage write failed, so its raft state may be ahead of
+    /// its disk. The owner drops it and opens the directory again (a broker stops: Kafka's
+    /// broker shuts down too when its metadata log directory fails).
+    pub fn storage_failure(&self) -> Option<&str> {
+        self.storage_failure.as_deref()
+    }
+
+    fn poll_inner(&mut self) -> Result<Polled, ControllerError> {
         let mut polled = Polled {
             messages: std::mem::take(&mut self.outbox),
             ..Default::default()

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use spool_raft::disk::faults;
 use spool_raft::validate::{HeartbeatRequest, RegisterBrokerRequest};
-use spool_raft::{Controller, ControllerConfig, CreateTopicRequest, MetadataImage, Uuid128};
+use spool_raft::{
+    Controller, ControllerConfig, ControllerError, CreateTopicRequest, MetadataImage, Uuid128,
+};
 
 const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 
@@ -128,6 +130,62 @@ proptest! {
             "topics {:?} are no prefix (>= {}) of {:?}", got, acknowledged, accepted
         );
         // And it keeps working.
+        let id = c.create_topic(&CreateTopicRequest::new("after", 1)).expect("create after");
+        let polled = c.poll().expect("poll after");
+        prop_assert!(polled.committed.iter().any(|x| x.proposal == Some(id)));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// One durable step fails and the process lives on (a full disk that frees up): the
+    /// controller stops there — every later poll refuses and `storage_failure` says why, since
+    /// its raft state may be ahead of its disk — and reopening the directory, as the broker's
+    /// restart does, holds every change it had acknowledged and works again.
+    #[test]
+    fn a_failed_write_stops_the_controller_until_it_is_reopened(
+        ops in prop::collection::vec(any_op(), 1..20),
+        fail_after_steps in 0..90u64,
+        snapshot_every_entries in 2..6u64,
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = ControllerConfig::single_node(1, 1);
+        config.raft.snapshot_every_entries = snapshot_every_entries;
+        faults::disarm();
+        let (mut c, _) = Controller::open_with(dir.path(), config.clone()).expect("open");
+        start_broker(&mut c);
+
+        let mut accepted: Vec<Op> = Vec::new();
+        let mut acknowledged = 0usize;
+        let mut failed = false;
+        faults::fail_once_after(fail_after_steps);
+        for op in ops {
+            let proposed = match op {
+                Op::Create(n, p) => c.create_topic(&CreateTopicRequest::new(NAMES[n], p)),
+                Op::Delete(n) => c.delete_topic(NAMES[n]),
+            };
+            if proposed.is_ok() {
+                accepted.push(op);
+            }
+            match c.poll() {
+                Ok(polled) => {
+                    prop_assert!(!failed, "a poll succeeded after a storage failure");
+                    acknowledged += polled.committed.iter().filter(|x| x.proposal.is_some()).count();
+                }
+                Err(ControllerError::Disk(_)) if !failed => failed = true,
+                Err(ControllerError::Failed(_)) if failed => {}
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+            prop_assert_eq!(c.storage_failure().is_some(), failed);
+        }
+        faults::disarm();
+        drop(c);
+
+        let (mut c, image) = Controller::open_with(dir.path(), config).expect("reopen");
+        let got = topics_of(&image);
+        let explained = (acknowledged..=accepted.len()).any(|k| model(&accepted[..k]) == got);
+        prop_assert!(explained, "topics {:?} are no prefix (>= {}) of {:?}", got, acknowledged, accepted);
         let id = c.create_topic(&CreateTopicRequest::new("after", 1)).expect("create after");
         let polled = c.poll().expect("poll after");
         prop_assert!(polled.committed.iter().any(|x| x.proposal == Some(id)));

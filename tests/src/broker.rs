@@ -171,6 +171,14 @@ impl Broker {
         }
     }
 
+    /// How the process ended, if it exited by itself (then it is reaped, and
+    /// [`Broker::restart`] may start it again); `None` while it runs, or when it was stopped.
+    pub fn exited_by_itself(&mut self) -> Option<std::process::ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().ok().flatten()?;
+        self.child = None;
+        Some(status)
+    }
+
     /// The current (or last) start's log.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path(self.starts)).unwrap_or_default()

@@ -5,7 +5,8 @@
 //! rename, a directory fsync). When it runs out, that step is where "the process dies": a write
 //! lands only its first half (a torn write), any other step does nothing, and that step and
 //! every later one on the thread fail with an injected error. The test then drops the controller
-//! and reopens the directory with injection off.
+//! and reopens the directory with injection off. Or ([`fail_once_after`]) only that one step
+//! fails and the process lives on, as through a full disk that frees up.
 //! Promises: off unless [`crash_after`] was called on this thread; when off, a step costs one
 //! thread-local read. Never does: anything else in production code paths.
 
@@ -19,6 +20,9 @@ enum State {
     Left(u64),
     /// The injected crash happened.
     Dead,
+    /// This many more steps succeed, then one fails (a write landing half) and injection is
+    /// off again: a transient failure, such as a full disk that frees up.
+    FailOnce(u64),
 }
 
 thread_local! {
@@ -28,6 +32,13 @@ thread_local! {
 /// Lets `steps` more durable I/O steps succeed on this thread, then "crashes".
 pub fn crash_after(steps: u64) {
     STATE.with(|s| s.set(State::Left(steps)));
+}
+
+/// Lets `steps` more durable I/O steps succeed on this thread, fails the next one (a write lands
+/// only its first half), and then lets everything succeed again: not a crash, an error the
+/// process lives through (ENOSPC until space is freed).
+pub fn fail_once_after(steps: u64) {
+    STATE.with(|s| s.set(State::FailOnce(steps)));
 }
 
 /// Turns injection off on this thread.
@@ -63,6 +74,14 @@ pub fn write_step(what: &'static str, len: usize) -> Result<usize, (usize, io::E
             Ok(len)
         }
         State::Dead => Err((0, injected(what))),
+        State::FailOnce(0) => {
+            s.set(State::Off);
+            Err((len / 2, injected(what)))
+        }
+        State::FailOnce(n) => {
+            s.set(State::FailOnce(n - 1));
+            Ok(len)
+        }
     })
 }
 

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use crate::cluster::Cluster;
 use crate::netfilter::{Cut, Endpoint};
 use crate::small_disk::SmallDisk;
+use spool_broker::controller::EXIT_METADATA_STORAGE_FAILED;
 
 /// A small seeded generator (splitmix64): one seed gives one run's every choice.
 #[derive(Debug, Clone)]
@@ -215,7 +216,17 @@ pub fn apply(
                 _ => random,
             };
             let node = cluster.node_mut(target);
-            node.kill9();
+            // It may have stopped by itself already, on a disk another nemesis filled.
+            match node.exited_by_itself() {
+                None => node.kill9(),
+                Some(status) if status.code() == Some(EXIT_METADATA_STORAGE_FAILED) => {}
+                Some(status) => {
+                    return Err(format!(
+                        "node {target} exited by itself ({status})\n{}",
+                        node.log_tail()
+                    ))
+                }
+            }
             if kind == Kind::Wipe {
                 wipe(node.data_dir())?;
             }
@@ -288,6 +299,22 @@ pub fn heal(cluster: &mut Cluster, mut harms: Vec<Harm>) -> Result<(), String> {
                     first_error.get_or_insert(format!("removing {}: {e}", path.display()));
                 }
             }
+        }
+    }
+    // A broker whose metadata log could not be written stops by itself (Kafka's does too);
+    // with its disk back, it is started again, as a supervisor would. Any other exit is a bug.
+    for id in 1..=cluster.nodes.len() as i32 {
+        let Some(status) = cluster.node_mut(id).exited_by_itself() else {
+            continue;
+        };
+        if status.code() == Some(EXIT_METADATA_STORAGE_FAILED) {
+            eprintln!("spool-faults: node {id} had stopped on its full disk; starting it again");
+            cluster.node_mut(id).restart();
+        } else {
+            first_error.get_or_insert(format!(
+                "node {id} exited by itself ({status})\n{}",
+                cluster.node(id).log_tail()
+            ));
         }
     }
     first_error.map_or(Ok(()), Err)
