@@ -77,6 +77,52 @@ fn start_broker(c: &mut Controller) {
     assert!(!c.image().broker(1).expect("registered").fenced);
 }
 
+/// A fresh directory and config, and a controller opened on it with its broker registered and
+/// unfenced (fault injection off).
+fn started(snapshot_every_entries: u64) -> (tempfile::TempDir, ControllerConfig, Controller) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = ControllerConfig::single_node(1, 1);
+    config.raft.snapshot_every_entries = snapshot_every_entries;
+    faults::disarm();
+    let (mut c, _) = Controller::open_with(dir.path(), config.clone()).expect("open");
+    start_broker(&mut c);
+    (dir, config, c)
+}
+
+/// Proposes `op`; whether the controller accepted it.
+fn propose(c: &mut Controller, op: Op) -> bool {
+    match op {
+        Op::Create(n, p) => c.create_topic(&CreateTopicRequest::new(NAMES[n], p)),
+        Op::Delete(n) => c.delete_topic(NAMES[n]),
+    }
+    .is_ok()
+}
+
+/// Reopens `dir` (injection off): its topics are those of a prefix of `accepted` at least
+/// `acknowledged` long, and it commits a new proposal.
+fn reopened_holds(
+    dir: &std::path::Path,
+    config: ControllerConfig,
+    accepted: &[Op],
+    acknowledged: usize,
+) -> Result<(), String> {
+    let (mut c, image) = Controller::open_with(dir, config).map_err(|e| format!("reopen: {e}"))?;
+    let got = topics_of(&image);
+    if !(acknowledged..=accepted.len()).any(|k| model(&accepted[..k]) == got) {
+        return Err(format!(
+            "topics {got:?} are no prefix (>= {acknowledged}) of {accepted:?}"
+        ));
+    }
+    let id = c
+        .create_topic(&CreateTopicRequest::new("after", 1))
+        .map_err(|e| format!("create after: {e:?}"))?;
+    let polled = c.poll().map_err(|e| format!("poll after: {e}"))?;
+    if !polled.committed.iter().any(|x| x.proposal == Some(id)) {
+        return Err("the proposal after the reopen did not commit".into());
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -86,22 +132,13 @@ proptest! {
         crash_after_steps in 0..90u64,
         snapshot_every_entries in 2..6u64,
     ) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = ControllerConfig::single_node(1, 1);
-        config.raft.snapshot_every_entries = snapshot_every_entries;
-        faults::disarm();
-        let (mut c, _) = Controller::open_with(dir.path(), config.clone()).expect("open");
-        start_broker(&mut c);
+        let (dir, config, mut c) = started(snapshot_every_entries);
 
         let mut accepted: Vec<Op> = Vec::new();
         let mut acknowledged = 0usize;
         faults::crash_after(crash_after_steps);
         for op in ops {
-            let proposed = match op {
-                Op::Create(n, p) => c.create_topic(&CreateTopicRequest::new(NAMES[n], p)),
-                Op::Delete(n) => c.delete_topic(NAMES[n]),
-            };
-            if proposed.is_ok() {
+            if propose(&mut c, op) {
                 accepted.push(op);
             }
             match c.poll() {
@@ -122,17 +159,9 @@ proptest! {
         faults::disarm();
         drop(c);
 
-        let (mut c, image) = Controller::open_with(dir.path(), config).expect("reopen after crash");
-        let got = topics_of(&image);
-        let explained = (acknowledged..=accepted.len()).any(|k| model(&accepted[..k]) == got);
-        prop_assert!(
-            explained,
-            "topics {:?} are no prefix (>= {}) of {:?}", got, acknowledged, accepted
-        );
-        // And it keeps working.
-        let id = c.create_topic(&CreateTopicRequest::new("after", 1)).expect("create after");
-        let polled = c.poll().expect("poll after");
-        prop_assert!(polled.committed.iter().any(|x| x.proposal == Some(id)));
+        if let Err(why) = reopened_holds(dir.path(), config, &accepted, acknowledged) {
+            prop_assert!(false, "{}", why);
+        }
     }
 }
 
@@ -149,23 +178,14 @@ proptest! {
         fail_after_steps in 0..90u64,
         snapshot_every_entries in 2..6u64,
     ) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = ControllerConfig::single_node(1, 1);
-        config.raft.snapshot_every_entries = snapshot_every_entries;
-        faults::disarm();
-        let (mut c, _) = Controller::open_with(dir.path(), config.clone()).expect("open");
-        start_broker(&mut c);
+        let (dir, config, mut c) = started(snapshot_every_entries);
 
         let mut accepted: Vec<Op> = Vec::new();
         let mut acknowledged = 0usize;
         let mut failed = false;
         faults::fail_once_after(fail_after_steps);
         for op in ops {
-            let proposed = match op {
-                Op::Create(n, p) => c.create_topic(&CreateTopicRequest::new(NAMES[n], p)),
-                Op::Delete(n) => c.delete_topic(NAMES[n]),
-            };
-            if proposed.is_ok() {
+            if propose(&mut c, op) {
                 accepted.push(op);
             }
             match c.poll() {
@@ -182,12 +202,8 @@ proptest! {
         faults::disarm();
         drop(c);
 
-        let (mut c, image) = Controller::open_with(dir.path(), config).expect("reopen");
-        let got = topics_of(&image);
-        let explained = (acknowledged..=accepted.len()).any(|k| model(&accepted[..k]) == got);
-        prop_assert!(explained, "topics {:?} are no prefix (>= {}) of {:?}", got, acknowledged, accepted);
-        let id = c.create_topic(&CreateTopicRequest::new("after", 1)).expect("create after");
-        let polled = c.poll().expect("poll after");
-        prop_assert!(polled.committed.iter().any(|x| x.proposal == Some(id)));
+        if let Err(why) = reopened_holds(dir.path(), config, &accepted, acknowledged) {
+            prop_assert!(false, "{}", why);
+        }
     }
 }

@@ -456,6 +456,20 @@ mod tests {
 
     use crate::test_util::run;
 
+    /// A fresh segment `s.log` in `dir`: 4 KiB staging, two writes in flight, no preallocation.
+    async fn small_writer(dir: &std::path::Path) -> Rc<SegmentWriter> {
+        SegmentWriter::open(
+            dir.join("s.log"),
+            0,
+            0,
+            &[],
+            &cfg(4096, 2, 0),
+            Rc::new(Cell::new(0)),
+        )
+        .await
+        .unwrap()
+    }
+
     #[test]
     fn partial_blocks_are_rewritten_and_everything_lands_in_order() {
         run(|| async {
@@ -493,16 +507,7 @@ mod tests {
     fn a_sync_dropped_half_way_does_not_stop_the_next() {
         run(|| async {
             let dir = tempfile::tempdir().unwrap();
-            let w = SegmentWriter::open(
-                dir.path().join("s.log"),
-                0,
-                0,
-                &[],
-                &cfg(4096, 2, 0),
-                Rc::new(Cell::new(0)),
-            )
-            .await
-            .unwrap();
+            let w = small_writer(dir.path()).await;
             w.append(&[7; 100], 1).await.unwrap();
             {
                 // Polled once, it has taken the sync and yielded; then its task goes away.
@@ -528,16 +533,7 @@ mod tests {
     fn concurrent_syncs_share_fdatasyncs() {
         run(|| async {
             let dir = tempfile::tempdir().unwrap();
-            let w = SegmentWriter::open(
-                dir.path().join("s.log"),
-                0,
-                0,
-                &[],
-                &cfg(4096, 2, 0),
-                Rc::new(Cell::new(0)),
-            )
-            .await
-            .unwrap();
+            let w = small_writer(dir.path()).await;
             let mut tasks = Vec::new();
             for i in 0..32u8 {
                 let at = w.append(&[i; 100], u64::from(i) + 1).await.unwrap();
