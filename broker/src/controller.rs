@@ -212,24 +212,6 @@ fn open_blocking(
     Ok((raft, image))
 }
 
-/// The exit status of a broker stopped by [`stop_on_metadata_storage_failure`] (sysexits'
-/// EX_IOERR), so a supervisor — or the fault harness — can tell it from a crash.
-pub const EXIT_METADATA_STORAGE_FAILED: i32 = 74;
-
-/// Stops the process: a write to the metadata log failed (a full or failing disk), so raft's
-/// state here may be ahead of what is on disk, and raft-rs cannot persist that batch again.
-/// Going on would leave this broker's cores behind the cluster's metadata for good; stopping
-/// loses nothing (everything acknowledged was synced), and the restart recovers from what is
-/// durable — Kafka's broker shuts down too when its metadata log directory fails. Not
-/// graceful on purpose: a controlled shutdown needs the controller.
-fn stop_on_metadata_storage_failure(why: &str) -> ! {
-    tracing::error!(
-        "the metadata log could not be written ({why}): stopping this broker; start it again once its disk has space or is replaced"
-    );
-    eprintln!("spool: the metadata log could not be written ({why}): stopping");
-    std::process::exit(EXIT_METADATA_STORAGE_FAILED)
-}
-
 impl Controller {
     /// Opens the raft directory, registers and unfences this broker under `incarnation_id` (a
     /// fresh id per process start), and returns the controller with the committed image every
@@ -298,7 +280,7 @@ impl Controller {
             })
             .await;
         if let Some(why) = failure {
-            stop_on_metadata_storage_failure(&why);
+            crate::fail_stop::metadata_storage_failed(&why);
         }
         *self.raft.borrow_mut() = Some(raft);
         self.leader_node.set(node_of_raft_id(status.leader_id));

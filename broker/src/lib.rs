@@ -33,6 +33,7 @@ pub mod controlled_shutdown;
 pub mod controller;
 pub mod controller_calls;
 pub mod controller_metrics;
+pub mod fail_stop;
 pub mod frame_io;
 pub mod front_rules;
 pub mod group;

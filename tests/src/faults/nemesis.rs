@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use crate::cluster::Cluster;
 use crate::netfilter::{Cut, Endpoint};
 use crate::small_disk::SmallDisk;
-use spool_broker::controller::EXIT_METADATA_STORAGE_FAILED;
+use spool_broker::fail_stop::EXIT_METADATA_STORAGE_FAILED;
 
 /// A small seeded generator (splitmix64): one seed gives one run's every choice.
 #[derive(Debug, Clone)]
