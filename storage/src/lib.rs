@@ -17,6 +17,7 @@ pub mod compaction;
 pub mod config;
 pub mod epoch;
 pub mod error;
+pub mod free_space;
 pub mod index;
 pub mod log;
 pub mod records;

@@ -10,7 +10,10 @@
 //! Group commit: [`SegmentWriter::sync_mark`] returns once an fdatasync has covered the caller's
 //! append (named by the mark it passed, the log's next offset). One sync runs at a time; callers
 //! that arrive while it runs wait for it to finish and then either find themselves covered or
-//! start the next sync, which covers everyone who appended meanwhile. Space is preallocated in `preallocate_bytes` steps (fallocate), so an
+//! start the next sync, which covers everyone who appended meanwhile.
+//!
+//! Space is preallocated in `preallocate_bytes` steps (fallocate) while a step is a small share of
+//! the free space ([`crate::free_space`]; exactly what an append needs beyond that), so an
 //! fdatasync rarely has size metadata to write and a full disk shows up as [`LogError::DiskFull`]
 //! at preallocation, before anything is acknowledged. A failed write takes the writer offline
 //! (its tail is unknown until recovery); it never pretends the bytes are there.
@@ -20,6 +23,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -32,6 +36,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::config::{LogConfig, BLOCK_BYTES};
 use crate::error::LogError;
+use crate::free_space;
 
 fn align_down(v: u64) -> u64 {
     v / BLOCK_BYTES * BLOCK_BYTES
@@ -174,24 +179,27 @@ impl SegmentWriter {
     }
 
     /// Makes sure the file has space for `end`, a preallocation step at a time. When a whole step
-    /// no longer fits (the disk is nearly full) it reserves just what `end` needs, so the space
-    /// that is left is still used; only when even that fails is the append refused (DiskFull).
+    /// would take more than its share of what is free ([`crate::free_space`]), or fails (the disk
+    /// is nearly full), it reserves just what `end` needs, so the space that is left is still
+    /// used but not hoarded; only when even that fails is the append refused (DiskFull).
     async fn reserve(&self, end: u64) -> Result<(), LogError> {
         let prealloc = self.st.borrow().preallocated_end;
         if end <= prealloc || self.preallocate_bytes == 0 {
             return Ok(());
         }
         let step = align_up(end.max(prealloc + self.preallocate_bytes));
-        let target = match self.file.pre_allocate(step, false).await {
-            Ok(()) => step,
-            Err(_) => {
-                let exact = align_up(end);
-                self.file
-                    .pre_allocate(exact, false)
-                    .await
-                    .map_err(|e| LogError::io("preallocating", &self.path, e))?;
-                exact
-            }
+        // Unknown free space (fstatvfs failed) takes the step, as before the rule existed.
+        let whole_step = free_space::available_bytes(self.file.as_raw_fd())
+            .map_or(true, |free| free_space::step_fits(step - prealloc, free));
+        let target = if whole_step && self.file.pre_allocate(step, false).await.is_ok() {
+            step
+        } else {
+            let exact = align_up(end);
+            self.file
+                .pre_allocate(exact, false)
+                .await
+                .map_err(|e| LogError::io("preallocating", &self.path, e))?;
+            exact
         };
         let mut st = self.st.borrow_mut();
         st.preallocated_end = st.preallocated_end.max(target);
