@@ -361,6 +361,24 @@ fn fetch_error(addr: std::net::SocketAddr, topic: &str, current_leader_epoch: i3
     r.responses[0].partitions[0].error_code
 }
 
+/// A Kafka ListOffsets v4 of partition 0 of `topic` (the latest offset), as a consumer sends it:
+/// the partition's error code.
+fn list_offsets_error(addr: std::net::SocketAddr, topic: &str) -> i16 {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let request = ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-1)])]);
+    let r: ListOffsetsResponse = kafka_call(addr, ApiKey::ListOffsets, 4, &request);
+    r.topics[0].partitions[0].error_code
+}
+
 #[test]
 fn offset_for_leader_epoch_names_where_the_old_epoch_ended_after_a_failover() {
     let (mut cluster, controller) = cluster_with_topic("epochs");
@@ -377,6 +395,33 @@ fn offset_for_leader_epoch_names_where_the_old_epoch_ended_after_a_failover() {
     assert_eq!(
         offset_for_leader_epoch(cluster.node(leader).kafka_addr(), "epochs", 0, 0),
         (0, 0, 20)
+    );
+    // Consumers are served by the leader only (the fault harness's finding 10: a follower
+    // still catching up answered OFFSET_OUT_OF_RANGE, and its consumer reset to the start): a
+    // follower's Fetch and ListOffsets answer NOT_LEADER_OR_FOLLOWER (6), the leader's do not.
+    let (at_follower, at_leader) = (
+        cluster.node(follower).kafka_addr(),
+        cluster.node(leader).kafka_addr(),
+    );
+    assert_eq!(
+        fetch_error(at_follower, "epochs", -1),
+        6,
+        "a follower's Fetch"
+    );
+    assert_eq!(
+        fetch_error(at_leader, "epochs", -1),
+        0,
+        "the leader's Fetch"
+    );
+    assert_eq!(
+        list_offsets_error(at_follower, "epochs"),
+        6,
+        "a follower's ListOffsets"
+    );
+    assert_eq!(
+        list_offsets_error(at_leader, "epochs"),
+        0,
+        "the leader's ListOffsets"
     );
     cluster.node_mut(leader).kill9();
     let survivor = (1..=3).find(|&i| i != leader).expect("a survivor");
