@@ -27,7 +27,7 @@
 //! per core) is the fix when a profile says so.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -199,6 +199,8 @@ fn topic_id(shard: &Shard, tp: &TopicPartition) -> Option<spool_raft::TopicId> {
 /// One fetch session: this core's partitions that follow `leader` (module docs).
 async fn run_session(shard: &Rc<Shard>, repl: &Replication, leader: i32) {
     let mut sitting_out: HashMap<TopicPartition, u64> = HashMap::new();
+    // Partitions whose last answer could not be applied (logged when it starts and ends).
+    let mut failing: HashSet<TopicPartition> = HashSet::new();
     while !shard.stopping.get() {
         let now_ms = crate::clock::monotonic_ms();
         sitting_out.retain(|_, until| *until > now_ms);
@@ -296,16 +298,33 @@ async fn run_session(shard: &Rc<Shard>, repl: &Replication, leader: i32) {
             };
             let epoch = fetch.current_leader_epoch.unwrap_or(-1);
             applying.push(glommio::spawn_local(async move {
-                let applied = part.on_replica_answer(epoch, &read, now_ms).await;
+                let applied = crate::stall_watch::watch(
+                    || format!("{}: applying a replica fetch from broker {leader}", part.tp),
+                    part.on_replica_answer(epoch, &read, now_ms),
+                )
+                .await;
                 (part, applied)
             }));
         }
         // The next fetch waits for all of them: it reports each partition's new synced offset.
         for task in applying {
             let (part, applied) = task.await;
-            if let Err(e) = applied {
-                tracing::debug!(tp = %part.tp, leader, "replica fetch not applied: {}", e.0);
-                sitting_out.insert(part.tp.clone(), backoff_until());
+            match applied {
+                Ok(()) => {
+                    if failing.remove(&part.tp) {
+                        tracing::info!(tp = %part.tp, leader, "replica fetches apply again");
+                    }
+                }
+                Err(e) => {
+                    // Once per episode at info (a full disk, a refusal), then quietly: the
+                    // partition sits out and retries every PARTITION_ERROR_BACKOFF_MS.
+                    if failing.insert(part.tp.clone()) {
+                        tracing::info!(tp = %part.tp, leader, "replica fetch not applied, retrying: {}", e.0);
+                    } else {
+                        tracing::debug!(tp = %part.tp, leader, "replica fetch not applied: {}", e.0);
+                    }
+                    sitting_out.insert(part.tp.clone(), backoff_until());
+                }
             }
         }
     }

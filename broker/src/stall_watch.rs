@@ -1,8 +1,11 @@
-//! Names the metadata step a core is stuck in. Applying committed metadata is a chain of awaits
-//! (a partition's role change waits for its append turn, a deposed leader syncs, a group
+//! Names the step a core is stuck in. Applying committed metadata is a chain of awaits (a
+//! partition's role change waits for its append turn, a deposed leader syncs, a group
 //! coordinator unloads); the controller publishes the next records only once every core has
 //! applied these, so one await that never ends freezes every core's view of the cluster while
-//! raft keeps committing. Such a stall must be visible in the log, by name, not inferred.
+//! raft keeps committing. A follower's fetch session is the same kind of chain: its next fetch
+//! waits until every partition of the last answer is appended and synced, so one apply that
+//! never ends stops that follower replicating anything from that leader. Such a stall must be
+//! visible in the log, by name, not inferred.
 //!
 //! Owns: [`watch`], which awaits a future and, if it is still pending after
 //! [`STALL_WARN_MS`], logs a warning naming it — then keeps waiting (a slow disk is not an
@@ -12,7 +15,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-/// How long a metadata step may take before it is reported as stalled.
+/// How long a watched step may take before it is reported as stalled.
 pub const STALL_WARN_MS: u64 = 5_000;
 
 /// Awaits `step`; reports it when it takes longer than [`STALL_WARN_MS`] (module docs).
@@ -27,8 +30,8 @@ pub async fn watch<T>(what: impl Fn() -> String, step: impl Future<Output = T>) 
     if let Some(out) = first {
         return out;
     }
-    tracing::warn!(step = %what(), waited_ms = STALL_WARN_MS, "a metadata step is stalled; still waiting");
+    tracing::warn!(step = %what(), waited_ms = STALL_WARN_MS, "a step is stalled; still waiting");
     let out = step.await;
-    tracing::warn!(step = %what(), took_ms = started.elapsed().as_millis() as u64, "a stalled metadata step finished");
+    tracing::warn!(step = %what(), took_ms = started.elapsed().as_millis() as u64, "a stalled step finished");
     out
 }

@@ -46,6 +46,16 @@ fn align_up(v: u64) -> u64 {
     v.div_ceil(BLOCK_BYTES) * BLOCK_BYTES
 }
 
+/// Takes the writer offline for `reason` (the first one stays): its tail on disk is unknown, so
+/// every later append and sync is refused until the log is opened again and recovered. Said
+/// once, at error level, because nothing else will say it: a follower only retries quietly.
+fn go_offline(st: &mut State, path: &std::path::Path, reason: String) {
+    if st.offline.is_none() {
+        tracing::error!(segment = %path.display(), %reason, "a segment write failed: its log refuses appends until it is reopened");
+        st.offline = Some(reason);
+    }
+}
+
 struct State {
     staging: DmaBuffer,
     staged_bytes: usize,
@@ -284,8 +294,12 @@ impl SegmentWriter {
             let mut st = me.st.borrow_mut();
             match res {
                 Ok(n) if n as u64 >= end - pos => {}
-                Ok(n) => st.offline = Some(format!("short write of {n} bytes at {pos}")),
-                Err(e) => st.offline = Some(format!("write at {pos} failed: {e}")),
+                Ok(n) => go_offline(
+                    &mut st,
+                    &me.path,
+                    format!("short write of {n} bytes at {pos}"),
+                ),
+                Err(e) => go_offline(&mut st, &me.path, format!("write at {pos} failed: {e}")),
             }
             if let Some(entry) = st
                 .in_flight
@@ -376,7 +390,7 @@ impl SegmentWriter {
         self.fdatasyncs.set(self.fdatasyncs.get() + 1);
         self.file.fdatasync().await.map_err(|e| {
             let reason = format!("fdatasync failed: {e}");
-            self.st.borrow_mut().offline = Some(reason);
+            go_offline(&mut self.st.borrow_mut(), &self.path, reason);
             LogError::io("fdatasync", &self.path, e)
         })?;
         let mut st = self.st.borrow_mut();

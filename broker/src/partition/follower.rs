@@ -91,19 +91,32 @@ impl Partition {
             f.check_batches(&metas)
                 .map_err(|e| NotApplied(format!("fetched batches refused: {e:?}")))?;
         }
+        let mut appended = 0;
+        let mut failed = None;
         for (_, bytes) in &batches {
-            if let Err(e) = self
+            match self
                 .log
                 .append_replicated(BytesMut::from(&bytes[..]), now_ms)
                 .await
             {
-                return Err(NotApplied(format!("appending a replicated batch: {e}")));
+                Ok(_) => appended += 1,
+                Err(e) => {
+                    failed = Some(NotApplied(format!("appending a replicated batch: {e}")));
+                    break;
+                }
             }
         }
+        // The follower state learns every batch that did land, also when a later one failed (a
+        // disk filling half-way through an answer): otherwise its next fetch would ask again
+        // from before them, and every answer after would start below the log's end and be
+        // refused, for good (the fault harness's disk-full runs).
         let hw = u64::try_from(answer.high_watermark).unwrap_or(0);
         let end = self.log.log_end_offset();
         if let Role::Follower(f) = &mut *self.role.borrow_mut() {
-            f.on_appended(&metas, end, hw);
+            f.on_appended(&metas[..appended], end, hw);
+        }
+        if let Some(not_applied) = failed {
+            return Err(not_applied);
         }
         if self.durability == Durability::Fsync && self.log.durable_offset() < end {
             if let Err(e) = self.log.sync_to(end).await {

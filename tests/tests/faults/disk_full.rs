@@ -4,6 +4,7 @@
 //! loop device, so these tests need root (as CI and the development machines run); without the
 //! privilege they say so and check nothing.
 
+use std::io::Write as _;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,7 +14,9 @@ use spool_protocol::wire;
 use spool_protocol::ErrorCode;
 use spool_storage::records::BatchBuilder;
 use spool_tests::broker::{Broker, BrokerOptions};
+use spool_tests::cli::spool_ok;
 use spool_tests::client::{consume_until, create_topic};
+use spool_tests::cluster::Cluster;
 use spool_tests::small_disk::SmallDisk;
 use spool_tests::wire::{produce_body, produce_outcome, RawConn};
 
@@ -167,4 +170,146 @@ fn partitions_on_a_small_disk_leave_its_free_space_to_the_metadata_log() {
         broker.log_tail()
     );
     broker.kill9();
+}
+
+/// A full disk is a condition, not a failure: once space is freed, the partition that refused
+/// appends takes them again without a restart, and everything acknowledged before, during and
+/// after is readable in order.
+#[test]
+fn a_partition_takes_appends_again_once_its_disk_has_space() {
+    let test = "a_partition_takes_appends_again_once_its_disk_has_space";
+    let Some(disk) = small_disk_or_skip(test, 64) else {
+        return;
+    };
+    let options = BrokerOptions {
+        data_dir: Some(data_dir_on(&disk)),
+        ..BrokerOptions::default()
+    };
+    let mut broker = Broker::start_with(options);
+    create_topic(&broker, "refill", 1);
+    let mut conn = RawConn::connect(broker.native_addr()).expect("a connection");
+    let records_per_batch = 100;
+    let mut produce = |tag: usize| {
+        let (body, payload) = produce_body("refill", 0, 1, batch(records_per_batch, 1_000, tag));
+        let r = conn.request(body, 0, payload).expect("a produce response");
+        produce_outcome(&r).expect("a produce outcome").0
+    };
+    let ok = wire::ErrorCode::from(ErrorCode::None);
+    assert_eq!(produce(0), ok, "{}", broker.log_tail());
+    let mut tag = 1;
+    disk.fill("ballast").expect("filling the disk");
+    // What was reserved before the fill may still take a few batches; then appends are refused.
+    let refused = loop {
+        let code = produce(tag);
+        if code != ok {
+            break code;
+        }
+        tag += 1;
+        assert!(tag < 200, "appends still succeed on a full disk");
+    };
+    assert_eq!(
+        refused,
+        wire::ErrorCode::from(ErrorCode::KafkaStorageError),
+        "{}",
+        broker.log_tail()
+    );
+    std::fs::remove_file(disk.path().join("ballast")).expect("removing the ballast");
+    for _ in 0..3 {
+        assert_eq!(
+            produce(tag),
+            ok,
+            "with space back, the partition appends again\n{}",
+            broker.log_tail()
+        );
+        tag += 1;
+    }
+    // Tags 0..tag were each acknowledged once (the refused one on its retry).
+    let want = tag * records_per_batch;
+    let got = consume_until(&broker, "refill", 1, Duration::from_secs(30), |r| {
+        r.len() >= want
+    });
+    assert_eq!(got.len(), want, "every acknowledged record, once");
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(r.offset, i as i64);
+        let v = r.value.as_deref().unwrap_or_default();
+        let expect = format!("{:08}-{:04}-", i / records_per_batch, i % records_per_batch);
+        assert!(v.starts_with(expect.as_bytes()), "record {i} is in order");
+    }
+    broker.kill9();
+}
+
+/// The fault harness's disk-full runs (seed 2026120201 run 97, seed 4747 run 7): a follower's
+/// disk filled half-way through one fetch answer of several batches, so only the first ones
+/// landed. Its fetch state still pointed before them, every later answer started below its
+/// log's end and was refused, and it never caught up, even with space back. Now it learns what
+/// landed and, once it has space, holds the leader's batches byte for byte.
+#[test]
+fn a_follower_whose_disk_fills_half_way_through_a_fetch_catches_up_once_it_has_space() {
+    let test = "a_follower_whose_disk_fills_half_way_through_a_fetch_catches_up_once_it_has_space";
+    let Some(disk) = small_disk_or_skip(test, 64) else {
+        return;
+    };
+    let small = 3;
+    let dirs = [None, None, Some(data_dir_on(&disk))];
+    let cluster = Cluster::start_with_data_dirs(3, &[], &dirs);
+    let controller = cluster.wait_healthy();
+    let args = [
+        "topic",
+        "create",
+        "halfway",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+    ];
+    spool_ok(cluster.node(controller), &args, "");
+    let rows = cluster.wait_until("the topic on every node", |c| {
+        let everywhere = (1..=3).all(|i| c.describe(i, "halfway").len() == 3);
+        everywhere.then(|| c.describe(controller, "halfway"))
+    });
+    let row = rows
+        .iter()
+        .find(|r| r.leader != small && r.leader > 0)
+        .expect("a partition the small-disk node follows");
+    let (leader, partition) = (row.leader, row.partition);
+    // Leave about 256 KiB free under the follower: a spacer first, the ballast for the rest.
+    let spacer = disk.path().join("spacer");
+    let mut f = std::fs::File::create(&spacer).expect("the spacer");
+    f.write_all(&vec![1u8; 256 << 10])
+        .expect("writing the spacer");
+    f.sync_all().expect("syncing the spacer");
+    drop(f);
+    disk.fill("ballast").expect("filling the disk");
+    std::fs::remove_file(&spacer).expect("removing the spacer");
+    // One request of 12 batches of ~40 KiB (acks=1: the leader alone acknowledges), so the
+    // follower's next fetch answer carries them all and only the first few fit.
+    let batches = 12;
+    let mut records = Vec::new();
+    for tag in 0..batches {
+        records.extend_from_slice(&batch(40, 1_000, tag));
+    }
+    let mut conn = RawConn::connect(cluster.node(leader).native_addr()).expect("a connection");
+    let (body, payload) = produce_body("halfway", partition, 1, Bytes::from(records));
+    let r = conn.request(body, 0, payload).expect("a produce response");
+    let (code, base) = produce_outcome(&r).expect("a produce outcome");
+    assert_eq!(code, wire::ErrorCode::from(ErrorCode::None));
+    assert_eq!(base, 0);
+    let end = (batches * 40) as i64;
+    let dir = |id: i32| {
+        cluster
+            .node(id)
+            .data_dir()
+            .join(format!("halfway-{partition}"))
+    };
+    let want = spool_tests::log_files::batches_below(&dir(leader), end);
+    assert!(!want.is_empty(), "the leader holds the batches");
+    // Give the follower time to hit the full disk: until it holds some but not all of them.
+    cluster.wait_until("the follower holding part of the answer", |_| {
+        let got = spool_tests::log_files::batches_below(&dir(small), end);
+        (!got.is_empty() && got.len() < want.len()).then_some(())
+    });
+    std::fs::remove_file(disk.path().join("ballast")).expect("removing the ballast");
+    cluster.wait_until("the follower holding every batch", |_| {
+        (spool_tests::log_files::batches_below(&dir(small), end) == want).then_some(())
+    });
 }
