@@ -28,6 +28,8 @@ pub mod cli_cluster_local;
 pub mod clock;
 pub mod cluster_config;
 pub mod config;
+pub mod conn_deadlines;
+pub mod conn_limits;
 pub mod connection;
 pub mod controlled_shutdown;
 pub mod controller;
