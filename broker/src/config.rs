@@ -152,6 +152,11 @@ pub struct ServeArgs {
     /// `--max-connections`.
     #[arg(long, env = "SPOOL_MAX_CONNECTIONS_PER_IP")]
     pub max_connections_per_ip: Option<usize>,
+    /// Memory for client request frames, across the broker (split evenly across cores): a
+    /// frame that does not fit waits, without being read, until memory is given back; one
+    /// larger than a core's share is refused. Default: a quarter of the machine's memory.
+    #[arg(long, env = "SPOOL_REQUEST_MEMORY_BYTES")]
+    pub request_memory_bytes: Option<u64>,
 }
 
 /// The validated configuration every core shares (read-only).
@@ -197,6 +202,8 @@ pub struct BrokerConfig {
     pub max_connections: Option<usize>,
     /// `None`: no per-address bound beyond `max_connections`.
     pub max_connections_per_ip: Option<usize>,
+    /// Total across cores ([`crate::request_memory`]); each core gets `/ cores`.
+    pub request_memory_bytes: u64,
     /// This process's incarnation id (KIP-631), drawn once at start-up by `runtime::serve`
     /// (zero until then): how the controller tells a restart from a broker that never went
     /// away, and how every core tells its own registration in the image from a previous one.
@@ -319,6 +326,15 @@ impl BrokerConfig {
                 crate::conn_limits::PER_IP_LIMIT_MAX
             ));
         }
+        let request_memory_bytes = a
+            .request_memory_bytes
+            .unwrap_or_else(crate::request_memory::default_total_bytes);
+        let request_memory_min_bytes = cores as u64 * (1 << 20);
+        if request_memory_bytes < request_memory_min_bytes {
+            return Err(format!(
+                "--request-memory-bytes ({request_memory_bytes}) must be at least 1 MiB per core ({request_memory_min_bytes} for {cores} cores)"
+            ));
+        }
         if let Some(rack) = &a.rack {
             if rack.is_empty() || rack.len() > 255 {
                 return Err("--rack must be 1 to 255 characters".into());
@@ -370,6 +386,7 @@ impl BrokerConfig {
             connections_max_idle_ms: a.connections_max_idle_ms,
             max_connections: a.max_connections,
             max_connections_per_ip: a.max_connections_per_ip,
+            request_memory_bytes,
             incarnation: spool_raft::Uuid128::default(),
         })
     }

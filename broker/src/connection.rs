@@ -70,12 +70,14 @@ pub(crate) async fn serve_front<F: Front>(shard: Rc<Shard>, stream: TcpStream, m
     let writer_task = spawn_writer(writer, socket_fd, rx, Rc::clone(&activity));
     let idle_ms = shard.config.connections_max_idle_ms;
     let read_timeout_ms = shard.config.request_read_timeout_ms;
+    let budget = crate::request_memory::current();
     loop {
         let next = async {
             let frame = read_frame_within(
                 &mut reader,
                 activity.idle_for(idle_ms),
                 read_timeout_ms,
+                budget.as_deref(),
                 |p| front.frame_bytes(&shard, p),
             )
             .await?;

@@ -9,6 +9,9 @@
 //! internal port reads with [`read_frame`], without either bound: a peer broker is not a
 //! stranger, and its fetch sessions long-poll.
 //!
+//! With a budget ([`crate::request_memory`]), the frame's buffer is charged before it is
+//! allocated, and the returned `Bytes` give the charge back when the last of them drops.
+//!
 //! Cost on the fast path: when the frame is already in the socket, no timer is created (the
 //! timers are `async` sleeps, registered only if polled, and they are polled only once the read
 //! would wait).
@@ -17,11 +20,12 @@ use std::cell::Cell;
 use std::future::Future;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_lite::AsyncReadExt;
 use spool_protocol::frame::LENGTH_PREFIX_BYTES;
 
 use crate::net_io::Half;
+use crate::request_memory::CoreBudget;
 
 /// Why [`read_frame_within`] gave up on a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,13 +84,17 @@ pub async fn read_frame<E: std::fmt::Display>(
         .map_err(|e| e.to_string())
 }
 
-/// [`read_frame`] with the client-facing ports' two bounds: `idle` resolving before the frame's
+/// [`read_frame`] with the client-facing ports' bounds: `idle` resolving before the frame's
 /// first byte ends the read with [`FrameReadError::Idle`]; the rest of the frame not arriving
-/// within `frame_timeout_ms` of its first byte ends it with [`FrameReadError::Timeout`].
+/// within `frame_timeout_ms` of its first byte ends it with [`FrameReadError::Timeout`]; with a
+/// `budget`, the frame's buffer is charged to it before it is allocated
+/// ([`crate::request_memory`]: waiting, without reading, until it fits). Time spent waiting for
+/// memory is the broker's, not the client's: it does not count against the timeout.
 pub async fn read_frame_within<E: std::fmt::Display>(
     r: &mut Half,
     idle: impl Future<Output = ()>,
     frame_timeout_ms: u64,
+    budget: Option<&CoreBudget>,
     frame_bytes: impl FnOnce([u8; LENGTH_PREFIX_BYTES]) -> Result<usize, E>,
 ) -> Result<Option<Bytes>, FrameReadError> {
     let mut prefix = [0u8; LENGTH_PREFIX_BYTES];
@@ -101,21 +109,38 @@ pub async fn read_frame_within<E: std::fmt::Display>(
         Some(Ok(n)) => n,
         Some(Err(e)) => return Err(FrameReadError::Bad(format!("read: {e}"))),
     };
+    let started = std::time::Instant::now();
     let progress = Progress::new(first);
-    let rest = read_rest(r, prefix, &progress, frame_bytes);
-    match futures_lite::future::or(async { Some(rest.await) }, async {
-        glommio::timer::sleep(Duration::from_millis(frame_timeout_ms)).await;
+    let timed_out = |progress: &Progress| FrameReadError::Timeout {
+        timeout_ms: frame_timeout_ms,
+        received_bytes: progress.received.get(),
+        frame_bytes: progress.frame_bytes.get(),
+    };
+    let prefix_read = read_prefix_rest(r, &mut prefix, &progress);
+    within(frame_timeout_ms, prefix_read)
+        .await
+        .ok_or_else(|| timed_out(&progress))??;
+    let size = checked_size(prefix, frame_bytes)?;
+    progress.frame_bytes.set(Some(size));
+    let charge = match budget {
+        None => None,
+        Some(b) => Some(b.charge(size).await.map_err(FrameReadError::Bad)?),
+    };
+    let spent_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let body = read_body(r, prefix, size, &progress);
+    let buf = within(frame_timeout_ms.saturating_sub(spent_ms), body)
+        .await
+        .ok_or_else(|| timed_out(&progress))??;
+    Ok(Some(crate::request_memory::into_bytes(buf, charge)))
+}
+
+/// `f`'s output, or `None` if it takes longer than `timeout_ms`.
+async fn within<T>(timeout_ms: u64, f: impl Future<Output = T>) -> Option<T> {
+    futures_lite::future::or(async { Some(f.await) }, async {
+        glommio::timer::sleep(Duration::from_millis(timeout_ms)).await;
         None
     })
     .await
-    {
-        Some(done) => done.map(Some),
-        None => Err(FrameReadError::Timeout {
-            timeout_ms: frame_timeout_ms,
-            received_bytes: progress.received.get(),
-            frame_bytes: progress.frame_bytes.get(),
-        }),
-    }
 }
 
 /// How far a frame has come, for the timeout's message.
@@ -140,6 +165,18 @@ async fn read_rest<E: std::fmt::Display>(
     progress: &Progress,
     frame_bytes: impl FnOnce([u8; LENGTH_PREFIX_BYTES]) -> Result<usize, E>,
 ) -> Result<Bytes, FrameReadError> {
+    read_prefix_rest(r, &mut prefix, progress).await?;
+    let size = checked_size(prefix, frame_bytes)?;
+    progress.frame_bytes.set(Some(size));
+    read_body(r, prefix, size, progress).await.map(Bytes::from)
+}
+
+/// Completes a prefix whose first `progress.received` bytes are in `prefix`.
+async fn read_prefix_rest(
+    r: &mut Half,
+    prefix: &mut [u8; LENGTH_PREFIX_BYTES],
+    progress: &Progress,
+) -> Result<(), FrameReadError> {
     let mut got = progress.received.get();
     while got < prefix.len() {
         match r.read(&mut prefix[got..]).await {
@@ -153,20 +190,38 @@ async fn read_rest<E: std::fmt::Display>(
         }
         progress.received.set(got);
     }
-    let frame_bytes = frame_bytes(prefix).map_err(|e| FrameReadError::Bad(e.to_string()))?;
-    if frame_bytes < LENGTH_PREFIX_BYTES {
+    Ok(())
+}
+
+/// The caller's size check on a whole prefix, then spool's own: a frame holds its prefix.
+fn checked_size<E: std::fmt::Display>(
+    prefix: [u8; LENGTH_PREFIX_BYTES],
+    frame_bytes: impl FnOnce([u8; LENGTH_PREFIX_BYTES]) -> Result<usize, E>,
+) -> Result<usize, FrameReadError> {
+    let size = frame_bytes(prefix).map_err(|e| FrameReadError::Bad(e.to_string()))?;
+    if size < LENGTH_PREFIX_BYTES {
         return Err(FrameReadError::Bad(format!(
-            "a frame of {frame_bytes} bytes is shorter than its prefix"
+            "a frame of {size} bytes is shorter than its prefix"
         )));
     }
-    progress.frame_bytes.set(Some(frame_bytes));
-    let mut buf = BytesMut::zeroed(frame_bytes);
+    Ok(size)
+}
+
+/// The frame's bytes after its (whole) prefix, into one buffer of `size` bytes.
+async fn read_body(
+    r: &mut Half,
+    prefix: [u8; LENGTH_PREFIX_BYTES],
+    size: usize,
+    progress: &Progress,
+) -> Result<Vec<u8>, FrameReadError> {
+    let mut buf = vec![0u8; size];
     buf[..LENGTH_PREFIX_BYTES].copy_from_slice(&prefix);
-    while got < frame_bytes {
+    let mut got = LENGTH_PREFIX_BYTES;
+    while got < size {
         match r.read(&mut buf[got..]).await {
             Ok(0) => {
                 return Err(FrameReadError::Bad(format!(
-                    "read: connection closed inside a frame ({got} of {frame_bytes} bytes)"
+                    "read: connection closed inside a frame ({got} of {size} bytes)"
                 )))
             }
             Ok(n) => got += n,
@@ -174,5 +229,5 @@ async fn read_rest<E: std::fmt::Display>(
         }
         progress.received.set(got);
     }
-    Ok(buf.freeze())
+    Ok(buf)
 }

@@ -55,6 +55,7 @@ pub mod peers;
 pub mod publish_order;
 pub mod replica_share;
 pub mod replication;
+pub mod request_memory;
 pub mod requests;
 pub mod router;
 pub mod runtime;

@@ -147,6 +147,7 @@ impl CoreMetrics {
             "spool_isr_expands_total{{core=\"{c}\"}} {}",
             self.isr_expands.get()
         );
+        s.push_str(&crate::request_memory::render(c));
         let _ = writeln!(s, "spool_partitions{{core=\"{c}\"}} {partitions}");
         let _ = writeln!(s, "spool_log_bytes{{core=\"{c}\"}} {log_bytes}");
         for (name, h) in [
@@ -201,6 +202,12 @@ pub fn header() -> &'static str {
 # TYPE spool_connections_closed_read_timeout_total counter\n\
 # HELP spool_connections_refused_total Client connections closed as soon as accepted, past --max-connections or --max-connections-per-ip.\n\
 # TYPE spool_connections_refused_total counter\n\
+# HELP spool_request_memory_bytes Bytes of client request frames held now (charged to this core's --request-memory-bytes share).\n\
+# TYPE spool_request_memory_bytes gauge\n\
+# HELP spool_request_memory_capacity_bytes This core's share of --request-memory-bytes.\n\
+# TYPE spool_request_memory_capacity_bytes gauge\n\
+# HELP spool_request_memory_waiting_connections Connections on this core waiting (not reading) for request memory.\n\
+# TYPE spool_request_memory_waiting_connections gauge\n\
 # HELP spool_partitions Partitions owned by this core.\n\
 # TYPE spool_partitions gauge\n\
 # HELP spool_log_bytes Bytes of log owned by this core.\n\

@@ -175,6 +175,21 @@ fn connection_gate(config: &BrokerConfig) -> Result<ConnectionGate, String> {
     ))
 }
 
+/// One line on the request-memory budget; a warning when a core's share is below
+/// `--max-frame-bytes` (frames between the two are refused).
+fn log_request_memory(config: &BrokerConfig, per_core_bytes: usize) {
+    tracing::info!(
+        "request memory {} bytes ({per_core_bytes} per core; --request-memory-bytes)",
+        config.request_memory_bytes
+    );
+    if per_core_bytes < config.max_frame_bytes {
+        tracing::warn!(
+            "a core's request memory ({per_core_bytes} bytes) is below --max-frame-bytes ({}): frames larger than it are refused",
+            config.max_frame_bytes
+        );
+    }
+}
+
 /// Shutdown is two barriers across cores, so no core leaves while another may still ask it
 /// something: every core first drains its connections (each still answering the others' mesh
 /// requests), then every core closes its partitions, then all exit. Counters, not locks: they are
@@ -214,6 +229,12 @@ async fn run_core(
     let cpu = core;
     let core = senders.peer_id();
     tracing::debug!(cpu, core, "joined the core mesh");
+    let request_memory_bytes =
+        usize::try_from(config.request_memory_bytes / config.cores as u64).unwrap_or(usize::MAX);
+    crate::request_memory::install(request_memory_bytes);
+    if core == 0 {
+        log_request_memory(&config, request_memory_bytes);
+    }
     let shard = Shard::new(Rc::new(config), senders);
     debug_assert_eq!(shard.core, core);
     shard.spawn_receivers(receivers);
