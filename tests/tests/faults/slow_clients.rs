@@ -279,3 +279,44 @@ fn idle_connections_are_closed_busy_ones_are_not() {
     );
     assert!(!log.contains("panicked"), "{}", broker.log_tail());
 }
+
+/// The client library's producer outlives the broker closing its idle connections: its next
+/// send reconnects and is acknowledged.
+#[test]
+fn a_producer_whose_idle_connections_were_closed_still_delivers() {
+    let broker = Broker::start_with(
+        BrokerOptions::default()
+            .arg("--connections-max-idle-ms")
+            .arg(IDLE_MS.to_string()),
+    );
+    create_topic(&broker, "quiet", 1);
+    let producer =
+        spool_tests::client::producer(&broker, spool_protocol::client::producer::Acks::All);
+    let send = |value: &'static str| {
+        producer
+            .send(spool_protocol::client::ProducerRecord::new(
+                "quiet",
+                bytes::Bytes::from_static(value.as_bytes()),
+            ))
+            .and_then(|d| d.wait())
+            .unwrap_or_else(|e| panic!("sending {value}: {e}\n{}", broker.log_tail()))
+    };
+    let first = send("before");
+    // The broker closes every client connection once idle: the producer's included.
+    let deadline = Instant::now() + IDLE_TEST_BOUND;
+    while http::sum(&broker.metrics(), "spool_connections", "") > 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "client connections still open {IDLE_TEST_BOUND:?} into an idle period of {IDLE_MS} ms\n{}",
+            broker.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(metric(&broker, "spool_connections_closed_idle_total") >= 1.0);
+    let second = send("after");
+    assert_eq!(
+        (first.offset, second.offset),
+        (0, 1),
+        "both records, in order"
+    );
+}
