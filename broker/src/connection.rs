@@ -9,6 +9,8 @@
 //!
 //! A connection that is idle too long, or sends the start of a frame and not the rest in time, is
 //! closed ([`crate::conn_deadlines`]; counted in `/metrics`, logged once at info with the peer).
+//! Each frame's buffer is charged to the core's request memory before it is allocated
+//! ([`crate::request_memory`]): a connection whose frame does not fit stops being read.
 //!
 //! Shared with the Kafka front (`crate::kafka`): the connection loop (`serve_front`), each front
 //! passing in its own prefix check and decoder.
