@@ -134,6 +134,29 @@ pub struct ServeArgs {
     /// (a broker that lags past the compacted log is sent the snapshot).
     #[arg(long, env = "SPOOL_METADATA_SNAPSHOT_ENTRIES", default_value_t = crate::cluster_config::METADATA_SNAPSHOT_ENTRIES_DEFAULT)]
     pub metadata_snapshot_entries: u64,
+    /// Once a frame's first byte has arrived, the rest of it must arrive within this long, or
+    /// the connection is closed (native and Kafka ports).
+    #[arg(long, env = "SPOOL_REQUEST_READ_TIMEOUT_MS", default_value_t = crate::conn_deadlines::REQUEST_READ_TIMEOUT_MS_DEFAULT)]
+    pub request_read_timeout_ms: u64,
+    /// Kafka's `connections.max.idle.ms`: a client connection with nothing read, nothing
+    /// written and no request in flight for this long is closed (native and Kafka ports).
+    #[arg(long, env = "SPOOL_CONNECTIONS_MAX_IDLE_MS", default_value_t = crate::conn_deadlines::CONNECTIONS_MAX_IDLE_MS_DEFAULT)]
+    pub connections_max_idle_ms: u64,
+    /// Client connections (native and Kafka ports together) open at once across the broker;
+    /// more are closed as soon as they are accepted. Default: half the open-files limit (after
+    /// it is raised to the hard limit at start-up).
+    #[arg(long, env = "SPOOL_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Kafka's `max.connections.per.ip`: client connections from one address open at once
+    /// across the broker. Default: no bound of its own (Kafka's default), only
+    /// `--max-connections`.
+    #[arg(long, env = "SPOOL_MAX_CONNECTIONS_PER_IP")]
+    pub max_connections_per_ip: Option<usize>,
+    /// Memory for client request frames, across the broker (split evenly across cores): a
+    /// frame that does not fit waits, without being read, until memory is given back; one
+    /// larger than a core's share is refused. Default: a quarter of the machine's memory.
+    #[arg(long, env = "SPOOL_REQUEST_MEMORY_BYTES")]
+    pub request_memory_bytes: Option<u64>,
 }
 
 /// The validated configuration every core shares (read-only).
@@ -173,6 +196,14 @@ pub struct BrokerConfig {
     /// The longest a stopping clustered broker waits for its controlled shutdown; 0: none.
     pub controlled_shutdown_timeout_ms: u64,
     pub metadata_snapshot_entries: u64,
+    pub request_read_timeout_ms: u64,
+    pub connections_max_idle_ms: u64,
+    /// `None`: derived from the open-files limit by `runtime::serve` ([`crate::conn_limits`]).
+    pub max_connections: Option<usize>,
+    /// `None`: no per-address bound beyond `max_connections`.
+    pub max_connections_per_ip: Option<usize>,
+    /// Total across cores ([`crate::request_memory`]); each core gets `/ cores`.
+    pub request_memory_bytes: u64,
     /// This process's incarnation id (KIP-631), drawn once at start-up by `runtime::serve`
     /// (zero until then): how the controller tells a restart from a broker that never went
     /// away, and how every core tells its own registration in the image from a previous one.
@@ -277,6 +308,33 @@ impl BrokerConfig {
                 a.broker_heartbeat_interval_ms, a.broker_session_timeout_ms
             ));
         }
+        if a.request_read_timeout_ms == 0 {
+            return Err("--request-read-timeout-ms must be at least 1".into());
+        }
+        if a.connections_max_idle_ms == 0 {
+            return Err("--connections-max-idle-ms must be at least 1".into());
+        }
+        if a.max_connections == Some(0) {
+            return Err("--max-connections must be at least 1".into());
+        }
+        if !matches!(
+            a.max_connections_per_ip,
+            None | Some(1..=crate::conn_limits::PER_IP_LIMIT_MAX)
+        ) {
+            return Err(format!(
+                "--max-connections-per-ip must be in [1, {}]",
+                crate::conn_limits::PER_IP_LIMIT_MAX
+            ));
+        }
+        let request_memory_bytes = a
+            .request_memory_bytes
+            .unwrap_or_else(crate::request_memory::default_total_bytes);
+        let request_memory_min_bytes = cores as u64 * (1 << 20);
+        if request_memory_bytes < request_memory_min_bytes {
+            return Err(format!(
+                "--request-memory-bytes ({request_memory_bytes}) must be at least 1 MiB per core ({request_memory_min_bytes} for {cores} cores)"
+            ));
+        }
         if let Some(rack) = &a.rack {
             if rack.is_empty() || rack.len() > 255 {
                 return Err("--rack must be 1 to 255 characters".into());
@@ -324,6 +382,11 @@ impl BrokerConfig {
             broker_session_timeout_ms: a.broker_session_timeout_ms,
             controlled_shutdown_timeout_ms: a.controlled_shutdown_timeout_ms,
             metadata_snapshot_entries: a.metadata_snapshot_entries,
+            request_read_timeout_ms: a.request_read_timeout_ms,
+            connections_max_idle_ms: a.connections_max_idle_ms,
+            max_connections: a.max_connections,
+            max_connections_per_ip: a.max_connections_per_ip,
+            request_memory_bytes,
             incarnation: spool_raft::Uuid128::default(),
         })
     }

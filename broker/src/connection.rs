@@ -7,36 +7,47 @@
 //! trusted, so no response can be matched to it. Everything after a verified header is answered,
 //! with an error code where needed. Requests beyond the in-flight bound wait in the socket.
 //!
-//! Shared with the Kafka front (`crate::kafka`): the connection loop (`serve_front`) and frame
-//! reading (`read_frame`, each front passing in its own prefix check).
+//! A connection that is idle too long, or sends the start of a frame and not the rest in time, is
+//! closed ([`crate::conn_deadlines`]; counted in `/metrics`, logged once at info with the peer).
+//! Each frame's buffer is charged to the core's request memory before it is allocated
+//! ([`crate::request_memory`]): a connection whose frame does not fit stops being read.
+//!
+//! Shared with the Kafka front (`crate::kafka`): the connection loop (`serve_front`), each front
+//! passing in its own prefix check and decoder.
 
 use std::future::Future;
 use std::rc::Rc;
 
+use bytes::Bytes;
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
 use glommio::Task;
 use spool_protocol::codec;
-use spool_protocol::frame::{self, FrameLimits};
+use spool_protocol::frame::{self, FrameLimits, LENGTH_PREFIX_BYTES};
 
+use crate::conn_deadlines::Activity;
+use crate::frame_io::{read_frame_within, FrameReadError};
 use crate::handlers::{self, Outgoing};
 use crate::net_io::{self, Half};
 use crate::shard::Shard;
 
 /// What a protocol front (native here, Kafka in `crate::kafka`) does with a connection's bytes.
-/// The loop around it — shutdown, the in-flight bound, responses in request order — is
-/// [`serve_front`], shared by both.
+/// The loop around it — reading frames within their deadlines, shutdown, the in-flight bound,
+/// responses in request order — is [`serve_front`], shared by both.
 pub(crate) trait Front {
     type Request: 'static;
     /// Names the front in logs.
     const NAME: &'static str;
-    /// Reads and decodes the next request: `Ok(None)` at a clean end of stream between frames;
-    /// an error closes the connection after it is logged.
-    async fn next_request(
-        &mut self,
+    /// The size of the frame (prefix included) a length prefix announces, or why it is refused;
+    /// checked before anything is allocated.
+    fn frame_bytes(
+        &self,
         shard: &Shard,
-        reader: &mut Half,
-    ) -> Result<Option<Self::Request>, String>;
+        prefix: [u8; LENGTH_PREFIX_BYTES],
+    ) -> Result<usize, String>;
+    /// Decodes one whole frame (prefix included); an error closes the connection after it is
+    /// logged.
+    fn decode(&mut self, shard: &Shard, frame: Bytes) -> Result<Self::Request, String>;
     /// Answers one request; runs as its own task, so requests overlap up to the bound.
     fn handle(
         &self,
@@ -45,8 +56,8 @@ pub(crate) trait Front {
     ) -> impl Future<Output = Outgoing> + 'static;
 }
 
-/// Serves one connection with `front` until the client leaves, a frame is bad, or the broker
-/// stops.
+/// Serves one connection with `front` until the client leaves, a frame is bad or late, the
+/// connection is idle too long ([`crate::conn_deadlines`]), or the broker stops.
 pub(crate) async fn serve_front<F: Front>(shard: Rc<Shard>, stream: TcpStream, mut front: F) {
     let _ = stream.set_nodelay(true);
     let peer = stream
@@ -57,9 +68,29 @@ pub(crate) async fn serve_front<F: Front>(shard: Rc<Shard>, stream: TcpStream, m
     let (mut reader, writer, socket_fd) = net_io::split(stream);
     let (tx, rx) =
         local_channel::new_bounded::<Task<Outgoing>>(shard.config.max_in_flight_per_connection);
-    let writer_task = spawn_writer(writer, socket_fd, rx);
+    let activity = Rc::new(Activity::new(crate::clock::monotonic_ms()));
+    let writer_task = spawn_writer(writer, socket_fd, rx, Rc::clone(&activity));
+    let idle_ms = shard.config.connections_max_idle_ms;
+    let read_timeout_ms = shard.config.request_read_timeout_ms;
+    let budget = crate::request_memory::current();
     loop {
-        let next = front.next_request(&shard, &mut reader);
+        let next = async {
+            let frame = read_frame_within(
+                &mut reader,
+                activity.idle_for(idle_ms),
+                read_timeout_ms,
+                budget.as_deref(),
+                |p| front.frame_bytes(&shard, p),
+            )
+            .await?;
+            match frame {
+                None => Ok(None),
+                Some(f) => front
+                    .decode(&shard, f)
+                    .map(Some)
+                    .map_err(FrameReadError::Bad),
+            }
+        };
         let request = match futures_lite::future::or(
             async { Some(next.await) },
             shard.stopped_signal(),
@@ -69,10 +100,28 @@ pub(crate) async fn serve_front<F: Front>(shard: Rc<Shard>, stream: TcpStream, m
             None | Some(Ok(None)) => break,
             Some(Ok(Some(r))) => r,
             Some(Err(e)) => {
-                tracing::info!(%peer, front = F::NAME, "closing connection: {e}");
+                let m = &shard.metrics;
+                match &e {
+                    FrameReadError::Idle => {
+                        crate::metrics::CoreMetrics::add(&m.connections_closed_idle, 1);
+                        tracing::info!(
+                            %peer,
+                            front = F::NAME,
+                            "closing connection: idle for {idle_ms} ms (--connections-max-idle-ms)"
+                        );
+                    }
+                    FrameReadError::Timeout { .. } => {
+                        crate::metrics::CoreMetrics::add(&m.connections_closed_read_timeout, 1);
+                        tracing::info!(%peer, front = F::NAME, "closing connection: {e}");
+                    }
+                    FrameReadError::Bad(_) => {
+                        tracing::info!(%peer, front = F::NAME, "closing connection: {e}");
+                    }
+                }
                 break;
             }
         };
+        activity.request_started(crate::clock::monotonic_ms());
         let task = glommio::spawn_local(front.handle(Rc::clone(&shard), request));
         if tx.send(task).await.is_err() {
             break;
@@ -97,20 +146,18 @@ impl Front for Native {
     type Request = codec::Request;
     const NAME: &'static str = "native";
 
-    async fn next_request(
-        &mut self,
+    fn frame_bytes(
+        &self,
         _shard: &Shard,
-        reader: &mut Half,
-    ) -> Result<Option<codec::Request>, String> {
+        prefix: [u8; LENGTH_PREFIX_BYTES],
+    ) -> Result<usize, String> {
+        frame::frame_bytes_from_prefix(prefix, &self.limits).map_err(|e| e.to_string())
+    }
+
+    fn decode(&mut self, _shard: &Shard, bytes: Bytes) -> Result<codec::Request, String> {
         let limits = &self.limits;
-        let Some(bytes) = read_frame(reader, |p| frame::frame_bytes_from_prefix(p, limits)).await?
-        else {
-            return Ok(None);
-        };
         let frame = frame::split_frame(bytes, limits).map_err(|e| e.to_string())?;
-        codec::decode_request(&frame, limits)
-            .map(Some)
-            .map_err(|e| format!("an unverifiable frame: {e}"))
+        codec::decode_request(&frame, limits).map_err(|e| format!("an unverifiable frame: {e}"))
     }
 
     fn handle(
@@ -140,28 +187,28 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
 }
 
 /// Writes each request's response in request order (the tasks are queued in the order their
-/// requests arrived); splices file ranges. Ends when the channel closes or a write fails.
+/// requests arrived); splices file ranges. Ends when the channel closes or a write fails. Each
+/// answered request is reported to `activity` (the idle rule's view of the connection).
 pub(crate) fn spawn_writer(
     mut writer: Half,
     socket_fd: std::os::fd::RawFd,
     rx: local_channel::LocalReceiver<Task<Outgoing>>,
+    activity: Rc<Activity>,
 ) -> Task<()> {
     glommio::spawn_local(async move {
         let mut pipe = None;
         while let Some(task) = rx.recv().await {
-            match task.await {
-                Outgoing::Nothing => {}
+            let written = match task.await {
+                Outgoing::Nothing => Ok(()),
                 Outgoing::Frame { head, chunks } => {
-                    if let Err(e) =
-                        net_io::write_chunks(&mut writer, socket_fd, &mut pipe, &head, chunks).await
-                    {
-                        tracing::debug!("writing a response: {e}");
-                        break;
-                    }
+                    net_io::write_chunks(&mut writer, socket_fd, &mut pipe, &head, chunks).await
                 }
+            };
+            activity.request_done(crate::clock::monotonic_ms());
+            if let Err(e) = written {
+                tracing::debug!("writing a response: {e}");
+                break;
             }
         }
     })
 }
-
-pub(crate) use crate::frame_io::read_frame;

@@ -15,6 +15,14 @@ pub struct CoreMetrics {
     pub fetch_bytes: Cell<u64>,
     pub request_errors: Cell<u64>,
     pub connections: Cell<u64>,
+    /// Client connections closed for sending nothing for `--connections-max-idle-ms`.
+    pub connections_closed_idle: Cell<u64>,
+    /// Client connections closed for a frame not complete within `--request-read-timeout-ms`.
+    pub connections_closed_read_timeout: Cell<u64>,
+    /// Client connections closed at accept: the broker was at `--max-connections`.
+    pub connections_refused_max: Cell<u64>,
+    /// Client connections closed at accept: their address was at `--max-connections-per-ip`.
+    pub connections_refused_per_ip: Cell<u64>,
     /// ISR changes this core's leaders had committed that removed or added members.
     pub isr_shrinks: Cell<u64>,
     pub isr_expands: Cell<u64>,
@@ -42,6 +50,10 @@ impl CoreMetrics {
             fetch_bytes: Cell::new(0),
             request_errors: Cell::new(0),
             connections: Cell::new(0),
+            connections_closed_idle: Cell::new(0),
+            connections_closed_read_timeout: Cell::new(0),
+            connections_refused_max: Cell::new(0),
+            connections_refused_per_ip: Cell::new(0),
             isr_shrinks: Cell::new(0),
             isr_expands: Cell::new(0),
             produce_latency_us: RefCell::new(histogram()),
@@ -107,6 +119,26 @@ impl CoreMetrics {
         );
         let _ = writeln!(
             s,
+            "spool_connections_closed_idle_total{{core=\"{c}\"}} {}",
+            self.connections_closed_idle.get()
+        );
+        let _ = writeln!(
+            s,
+            "spool_connections_closed_read_timeout_total{{core=\"{c}\"}} {}",
+            self.connections_closed_read_timeout.get()
+        );
+        for (reason, n) in [
+            ("max_connections", &self.connections_refused_max),
+            ("max_connections_per_ip", &self.connections_refused_per_ip),
+        ] {
+            let _ = writeln!(
+                s,
+                "spool_connections_refused_total{{core=\"{c}\",reason=\"{reason}\"}} {}",
+                n.get()
+            );
+        }
+        let _ = writeln!(
+            s,
             "spool_isr_shrinks_total{{core=\"{c}\"}} {}",
             self.isr_shrinks.get()
         );
@@ -115,6 +147,7 @@ impl CoreMetrics {
             "spool_isr_expands_total{{core=\"{c}\"}} {}",
             self.isr_expands.get()
         );
+        s.push_str(&crate::request_memory::render(c));
         let _ = writeln!(s, "spool_partitions{{core=\"{c}\"}} {partitions}");
         let _ = writeln!(s, "spool_log_bytes{{core=\"{c}\"}} {log_bytes}");
         for (name, h) in [
@@ -161,8 +194,20 @@ pub fn header() -> &'static str {
 # TYPE spool_fetch_bytes_total counter\n\
 # HELP spool_request_errors_total Requests answered with an error code.\n\
 # TYPE spool_request_errors_total counter\n\
-# HELP spool_connections Open client connections on this core.\n\
+# HELP spool_connections Open client connections (native and Kafka ports) on this core.\n\
 # TYPE spool_connections gauge\n\
+# HELP spool_connections_closed_idle_total Client connections closed after --connections-max-idle-ms with nothing read, written or in flight.\n\
+# TYPE spool_connections_closed_idle_total counter\n\
+# HELP spool_connections_closed_read_timeout_total Client connections closed for a frame not complete within --request-read-timeout-ms of its first byte.\n\
+# TYPE spool_connections_closed_read_timeout_total counter\n\
+# HELP spool_connections_refused_total Client connections closed as soon as accepted, past --max-connections or --max-connections-per-ip.\n\
+# TYPE spool_connections_refused_total counter\n\
+# HELP spool_request_memory_bytes Bytes of client request frames held now (charged to this core's --request-memory-bytes share).\n\
+# TYPE spool_request_memory_bytes gauge\n\
+# HELP spool_request_memory_capacity_bytes This core's share of --request-memory-bytes.\n\
+# TYPE spool_request_memory_capacity_bytes gauge\n\
+# HELP spool_request_memory_waiting_connections Connections on this core waiting (not reading) for request memory.\n\
+# TYPE spool_request_memory_waiting_connections gauge\n\
 # HELP spool_partitions Partitions owned by this core.\n\
 # TYPE spool_partitions gauge\n\
 # HELP spool_log_bytes Bytes of log owned by this core.\n\

@@ -14,8 +14,9 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 
-use crate::accept::accept_until_stopped;
+use crate::accept::{accept_clients_until_stopped, accept_until_stopped};
 use crate::config::BrokerConfig;
+use crate::conn_limits::ConnectionGate;
 use crate::controller::Controller;
 use crate::requests::ApplyMetadata;
 use crate::router::{Envelope, MESH_CHANNEL_CAPACITY};
@@ -92,6 +93,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         check_port_free(&config.host, config.internal_port, "internal port")?;
     }
     crate::stop_signal::install();
+    let gate = std::sync::Arc::new(connection_gate(&config)?);
     let mut config = config;
     // A fresh incarnation id per process start (KIP-631). Entropy is drawn here, at the edge.
     config.incarnation = spool_raft::Uuid128 {
@@ -109,9 +111,12 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     for (core, mesh) in meshes.into_iter().enumerate() {
         let config = std::sync::Arc::clone(&config);
         let phases = std::sync::Arc::clone(&phases);
+        let gate = std::sync::Arc::clone(&gate);
         let h = LocalExecutorBuilder::new(Placement::Fixed(core))
             .name(&format!("spool-core-{core}"))
-            .spawn(move || async move { run_core(core, (*config).clone(), mesh, phases).await })
+            .spawn(
+                move || async move { run_core(core, (*config).clone(), mesh, phases, gate).await },
+            )
             .map_err(|e| format!("cannot start executor on core {core}: {e}"))?;
         handles.push(h);
     }
@@ -136,6 +141,52 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
             tracing::info!("spool stopped cleanly");
             Ok(())
         }
+    }
+}
+
+/// Raises the open-files limit to the hard limit, sizes `--max-connections` from it when unset,
+/// and reports both in one line; an explicit limit that leaves less than a quarter of the
+/// open-files limit for everything else (segment files, peers) gets a warning.
+fn connection_gate(config: &BrokerConfig) -> Result<ConnectionGate, String> {
+    let files = crate::conn_limits::raise_open_files_limit()?;
+    let max_connections = config
+        .max_connections
+        .unwrap_or_else(|| crate::conn_limits::default_max_connections(files.soft_now));
+    let per_ip = config
+        .max_connections_per_ip
+        .map_or_else(|| "no bound of its own".to_string(), |n| n.to_string());
+    tracing::info!(
+        open_files_limit = files.soft_now,
+        "open-files limit {} (soft limit was {}, hard limit {}); client connections at most {max_connections} (--max-connections), per address {per_ip} (--max-connections-per-ip)",
+        files.soft_now,
+        files.soft_before,
+        files.hard
+    );
+    let headroom = files.soft_now / 4;
+    if max_connections as u64 > files.soft_now.saturating_sub(headroom) {
+        tracing::warn!(
+            "--max-connections {max_connections} leaves less than a quarter of the open-files limit ({}) for segment files and peers",
+            files.soft_now
+        );
+    }
+    Ok(ConnectionGate::new(
+        max_connections,
+        config.max_connections_per_ip,
+    ))
+}
+
+/// One line on the request-memory budget; a warning when a core's share is below
+/// `--max-frame-bytes` (frames between the two are refused).
+fn log_request_memory(config: &BrokerConfig, per_core_bytes: usize) {
+    tracing::info!(
+        "request memory {} bytes ({per_core_bytes} per core; --request-memory-bytes)",
+        config.request_memory_bytes
+    );
+    if per_core_bytes < config.max_frame_bytes {
+        tracing::warn!(
+            "a core's request memory ({per_core_bytes} bytes) is below --max-frame-bytes ({}): frames larger than it are refused",
+            config.max_frame_bytes
+        );
     }
 }
 
@@ -166,6 +217,7 @@ async fn run_core(
     config: BrokerConfig,
     mesh: MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>,
     phases: std::sync::Arc<ShutdownPhases>,
+    gate: std::sync::Arc<ConnectionGate>,
 ) -> Result<(), String> {
     let (senders, receivers) = mesh
         .join()
@@ -177,6 +229,12 @@ async fn run_core(
     let cpu = core;
     let core = senders.peer_id();
     tracing::debug!(cpu, core, "joined the core mesh");
+    let request_memory_bytes =
+        usize::try_from(config.request_memory_bytes / config.cores as u64).unwrap_or(usize::MAX);
+    crate::request_memory::install(request_memory_bytes);
+    if core == 0 {
+        log_request_memory(&config, request_memory_bytes);
+    }
     let shard = Shard::new(Rc::new(config), senders);
     debug_assert_eq!(shard.core, core);
     shard.spawn_receivers(receivers);
@@ -279,8 +337,8 @@ async fn run_core(
         )
     })?;
     futures_lite::future::zip(
-        accept_until_stopped(&shard, &listener, "native", crate::connection::serve),
-        accept_until_stopped(&shard, &kafka_listener, "Kafka", crate::kafka::serve),
+        accept_clients_until_stopped(&shard, &listener, "native", &gate, crate::connection::serve),
+        accept_clients_until_stopped(&shard, &kafka_listener, "Kafka", &gate, crate::kafka::serve),
     )
     .await;
     drop(listener);

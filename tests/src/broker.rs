@@ -163,6 +163,11 @@ impl Broker {
         self.scratch.path()
     }
 
+    /// The running process's id (for reading its `/proc` entries), if it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Whether the process is alive (not exited, not killed).
     pub fn is_running(&mut self) -> bool {
         match self.child.as_mut() {

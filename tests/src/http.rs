@@ -36,3 +36,21 @@ pub fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
         value.trim().parse().ok()
     })
 }
+
+/// The sum of every sample of metric `name` whose labels include `label` (e.g.
+/// `reason="max_connections"`; empty: every sample), e.g. a per-core counter summed over cores.
+pub fn sum(metrics: &str, name: &str, label: &str) -> f64 {
+    metrics
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let (labels, value) = match rest.strip_prefix('{') {
+                Some(r) => r.split_once("} ")?,
+                None => ("", rest.strip_prefix(' ')?),
+            };
+            labels
+                .contains(label)
+                .then(|| value.trim().parse::<f64>().ok())?
+        })
+        .sum()
+}

@@ -11,7 +11,8 @@
 //! - [`garbage`]: seeded malformed input for the bad-input tests;
 //! - [`steady`]: a producer that keeps going (and checking its acks) while a test does harm;
 //! - [`checker`]: acknowledged vs read back — nothing lost, nothing twice, order per partition;
-//! - [`process`]: bounded waits on child processes.
+//! - [`process`]: bounded waits on child processes; [`source_addr`]: connecting from a chosen
+//!   loopback address (more than one client address on one machine).
 //! - [`group_consumer`], [`group_output`], [`group_checks`], [`group_wire`], [`group_cli`],
 //!   [`paced`]: consumer groups — `spool consume --group` members as child processes, their output
 //!   parsed and checked, the group protocol by hand, `spool group describe` read back, producers
@@ -55,6 +56,7 @@ pub mod paced;
 pub mod process;
 pub mod replicated;
 pub mod small_disk;
+pub mod source_addr;
 pub mod steady;
 pub mod wire;
 

@@ -29,7 +29,21 @@ pub struct RawConn {
 
 impl RawConn {
     pub fn connect(addr: SocketAddr) -> std::io::Result<Self> {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        Self::from_stream(TcpStream::connect_timeout(&addr, Duration::from_secs(5))?)
+    }
+
+    /// Connects from the loopback address `source` (any 127.x.y.z works on Linux without
+    /// configuration), so a test can be more than one client address.
+    pub fn connect_from(source: std::net::Ipv4Addr, addr: SocketAddr) -> std::io::Result<Self> {
+        Self::from_stream(crate::source_addr::connect_from(source, addr)?)
+    }
+
+    /// This end's address (how the broker's log names this connection's peer).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
+    fn from_stream(stream: TcpStream) -> std::io::Result<Self> {
         stream.set_read_timeout(Some(READ_TIMEOUT))?;
         stream.set_write_timeout(Some(READ_TIMEOUT))?;
         stream.set_nodelay(true)?;

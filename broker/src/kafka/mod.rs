@@ -34,9 +34,10 @@ use glommio::net::TcpStream;
 use kafka_protocol::protocol::StrBytes;
 use spool_protocol::kafka::codec;
 
-use crate::connection::{read_frame, Front};
+use bytes::Bytes;
+
+use crate::connection::Front;
 use crate::handlers::Outgoing;
-use crate::net_io::Half;
 use crate::shard::Shard;
 
 /// Who is on the other end of a connection (for JoinGroup's member info and logs).
@@ -56,30 +57,22 @@ impl Front for Kafka {
     type Request = codec::KafkaRequest;
     const NAME: &'static str = "Kafka";
 
-    async fn next_request(
-        &mut self,
+    fn frame_bytes(
+        &self,
         shard: &Shard,
-        reader: &mut Half,
-    ) -> Result<Option<codec::KafkaRequest>, String> {
-        let max_frame_bytes = shard.config.max_frame_bytes;
-        let prefixed = |p| {
-            codec::frame_bytes_from_prefix(p, max_frame_bytes)
-                .map(|n| n + codec::LENGTH_PREFIX_BYTES)
-        };
-        let Some(frame) = read_frame(reader, prefixed).await? else {
-            return Ok(None);
-        };
+        prefix: [u8; codec::LENGTH_PREFIX_BYTES],
+    ) -> Result<usize, String> {
+        codec::frame_bytes_from_prefix(prefix, shard.config.max_frame_bytes)
+            .map(|n| n + codec::LENGTH_PREFIX_BYTES)
+            .map_err(|e| e.to_string())
+    }
+
+    fn decode(&mut self, shard: &Shard, frame: Bytes) -> Result<codec::KafkaRequest, String> {
         // The codec reads from the request header on.
-        match codec::decode_request(frame.slice(codec::LENGTH_PREFIX_BYTES..), KAFKA_APIS) {
-            Ok(r) => Ok(Some(r)),
-            Err(e) => {
-                crate::front_rules::record_refused(shard);
-                Err(format!(
-                    "a request that does not decode ({:?}): {e}",
-                    e.error_code()
-                ))
-            }
-        }
+        codec::decode_request(frame.slice(codec::LENGTH_PREFIX_BYTES..), KAFKA_APIS).map_err(|e| {
+            crate::front_rules::record_refused(shard);
+            format!("a request that does not decode ({:?}): {e}", e.error_code())
+        })
     }
 
     fn handle(

@@ -1,7 +1,12 @@
-//! Faults a broker must shrug off, by kind: [`bad_input`] on a live connection, and
+//! Faults a broker must shrug off, by kind: [`bad_input`] on a live connection, [`slow_clients`]
+//! (half frames, idle connections), [`conn_limits`] (connections past the limits),
+//! [`request_memory`] (large unfinished frames against the memory budget), and
 //! [`lifecycle`] — rivals for its data directory and ports, restarts right after a stop or a
 //! crash. One test binary (one link), one file per kind.
 
 mod bad_input;
+mod conn_limits;
 mod disk_full;
 mod lifecycle;
+mod request_memory;
+mod slow_clients;
