@@ -34,12 +34,7 @@ pub struct Brokers {
     pub brokers: String,
     /// How long a command waits for the broker to answer (connecting, metadata, listings);
     /// changes then get at least 30000 ms to be carried out.
-    #[arg(
-        long,
-        global = true,
-        env = "SPOOL_TIMEOUT_MS",
-        default_value_t = 5_000
-    )]
+    #[arg(long, global = true, env = "SPOOL_TIMEOUT_MS", default_value_t = 5_000)]
     pub timeout_ms: u64,
 }
 
@@ -165,7 +160,10 @@ pub fn topic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
             }
         }
         TopicCmd::Delete { name } => {
-            for (name, r) in admin.delete_topics(vec![name]).map_err(|e| explain(b, &e))? {
+            for (name, r) in admin
+                .delete_topics(vec![name])
+                .map_err(|e| explain(b, &e))?
+            {
                 r.map_err(|e| match e.error_code() {
                     Some(ErrorCode::UnknownTopicOrPartition) => {
                         format!("cannot delete topic {name}: it does not exist")
