@@ -33,12 +33,15 @@ const HANDLER_MS: u64 = 3 * SESSION_TIMEOUT_MS;
 /// Partitions of the topic: two for each member.
 const PARTITIONS: i32 = 4;
 
-/// Every callback the slow member's listener saw: (generation, partitions, assigned?).
+/// One callback: (generation, partitions, assigned? else revoked).
+type Callback = (i32, Vec<TopicPartition>, bool);
+
+/// Every callback the slow member's listener saw.
 #[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<(i32, Vec<TopicPartition>, bool)>>>);
+struct Seen(Arc<Mutex<Vec<Callback>>>);
 
 impl Seen {
-    fn log(&self) -> Vec<(i32, Vec<TopicPartition>, bool)> {
+    fn log(&self) -> Vec<Callback> {
         self.0.lock().expect("listener log").clone()
     }
 
