@@ -129,9 +129,13 @@ impl Consumer {
     /// The application's turn at the state (the heartbeat thread waits meanwhile).
     fn state(&self) -> super::turns::Turn<'_, State> {
         let wake = &self.wake;
-        // Full: the heartbeat thread has events to read anyway, so its wait ends at once.
+        let thread = self.heartbeat.is_some();
         self.turns.enter(|| {
-            let _ = wake.try_send(Event::Wake);
+            // Full: the heartbeat thread has events to read anyway, so its wait ends at once.
+            // Without the thread nobody waits, and a wake-up would only end our own next wait.
+            if thread {
+                let _ = wake.try_send(Event::Wake);
+            }
         })
     }
 
