@@ -297,7 +297,9 @@ pub fn cluster_info(b: &Brokers) -> Result<(), String> {
 
 pub fn produce(b: &Brokers, a: ProduceArgs) -> Result<(), String> {
     // Before reading stdin: a missing topic or an unreachable broker is reported within
-    // --timeout-ms, not after the first line's delivery timeout.
+    // --timeout-ms. The producer keeps the library's bounds (max_block_ms 60 s for metadata
+    // and buffer room, delivery_timeout_ms 120 s): a long pipe into a slow broker must not
+    // fail at the first full buffer.
     errors::require_topics(b, &[a.topic.as_str()])?;
     let config = ProducerConfig {
         acks: match a.acks {
@@ -305,9 +307,6 @@ pub fn produce(b: &Brokers, a: ProduceArgs) -> Result<(), String> {
             AcksArg::One => Acks::Leader,
             AcksArg::All => Acks::All,
         },
-        // The topic's metadata wait (and a full buffer's), as Kafka's max.block.ms; the
-        // delivery timeout stays the library's (120 s), bounded.
-        max_block_ms: b.timeout_ms,
         ..ProducerConfig::default()
     };
     let delivery_timeout_ms = config.delivery_timeout_ms;
