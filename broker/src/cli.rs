@@ -1,8 +1,11 @@
 //! `spool topic|produce|consume|cluster`: console tools in the style of `rpk`, on the native
 //! protocol's blocking client. Every command takes `--brokers HOST:PORT` (default
-//! 127.0.0.1:9093); an error prints one human line on stderr and exits non-zero.
-//! `spool consume --group` and `spool group …` live in [`group`] (`cli_group.rs`).
+//! 127.0.0.1:9093) and `--timeout-ms` (default 5000: how long reaching the cluster and reading
+//! its metadata may take); an error prints one human line on stderr ([`errors`]) and exits
+//! non-zero. `spool consume --group` and `spool group …` live in [`group`] (`cli_group.rs`).
 
+#[path = "cli_errors.rs"]
+pub mod errors;
 #[path = "cli_group.rs"]
 pub mod group;
 
@@ -11,10 +14,13 @@ use std::io::{BufRead, Write};
 use bytes::Bytes;
 use clap::{Args, Subcommand, ValueEnum};
 use spool_protocol::client::admin::{AdminConfig, NewTopic};
+
+pub(crate) use errors::{admin, explain, explain_topic};
 use spool_protocol::client::blocking::{Admin, Consumer, DeliveryFuture, Producer};
 use spool_protocol::client::consumer::{ConsumerConfig, SeekTo};
 use spool_protocol::client::producer::{Acks, ProducerConfig};
 use spool_protocol::client::{ProducerRecord, TopicPartition};
+use spool_protocol::ErrorCode;
 
 #[derive(Debug, Clone, Args)]
 pub struct Brokers {
@@ -26,6 +32,10 @@ pub struct Brokers {
         default_value = "127.0.0.1:9093"
     )]
     pub brokers: String,
+    /// How long a command waits for the broker to answer (connecting, metadata, listings);
+    /// changes then get at least 30000 ms to be carried out.
+    #[arg(long, global = true, env = "SPOOL_TIMEOUT_MS", default_value_t = 5_000)]
+    pub timeout_ms: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,13 +134,11 @@ fn admin_quietly(b: &Brokers) -> Option<Admin> {
     Admin::new(&bootstrap(b), config).ok()
 }
 
-pub(crate) fn admin(b: &Brokers) -> Result<Admin, String> {
-    Admin::new(&bootstrap(b), AdminConfig::default())
-        .map_err(|e| format!("cannot reach {}: {e}", b.brokers))
-}
-
 pub fn topic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
-    let mut admin = admin(b)?;
+    let mut admin = match &cmd {
+        TopicCmd::Create { .. } | TopicCmd::Delete { .. } => errors::admin_for_changes(b)?,
+        TopicCmd::List | TopicCmd::Describe { .. } => admin(b)?,
+    };
     match cmd {
         TopicCmd::Create {
             name,
@@ -145,29 +153,37 @@ pub fn topic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
                 };
                 t.configs.push((k.to_string(), v.to_string()));
             }
-            let results = admin.create_topics(vec![t]).map_err(|e| e.to_string())?;
+            let results = admin.create_topics(vec![t]).map_err(|e| explain(b, &e))?;
             for (name, r) in results {
                 r.map_err(|e| format!("cannot create topic {name}: {e}"))?;
                 println!("created topic {name} ({partitions} partitions)");
             }
         }
         TopicCmd::Delete { name } => {
-            for (name, r) in admin.delete_topics(vec![name]).map_err(|e| e.to_string())? {
-                r.map_err(|e| format!("cannot delete topic {name}: {e}"))?;
+            for (name, r) in admin
+                .delete_topics(vec![name])
+                .map_err(|e| explain(b, &e))?
+            {
+                r.map_err(|e| match e.error_code() {
+                    Some(ErrorCode::UnknownTopicOrPartition) => {
+                        format!("cannot delete topic {name}: it does not exist")
+                    }
+                    _ => format!("cannot delete: {}", explain_topic(b, &name, &e)),
+                })?;
                 println!("deleted topic {name}");
             }
         }
         TopicCmd::List => {
-            for t in admin.list_topics().map_err(|e| e.to_string())? {
+            for t in admin.list_topics().map_err(|e| explain(b, &e))? {
                 println!("{t}");
             }
         }
         TopicCmd::Describe { name } => {
             for (name, r) in admin
                 .describe_topics(vec![name])
-                .map_err(|e| e.to_string())?
+                .map_err(|e| explain(b, &e))?
             {
-                let d = r.map_err(|e| format!("cannot describe topic {name}: {e}"))?;
+                let d = r.map_err(|e| explain_topic(b, &name, &e))?;
                 println!("topic {} ({} partitions)", d.name, d.partitions.len());
                 println!(
                     "PARTITION  LEADER  LEADER-EPOCH      REPLICAS           ISR           ELR  OFFLINE"
@@ -192,7 +208,7 @@ pub fn topic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
 
 pub fn cluster_info(b: &Brokers) -> Result<(), String> {
     let mut admin = admin(b)?;
-    let cluster = admin.describe_cluster().map_err(|e| e.to_string())?;
+    let cluster = admin.describe_cluster().map_err(|e| explain(b, &e))?;
     println!(
         "cluster {} (asked {})",
         cluster.cluster_id.as_deref().unwrap_or("-"),
@@ -205,7 +221,10 @@ pub fn cluster_info(b: &Brokers) -> Result<(), String> {
         .iter()
         .map(|broker| {
             let addr = format!("{}:{}", broker.host, broker.port);
-            let one = Brokers { brokers: addr };
+            let one = Brokers {
+                brokers: addr,
+                timeout_ms: b.timeout_ms,
+            };
             admin_quietly(&one).and_then(|mut a| a.describe_cluster().ok()?.quorum)
         })
         .collect();
@@ -252,10 +271,10 @@ pub fn cluster_info(b: &Brokers) -> Result<(), String> {
         }
         None => println!("controller: not reported by {}", b.brokers),
     }
-    let topics = admin.list_topics().map_err(|e| e.to_string())?;
+    let topics = admin.list_topics().map_err(|e| explain(b, &e))?;
     let described = admin
         .describe_topics(topics.clone())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| explain(b, &e))?;
     let partitions: usize = described
         .iter()
         .filter_map(|(_, r)| r.as_ref().ok())
@@ -277,6 +296,11 @@ pub fn cluster_info(b: &Brokers) -> Result<(), String> {
 }
 
 pub fn produce(b: &Brokers, a: ProduceArgs) -> Result<(), String> {
+    // Before reading stdin: a missing topic or an unreachable broker is reported within
+    // --timeout-ms. The producer keeps the library's bounds (max_block_ms 60 s for metadata
+    // and buffer room, delivery_timeout_ms 120 s): a long pipe into a slow broker must not
+    // fail at the first full buffer.
+    errors::require_topics(b, &[a.topic.as_str()])?;
     let config = ProducerConfig {
         acks: match a.acks {
             AcksArg::Zero => Acks::None,
@@ -285,18 +309,24 @@ pub fn produce(b: &Brokers, a: ProduceArgs) -> Result<(), String> {
         },
         ..ProducerConfig::default()
     };
-    let producer = Producer::new(&bootstrap(b), config)
-        .map_err(|e| format!("cannot reach {}: {e}", b.brokers))?;
+    let delivery_timeout_ms = config.delivery_timeout_ms;
+    let producer = Producer::new(&bootstrap(b), config).map_err(|e| explain(b, &e))?;
     let stdin = std::io::stdin();
     let mut pending = std::collections::VecDeque::new();
-    let mut failures = 0u64;
-    let report = |d: DeliveryFuture, failures: &mut u64| match d.wait() {
-        Ok(m) if a.verbose => println!("{}/{} offset {}", m.topic, m.partition, m.offset),
-        Ok(_) => {}
-        Err(e) => {
-            eprintln!("spool: a record was not delivered: {e}");
-            *failures += 1;
+    // The first record not delivered ends the command with its cause (one line): the ones
+    // after it would mostly fail the same way.
+    let report = |d: DeliveryFuture| -> Result<(), String> {
+        match d.wait() {
+            Ok(m) if a.verbose => println!("{}/{} offset {}", m.topic, m.partition, m.offset),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(format!(
+                    "a record was not delivered: {}",
+                    explain_topic(b, &a.topic, &e)
+                ))
+            }
         }
+        Ok(())
     };
     for line in stdin.lock().lines() {
         let line = line.map_err(|e| format!("reading stdin: {e}"))?;
@@ -314,27 +344,25 @@ pub fn produce(b: &Brokers, a: ProduceArgs) -> Result<(), String> {
         pending.push_back(
             producer
                 .send(record)
-                .map_err(|e| format!("cannot send: {e}"))?,
+                .map_err(|e| format!("cannot send: {}", explain_topic(b, &a.topic, &e)))?,
         );
         // Report in order, without holding more than a bounded number of results.
         while pending.len() > 10_000 || pending.front().is_some_and(|d| d.is_ready()) {
             if let Some(d) = pending.pop_front() {
-                report(d, &mut failures);
+                report(d)?;
             }
         }
     }
+    // Every record completes (delivered or failed) within the delivery timeout.
     producer
-        .flush(60_000)
-        .map_err(|e| format!("flushing: {e}"))?;
+        .flush(delivery_timeout_ms + 1_000)
+        .map_err(|e| format!("flushing: {}", explain(b, &e)))?;
     while let Some(d) = pending.pop_front() {
-        report(d, &mut failures);
+        report(d)?;
     }
     producer
         .close(10_000)
         .map_err(|e| format!("closing the producer: {e}"))?;
-    if failures > 0 {
-        return Err(format!("{failures} record(s) were not delivered"));
-    }
     Ok(())
 }
 
@@ -409,14 +437,17 @@ pub fn consume(b: &Brokers, a: ConsumeArgs) -> Result<(), String> {
             let mut admin = admin(b)?;
             let d = admin
                 .describe_topics(vec![a.topic.clone()])
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| explain(b, &e))?;
             let (_, d) = d.into_iter().next().ok_or("no answer for the topic")?;
-            let d = d.map_err(|e| format!("topic {}: {e}", a.topic))?;
+            let d = d.map_err(|e| explain_topic(b, &a.topic, &e))?;
             d.partitions.iter().map(|p| p.partition).collect()
         }
     };
-    let mut consumer = Consumer::new(&bootstrap(b), ConsumerConfig::default())
-        .map_err(|e| format!("cannot reach {}: {e}", b.brokers))?;
+    if a.partition.is_some() {
+        errors::require_topics(b, &[a.topic.as_str()])?;
+    }
+    let mut consumer =
+        Consumer::new(&bootstrap(b), ConsumerConfig::default()).map_err(|e| explain(b, &e))?;
     let tps: Vec<TopicPartition> = partitions
         .iter()
         .map(|&p| TopicPartition::new(a.topic.clone(), p))
@@ -435,7 +466,9 @@ pub fn consume(b: &Brokers, a: ConsumeArgs) -> Result<(), String> {
         if a.num.is_some_and(|n| seen >= n) {
             break;
         }
-        let records = consumer.poll(500).map_err(|e| format!("fetch: {e}"))?;
+        let records = consumer
+            .poll(500)
+            .map_err(|e| format!("fetch: {}", explain_topic(b, &a.topic, &e)))?;
         if records.is_empty() {
             idle_ms += 500;
             if a.idle_timeout_ms.is_some_and(|t| idle_ms >= t) {

@@ -28,7 +28,10 @@ use spool_protocol::client::consumer::{ConsumerConfig, OffsetReset, SeekTo};
 use spool_protocol::client::group::{Assignor, CommitKind, RebalanceListener};
 use spool_protocol::client::{ClientError, TopicPartition};
 
-use super::{admin, bootstrap, format_record, json_string, Brokers, ConsumeArgs, Format};
+use super::{
+    admin, bootstrap, explain, explain_topic, format_record, json_string, Brokers, ConsumeArgs,
+    Format,
+};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum AssignorArg {
@@ -176,12 +179,14 @@ pub fn consume_group(b: &Brokers, a: &ConsumeArgs) -> Result<(), String> {
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .collect();
+    // A group never gets partitions of a topic that does not exist: say so within
+    // --timeout-ms instead of waiting in the group for ever.
+    super::errors::require_topics(b, &topics)?;
     crate::stop_signal::install();
-    let mut consumer = Consumer::new(&bootstrap(b), config)
-        .map_err(|e| format!("cannot reach {}: {e}", b.brokers))?;
+    let mut consumer = Consumer::new(&bootstrap(b), config).map_err(|e| explain(b, &e))?;
     consumer
         .subscribe(&topics, StderrListener)
-        .map_err(|e| format!("subscribe to {}: {e}", a.topic))?;
+        .map_err(|e| format!("subscribe to {}: {}", a.topic, explain(b, &e)))?;
     let mut seen = 0u64;
     let mut idle_ms = 0u64;
     let out = std::io::stdout();
@@ -242,7 +247,7 @@ pub fn group(b: &Brokers, cmd: GroupCmd) -> Result<(), String> {
 fn list(b: &Brokers, format: Format) -> Result<(), String> {
     let groups = admin(b)?
         .list_groups()
-        .map_err(|e| format!("list groups: {e}"))?;
+        .map_err(|e| format!("list groups: {}", explain(b, &e)))?;
     match format {
         Format::Json => {
             let items: Vec<String> = groups
@@ -351,10 +356,10 @@ fn describe(b: &Brokers, group: &str, format: Format) -> Result<(), String> {
     let mut admin = admin(b)?;
     let d = admin
         .describe_group(group)
-        .map_err(|e| format!("describe group {group}: {e}"))?;
+        .map_err(|e| format!("describe group {group}: {}", explain(b, &e)))?;
     let mut committed: BTreeMap<TopicPartition, i64> = admin
         .fetch_offsets(group, None)
-        .map_err(|e| format!("committed offsets of {group}: {e}"))?
+        .map_err(|e| format!("committed offsets of {group}: {}", explain(b, &e)))?
         .into_iter()
         .filter(|(_, o)| *o >= 0)
         .collect();
@@ -456,10 +461,10 @@ fn describe(b: &Brokers, group: &str, format: Format) -> Result<(), String> {
 }
 
 fn reset_offsets(b: &Brokers, group: &str, topic: &str, target: SeekTo) -> Result<(), String> {
-    let mut admin = admin(b)?;
+    let mut admin = super::errors::admin_for_changes(b)?;
     let d = admin
         .describe_group(group)
-        .map_err(|e| format!("describe group {group}: {e}"))?;
+        .map_err(|e| format!("describe group {group}: {}", explain(b, &e)))?;
     if !d.members.is_empty() {
         return Err(format!(
             "group {group} has {} active member(s) (state {}); stop them before resetting its offsets",
@@ -469,11 +474,11 @@ fn reset_offsets(b: &Brokers, group: &str, topic: &str, target: SeekTo) -> Resul
     }
     let (_, described) = admin
         .describe_topics(vec![topic.to_owned()])
-        .map_err(|e| e.to_string())?
+        .map_err(|e| explain(b, &e))?
         .into_iter()
         .next()
         .ok_or("no answer for the topic")?;
-    let described = described.map_err(|e| format!("topic {topic}: {e}"))?;
+    let described = described.map_err(|e| explain_topic(b, topic, &e))?;
     let tps: Vec<TopicPartition> = described
         .partitions
         .iter()

@@ -135,3 +135,70 @@ fn cli_tour() {
         "want one human line naming the topic, got: {err:?}"
     );
 }
+
+/// The one line a failing command printed, which must name its cause.
+fn one_line_error(f: &spool_tests::process::Finished, args: &[&str], cause: &[&str]) -> String {
+    assert!(
+        !f.status.success(),
+        "spool {args:?} succeeded:\nstdout:\n{}\nstderr:\n{}",
+        f.stdout,
+        f.stderr
+    );
+    let err = f.stderr.trim();
+    assert!(
+        err.starts_with("spool: ") && err.lines().count() == 1,
+        "spool {args:?}: want one line on stderr, got: {err:?}"
+    );
+    for c in cause {
+        assert!(
+            err.contains(c),
+            "spool {args:?}: {err:?} does not say {c:?}"
+        );
+    }
+    err.to_owned()
+}
+
+/// A newcomer's typo and a dead broker: every command ends (each run is bounded by
+/// `spool_tests::cli::CLI_TIMEOUT`, far above the commands' own --timeout-ms) with a non-zero
+/// exit and one line naming the cause — never a hang.
+#[test]
+fn cli_errors_name_the_missing_topic_and_the_unreachable_broker() {
+    let mut broker = Broker::start();
+    spool_ok(&broker, &["topic", "create", "present"], "");
+    let missing = ["does not exist", "spool topic create no-such-topic"];
+    let commands: [(&[&str], &str); 5] = [
+        (&["produce", "no-such-topic"], "a line\n"),
+        (&["consume", "no-such-topic", "-n", "1"], ""),
+        (&["consume", "no-such-topic", "--group", "g", "-n", "1"], ""),
+        (&["topic", "describe", "no-such-topic"], ""),
+        (
+            &[
+                "group",
+                "reset-offsets",
+                "g",
+                "--topic",
+                "no-such-topic",
+                "--to-earliest",
+            ],
+            "",
+        ),
+    ];
+    for (args, stdin) in commands {
+        let f = spool(&broker, args, stdin);
+        one_line_error(&f, args, &missing);
+    }
+
+    let address = broker.bootstrap();
+    broker.kill9();
+    let unreachable = ["broker unreachable at", address.as_str()];
+    let commands: [(&[&str], &str); 4] = [
+        (&["topic", "list"], ""),
+        (&["produce", "present"], "a line\n"),
+        (&["consume", "present", "-n", "1"], ""),
+        (&["group", "list"], ""),
+    ];
+    for (args, stdin) in commands {
+        let f = spool(&broker, args, stdin);
+        one_line_error(&f, args, &unreachable);
+    }
+}

@@ -42,6 +42,9 @@ pub struct MetadataCache {
     bootstrap: Vec<Addr>,
     brokers: HashMap<i32, Addr>,
     topics: HashMap<String, TopicMeta>,
+    /// Topics the last answer about them called UNKNOWN_TOPIC_OR_PARTITION, so an owner that
+    /// gives up waiting can say why (Kafka's producer does: "topic not present in metadata").
+    unknown: BTreeSet<String>,
     /// Topics the owner cares about; a refresh asks for exactly these.
     wanted: BTreeSet<String>,
     refresh_requested: bool,
@@ -61,6 +64,7 @@ impl MetadataCache {
             bootstrap,
             brokers: HashMap::new(),
             topics: HashMap::new(),
+            unknown: BTreeSet::new(),
             wanted: BTreeSet::new(),
             refresh_requested: false,
             in_flight: false,
@@ -166,12 +170,14 @@ impl MetadataCache {
             let error = ErrorCode::from(t.error_code);
             if error == ErrorCode::UnknownTopicOrPartition {
                 self.topics.remove(&t.name);
+                self.unknown.insert(t.name.clone());
                 // Keep asking while someone wants it (it may be being created).
                 if self.wanted.contains(&t.name) {
                     self.refresh_requested = true;
                 }
                 continue;
             }
+            self.unknown.remove(&t.name);
             let mut partitions: Vec<PartitionMeta> = t
                 .partitions
                 .iter()
@@ -202,6 +208,19 @@ impl MetadataCache {
                 },
             );
         }
+    }
+
+    /// Why `topic` has no usable metadata, as the last answer about it said: UNKNOWN_TOPIC_OR_PARTITION,
+    /// or the topic's own error (TOPIC_AUTHORIZATION_FAILED, LEADER_NOT_AVAILABLE, …). `None`
+    /// when no broker answered about it, or it answered without an error.
+    pub fn topic_error(&self, topic: &str) -> Option<ErrorCode> {
+        if self.unknown.contains(topic) {
+            return Some(ErrorCode::UnknownTopicOrPartition);
+        }
+        self.topics
+            .get(topic)
+            .map(|t| t.error)
+            .filter(|e| *e != ErrorCode::None)
     }
 
     pub fn topic(&self, topic: &str) -> Option<&TopicMeta> {

@@ -9,7 +9,9 @@
 //!   topic's offsets gone (and staying gone across a crash);
 //! - [`fencing`]: a member paused past its session is fenced, gives up its partitions and
 //!   rejoins, and its zombie commits move nothing backwards;
-//! - [`admin`]: `spool group describe` lag, `group list`, `reset-offsets`.
+//! - [`admin`]: `spool group describe` lag, `group list`, `reset-offsets`;
+//! - [`slow_handler`]: a handler slower than the session keeps its partitions (the client's
+//!   background heartbeat).
 //!
 //! Every wait is for a condition with a generous deadline (the deadline only bounds failure).
 //! Member output is the CLI contract's (see `spool_tests::group_consumer`).
@@ -18,6 +20,7 @@ mod admin;
 mod fencing;
 mod membership;
 mod offsets;
+mod slow_handler;
 
 use spool_tests::group_consumer::GroupConsumer;
 use spool_tests::{Broker, BrokerOptions};

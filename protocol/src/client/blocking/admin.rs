@@ -25,13 +25,18 @@ impl Admin {
     }
 
     /// Runs one operation to completion.
+    ///
+    /// An operation that timed out without any broker answering, while connecting failed,
+    /// fails with [`ClientError::Connection`] naming the address and the reason (refused,
+    /// unresolvable, …) rather than with a bare timeout.
     pub fn run(&mut self, op: AdminOp) -> Result<AdminOutcome, ClientError> {
         let id = self.core.submit(op, super::now_ms())?;
+        let responses_before = self.net.responses();
         loop {
             self.net.step(&mut self.core, Duration::from_millis(1000));
             if let Some((_, result)) = self.core.take_results().into_iter().find(|(i, _)| *i == id)
             {
-                return result;
+                return result.map_err(|e| self.net.explain(e, responses_before));
             }
         }
     }

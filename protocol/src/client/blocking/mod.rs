@@ -5,7 +5,8 @@
 //!   and the connections. `DeliveryFuture::wait()` blocks for the record's partition and offset
 //!   (it is also a `Future`, so async code may `.await` it on any runtime).
 //! - [`Consumer`] and [`Admin`] drive their cores on the caller's thread inside `poll`,
-//!   `create_topics`, ….
+//!   `create_topics`, …; a subscribed consumer also has a heartbeat thread that takes turns with
+//!   the caller (`turns.rs`).
 //!
 //! Each connection has one reader thread feeding a bounded event channel; writes happen on the
 //! driving thread. The wall clock (ms since the Unix epoch) is the cores' `now_ms`.
@@ -14,6 +15,7 @@ mod admin;
 mod consumer;
 mod net;
 mod producer;
+mod turns;
 
 pub use admin::Admin;
 pub use consumer::Consumer;

@@ -52,6 +52,11 @@ pub(crate) struct BlockingNet {
     /// Bound on one frame write (the request timeout).
     write_timeout: Duration,
     next_conn_id: u64,
+    /// The last failed connect or write, `addr: error`, so a caller whose operation timed out
+    /// without a single answer can say why (refused, unresolvable) instead of "timed out".
+    last_failure: Option<String>,
+    /// Responses dispatched so far (to tell "no broker answered" from "the answer was slow").
+    responses: u64,
 }
 
 impl BlockingNet {
@@ -67,6 +72,35 @@ impl BlockingNet {
             ),
             write_timeout: Duration::from_millis(request_timeout_ms.max(1)),
             next_conn_id: 0,
+            last_failure: None,
+            responses: 0,
+        }
+    }
+
+    /// Responses received so far.
+    pub(crate) fn responses(&self) -> u64 {
+        self.responses
+    }
+
+    /// The last failed connect or write, as `addr: error`.
+    pub(crate) fn last_failure(&self) -> Option<&str> {
+        self.last_failure.as_deref()
+    }
+
+    /// `error` unless it is a timeout of an operation that got no answer at all while a
+    /// connection failed: then the failure is the cause and says more.
+    pub(crate) fn explain(
+        &self,
+        error: crate::client::ClientError,
+        responses_before: u64,
+    ) -> crate::client::ClientError {
+        match (&error, self.last_failure()) {
+            (crate::client::ClientError::Timeout { .. }, Some(failure))
+                if self.responses == responses_before =>
+            {
+                crate::client::ClientError::Connection(failure.to_owned())
+            }
+            _ => error,
         }
     }
 
@@ -170,6 +204,7 @@ impl BlockingNet {
                         .and_then(|c| frame.write_to(&mut c.stream));
                     if let Err(e) = result {
                         warn!(%addr, error = %e, "connection failed");
+                        self.last_failure = Some(format!("{addr}: {e}"));
                         self.close(&addr);
                         failed.push(addr);
                     }
@@ -209,6 +244,7 @@ impl BlockingNet {
                 match response {
                     Ok(r) => {
                         tracing::trace!(%addr, correlation_id = r.header.correlation_id, api_key = ?r.header.api_key, "response");
+                        self.responses += 1;
                         core.on_response(&addr, r, now_ms)
                     }
                     Err(e) => {

@@ -2,29 +2,26 @@
 //!
 //! [`Consumer::subscribe`] joins a consumer group as the blocking consumer does (same
 //! [`GroupCore`], same listener, same at-least-once model); the callbacks run inside
-//! `poll(..).await`, `commit_sync(..).await` and `close(..).await`.
+//! `poll(..).await`, `commit_sync(..).await` and `close(..).await`. A heartbeat task on the same
+//! executor (started by `subscribe`, [`super::heartbeat`]) runs the member's background duty
+//! while the application is away from those calls, so liveness is `session_timeout_ms` and
+//! progress is `max_poll_interval_ms`, as with Kafka's heartbeat thread.
 
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::client::consumer::{ConsumerConfig, ConsumerCore, SeekTo};
-use crate::client::group::both::Both;
 use crate::client::group::listener::EventSink;
 use crate::client::group::{CommitKind, GroupCore, RebalanceListener};
 use crate::client::{ClientError, ConsumerRecord, TopicPartition};
 
+use super::heartbeat::{step, Cores, Membership, Shared};
 use super::net::{now_ms, AsyncNet};
 
-struct Membership {
-    core: GroupCore,
-    listener: Box<dyn RebalanceListener>,
-    sink: EventSink,
-}
-
 pub struct Consumer {
-    core: ConsumerCore,
-    net: AsyncNet,
+    shared: Rc<Shared>,
+    heartbeat: Option<glommio::Task<()>>,
     bootstrap: Vec<String>,
-    group: Option<Membership>,
     /// Records returned per `poll` at most (Kafka `max.poll.records`).
     pub max_poll_records: usize,
 }
@@ -36,86 +33,91 @@ impl Consumer {
         let bootstrap: Vec<String> = bootstrap.iter().map(|s| (*s).to_owned()).collect();
         let core = ConsumerCore::new(config, bootstrap.clone())?;
         Ok(Self {
-            core,
-            net,
+            shared: Shared::new(Cores { core, group: None }, net),
+            heartbeat: None,
             bootstrap,
-            group: None,
             max_poll_records: 500,
         })
     }
 
     /// Joins `config.group_id` subscribed to `topics` (see the blocking `Consumer::subscribe`).
+    /// Starts the heartbeat task.
     pub fn subscribe(
         &mut self,
         topics: &[&str],
         listener: impl RebalanceListener + 'static,
     ) -> Result<(), ClientError> {
         let topics = topics.iter().map(|t| (*t).to_owned()).collect();
-        let core = GroupCore::new(
-            self.core.config().clone(),
-            self.bootstrap.clone(),
-            topics,
-            now_ms(),
-        )?;
-        self.core.assign(Vec::new());
-        self.group = Some(Membership {
-            core,
-            listener: Box::new(listener),
-            sink: EventSink::default(),
-        });
+        {
+            let mut c = self.shared.cores.borrow_mut();
+            let core = GroupCore::new(
+                c.core.config().clone(),
+                self.bootstrap.clone(),
+                topics,
+                now_ms(),
+            )?;
+            c.core.assign(Vec::new());
+            c.group = Some(Membership {
+                core,
+                listener: Box::new(listener),
+                sink: EventSink::default(),
+            });
+        }
+        if self.heartbeat.is_none() {
+            self.heartbeat = Some(self.shared.spawn_heartbeat());
+        }
         Ok(())
     }
 
     /// The group generation (-1 outside a group or between generations).
     pub fn generation(&self) -> i32 {
-        self.group.as_ref().map_or(-1, |g| g.core.generation())
+        self.shared
+            .cores
+            .borrow()
+            .group
+            .as_ref()
+            .map_or(-1, |g| g.core.generation())
     }
 
-    async fn step(&mut self, max_wait: Duration) -> Result<(), ClientError> {
-        let mut both = Both {
-            consumer: &mut self.core,
-            group: self.group.as_mut().map(|g| &mut g.core),
-        };
-        self.net.step(&mut both, max_wait).await;
-        self.apply_events()
-    }
-
-    fn apply_events(&mut self) -> Result<(), ClientError> {
-        let Some(g) = self.group.as_mut() else {
-            return Ok(());
-        };
-        let events = g.core.take_events();
-        g.sink.apply(events, &mut self.core, g.listener.as_mut());
-        match &g.sink.fatal {
-            Some(e) => Err(e.clone()),
-            None => Ok(()),
-        }
+    /// One network round for both cores, then the group's events applied.
+    async fn step(&self, net: &mut AsyncNet, max_wait: Duration) -> Result<(), ClientError> {
+        step(&self.shared.cores, net, false, max_wait).await;
+        self.shared.cores.borrow_mut().apply_events()
     }
 
     /// Commits the processed positions and waits for the answer.
     pub async fn commit_sync(&mut self) -> Result<(), ClientError> {
-        let g = self
-            .group
-            .as_mut()
-            .ok_or(ClientError::InvalidConfig("commit needs subscribe".into()))?;
-        let Some(id) = g.core.commit(CommitKind::Sync, now_ms()) else {
-            return Ok(());
-        };
-        loop {
-            if let Some(r) = self
+        let id = {
+            let mut c = self.shared.cores.borrow_mut();
+            let g = c
                 .group
                 .as_mut()
-                .and_then(|g| g.sink.commit_results.remove(&id))
-            {
+                .ok_or(ClientError::InvalidConfig("commit needs subscribe".into()))?;
+            g.core.commit(CommitKind::Sync, now_ms())
+        };
+        let Some(id) = id else {
+            return Ok(());
+        };
+        let mut net = self.shared.take_net().await;
+        loop {
+            let result = self
+                .shared
+                .cores
+                .borrow_mut()
+                .group
+                .as_mut()
+                .and_then(|g| g.sink.commit_results.remove(&id));
+            if let Some(r) = result {
                 return r;
             }
-            self.step(Duration::from_millis(1000)).await?;
+            self.step(&mut net, Duration::from_millis(1000)).await?;
         }
     }
 
     /// Queues a commit of the processed positions; never retried.
     pub fn commit_async(&mut self) -> Result<(), ClientError> {
-        let g = self
+        let mut c = self.shared.cores.borrow_mut();
+        let g = c
             .group
             .as_mut()
             .ok_or(ClientError::InvalidConfig("commit needs subscribe".into()))?;
@@ -126,15 +128,32 @@ impl Consumer {
     /// Commits, revokes and leaves the group (LeaveGroup unless static), at most
     /// `close_timeout_ms`.
     pub async fn close(mut self) -> Result<(), ClientError> {
-        let Some(g) = self.group.as_mut() else {
-            return Ok(());
+        if let Some(task) = self.heartbeat.take() {
+            self.shared.stop();
+            // Ends at its next look, the connections back in their slot.
+            task.await;
+        }
+        let timeout_ms = {
+            let mut c = self.shared.cores.borrow_mut();
+            let timeout_ms = c.core.config().close_timeout_ms;
+            let Some(g) = c.group.as_mut() else {
+                return Ok(());
+            };
+            g.core.close(now_ms());
+            timeout_ms
         };
-        let timeout_ms = self.core.config().close_timeout_ms;
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-        g.core.close(now_ms());
+        let mut net = self.shared.take_net().await;
         loop {
-            self.step(Duration::from_millis(100)).await?;
-            if self.group.as_ref().is_none_or(|g| g.core.is_closed()) {
+            self.step(&mut net, Duration::from_millis(100)).await?;
+            let closed = self
+                .shared
+                .cores
+                .borrow()
+                .group
+                .as_ref()
+                .is_none_or(|g| g.core.is_closed());
+            if closed {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -147,20 +166,20 @@ impl Consumer {
     }
 
     pub fn assign(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) {
-        self.core.assign(partitions);
+        self.shared.cores.borrow_mut().core.assign(partitions);
     }
 
     pub fn seek(&mut self, tp: &TopicPartition, to: SeekTo) -> Result<(), ClientError> {
-        self.core.seek(tp, to)
+        self.shared.cores.borrow_mut().core.seek(tp, to)
     }
 
     /// Stops fetching `tp` until `resume` (records already fetched are still returned).
     pub fn pause(&mut self, tp: &TopicPartition) -> Result<(), ClientError> {
-        self.core.pause(tp)
+        self.shared.cores.borrow_mut().core.pause(tp)
     }
 
     pub fn resume(&mut self, tp: &TopicPartition) -> Result<(), ClientError> {
-        self.core.resume(tp)
+        self.shared.cores.borrow_mut().core.resume(tp)
     }
 
     /// The next offset `poll` will return for `tp`, resolving a pending seek first.
@@ -169,16 +188,20 @@ impl Consumer {
         tp: &TopicPartition,
         timeout_ms: u64,
     ) -> Result<i64, ClientError> {
-        if !self.core.assignment().contains(tp) {
+        if !self.shared.cores.borrow().core.assignment().contains(tp) {
             return Err(ClientError::NotAssigned(tp.clone()));
         }
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        let mut net = self.shared.take_net().await;
         loop {
-            if let Some(p) = self.core.position(tp) {
-                return Ok(p);
-            }
-            if let Some(e) = self.core.take_error() {
-                return Err(e);
+            {
+                let mut c = self.shared.cores.borrow_mut();
+                if let Some(p) = c.core.position(tp) {
+                    return Ok(p);
+                }
+                if let Some(e) = c.core.take_error() {
+                    return Err(e);
+                }
             }
             let now = Instant::now();
             if now >= deadline {
@@ -187,42 +210,58 @@ impl Consumer {
                     timeout_ms,
                 });
             }
-            self.step(deadline - now).await?;
+            self.step(&mut net, deadline - now).await?;
         }
+    }
+
+    /// Records to return now, if any (none while a revocation's commit is under way, so it
+    /// covers everything the application was given).
+    fn take_ready(&self) -> Result<Option<Vec<ConsumerRecord>>, ClientError> {
+        let mut c = self.shared.cores.borrow_mut();
+        if let Some(e) = c.core.take_error() {
+            return Err(e);
+        }
+        let revoking = c.group.as_ref().is_some_and(|g| g.core.is_revoking());
+        if !c.core.has_records() || revoking {
+            return Ok(None);
+        }
+        let records = c.core.take_records(self.max_poll_records);
+        if let Some(g) = c.group.as_mut() {
+            for r in &records {
+                let tp = TopicPartition::new(r.topic.clone(), r.partition);
+                g.core.processed(&tp, r.offset + 1);
+            }
+        }
+        Ok(Some(records))
     }
 
     /// Waits up to `timeout_ms` for records (long poll).
     pub async fn poll(&mut self, timeout_ms: u64) -> Result<Vec<ConsumerRecord>, ClientError> {
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-        if self.group.is_some() {
-            // Lets the member notice a `max_poll_interval_ms` that passed since the last poll
-            // (it leaves and loses its partitions) before this poll counts as one and rejoins.
-            self.step(Duration::ZERO).await?;
+        let mut net = self.shared.take_net().await;
+        let grouped = self.shared.cores.borrow().group.is_some();
+        if grouped {
+            // What the heartbeat task saw first (a loss after max_poll_interval_ms), then a
+            // look of our own, before this poll counts as one and rejoins.
+            self.shared.cores.borrow_mut().apply_events()?;
+            self.step(&mut net, Duration::ZERO).await?;
         }
-        if let Some(g) = self.group.as_mut() {
-            g.core.polled(now_ms());
-        }
-        self.apply_events()?;
-        loop {
-            if let Some(e) = self.core.take_error() {
-                return Err(e);
+        {
+            let mut c = self.shared.cores.borrow_mut();
+            if let Some(g) = c.group.as_mut() {
+                g.core.polled(now_ms());
             }
-            let revoking = self.group.as_ref().is_some_and(|g| g.core.is_revoking());
-            if self.core.has_records() && !revoking {
-                let records = self.core.take_records(self.max_poll_records);
-                if let Some(g) = self.group.as_mut() {
-                    for r in &records {
-                        let tp = TopicPartition::new(r.topic.clone(), r.partition);
-                        g.core.processed(&tp, r.offset + 1);
-                    }
-                }
+            c.apply_events()?;
+        }
+        loop {
+            if let Some(records) = self.take_ready()? {
                 return Ok(records);
             }
             let now = Instant::now();
             if now >= deadline {
                 return Ok(Vec::new());
             }
-            self.step(deadline - now).await?;
+            self.step(&mut net, deadline - now).await?;
         }
     }
 }

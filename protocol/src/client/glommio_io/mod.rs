@@ -6,13 +6,15 @@
 //! - [`Producer`]: `send(..).await` queues a record, waiting (without blocking the thread) while
 //!   the buffer is full; a spawned local task drives the core and the connections. The returned
 //!   [`DeliveryFuture`] resolves to the record's partition and offset.
-//! - [`Consumer`] and [`Admin`] drive their cores inside `poll(..).await` / `create_topics(..).await`.
+//! - [`Consumer`] and [`Admin`] drive their cores inside `poll(..).await` / `create_topics(..).await`;
+//!   a subscribed consumer also has a heartbeat task that takes turns with those calls.
 //!
 //! Per connection, one local task reads and decodes response frames and forwards them over a
 //! bounded local channel; writes happen on the driving task.
 
 mod admin;
 mod consumer;
+mod heartbeat;
 mod net;
 mod producer;
 

@@ -22,6 +22,10 @@
 //!   for `session_timeout_ms` send the member to find the coordinator again.
 //! - `max_poll_interval_ms` without a `polled` call: the member leaves (LeaveGroup unless
 //!   static), loses its partitions, and rejoins at the next `polled`.
+//! - While the application is away from `poll`, the driver calls
+//!   [`GroupCore::background_actions`] instead (Kafka's heartbeat thread, `background.rs`):
+//!   heartbeats and the poll-interval check only, so processing may take longer than
+//!   `session_timeout_ms` but not longer than `max_poll_interval_ms`.
 //! - Commits go out one at a time in the order asked. Auto and async commits are never retried;
 //!   sync, revoke and close commits are retried on retriable errors until their deadline.
 //! - Close: commit (with `auto_commit`), revoke everything, LeaveGroup unless static.
@@ -576,8 +580,11 @@ impl GroupCore {
 }
 
 mod actions;
+mod background;
 mod responses;
 
+#[cfg(test)]
+mod background_tests;
 #[cfg(test)]
 mod proptests;
 

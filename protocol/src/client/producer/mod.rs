@@ -359,22 +359,41 @@ impl ProducerCore {
         }
     }
 
+    /// How long a record waits for its topic's metadata: Kafka's producer blocks `send` at most
+    /// `max.block.ms` for it, and never longer than the record may take in all.
+    fn metadata_wait_ms(&self) -> u64 {
+        self.config
+            .max_block_ms
+            .min(self.config.delivery_timeout_ms)
+    }
+
     fn expire(&mut self, now_ms: u64) {
-        let timeout_ms = self.config.delivery_timeout_ms;
-        let timeout = |what: String| ClientError::Timeout { what, timeout_ms };
+        let wait_ms = self.metadata_wait_ms();
         while self
             .waiting
             .front()
-            .is_some_and(|w| now_ms >= w.enqueued_ms + timeout_ms)
+            .is_some_and(|w| now_ms >= w.enqueued_ms + wait_ms)
         {
             if let Some(w) = self.waiting.pop_front() {
                 self.acc.release(w.record_bytes);
-                self.fail_one(
-                    w.id,
-                    timeout(format!("metadata for topic {}", w.record.topic)),
-                );
+                let topic = &w.record.topic;
+                // The broker's last word on the topic names the cause (it does not exist, or
+                // may not be written); without one, nothing answered in time.
+                let e = match self.metadata.topic_error(topic) {
+                    Some(code) => ClientError::broker(
+                        code,
+                        format!("topic {topic} not present in metadata after {wait_ms} ms"),
+                    ),
+                    None => ClientError::Timeout {
+                        what: format!("metadata for topic {topic}"),
+                        timeout_ms: wait_ms,
+                    },
+                };
+                self.fail_one(w.id, e);
             }
         }
+        let timeout_ms = self.config.delivery_timeout_ms;
+        let timeout = |what: String| ClientError::Timeout { what, timeout_ms };
         for (tp, records, reserved) in self.acc.expire(now_ms.saturating_sub(timeout_ms)) {
             self.fail_records(&records, reserved, &timeout(format!("delivery to {tp}")));
         }
@@ -849,7 +868,7 @@ impl ClientCore for ProducerCore {
         let delivery = earliest([
             self.waiting
                 .front()
-                .map(|w| w.enqueued_ms + self.config.delivery_timeout_ms),
+                .map(|w| w.enqueued_ms + self.metadata_wait_ms()),
             self.retries
                 .values()
                 .map(|b| b.created_ms + self.config.delivery_timeout_ms)

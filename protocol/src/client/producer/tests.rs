@@ -315,6 +315,48 @@ fn records_fail_after_the_delivery_timeout() {
 }
 
 #[test]
+fn a_record_for_an_unknown_topic_fails_after_max_block_ms_naming_the_cause() {
+    let config = ProducerConfig {
+        max_block_ms: 500,
+        delivery_timeout_ms: 1000,
+        ..plain()
+    };
+    let mut p = core(config);
+    p.send(ProducerRecord::new("nowhere", "x"), 0).unwrap();
+    let first = p.poll_actions(0);
+    let reqs = requests(&first);
+    let (addr, req) = reqs
+        .iter()
+        .find(|(_, r)| matches!(r.header.body, RequestBodyT::MetadataRequest(_)))
+        .expect("a metadata request");
+    let mut body = metadata("nowhere", &[], 1);
+    if let ResponseBodyT::MetadataResponse(m) = &mut body {
+        for t in m.topics.iter_mut().flatten() {
+            t.error_code = crate::ErrorCode::UnknownTopicOrPartition.into();
+        }
+    }
+    p.on_response(addr, respond(req, body, Bytes::new()), 1);
+    // Still retried within the bound: the topic may be being created.
+    let _ = p.poll_actions(499);
+    assert!(p.take_reports().is_empty());
+    assert_eq!(p.next_wakeup_ms(499).filter(|t| *t <= 500), Some(500));
+    let _ = p.poll_actions(500);
+    let reports = p.take_reports();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(
+        reports[0]
+            .result
+            .as_ref()
+            .err()
+            .and_then(ClientError::error_code),
+        Some(crate::ErrorCode::UnknownTopicOrPartition),
+        "got {:?}",
+        reports[0].result
+    );
+    assert!(p.is_idle());
+}
+
+#[test]
 fn idempotent_producer_gets_an_id_and_numbers_batches() {
     let config = ProducerConfig {
         linger_ms: 0,

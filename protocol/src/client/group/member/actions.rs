@@ -221,11 +221,14 @@ impl GroupCore {
             self.send(&addr, body, Pending::MetadataCheck, timeout_ms, now_ms, out);
     }
 
-    pub(super) fn check_timers(&mut self, now_ms: u64, out: &mut Vec<NetAction>) {
-        if self.phase != Phase::Stable {
-            return;
+    /// `max_poll_interval_ms` without a poll (Stable only): leaves and returns true.
+    pub(super) fn check_poll_interval(&mut self, now_ms: u64, out: &mut Vec<NetAction>) -> bool {
+        if self.phase != Phase::Stable
+            || now_ms.saturating_sub(self.last_poll_ms) <= self.config.max_poll_interval_ms
+        {
+            return false;
         }
-        if now_ms.saturating_sub(self.last_poll_ms) > self.config.max_poll_interval_ms {
+        {
             warn!(group = %self.group_id, "no poll within max_poll_interval_ms; leaving the group");
             if !self.is_static() && !self.member_id.is_empty() {
                 if let Some(c) = self.coordinator.clone() {
@@ -237,12 +240,26 @@ impl GroupCore {
             }
             self.reset_generation(!self.is_static());
             self.phase = Phase::PollTimedOut;
-            return;
         }
+        true
+    }
+
+    /// No heartbeat answered within `session_timeout_ms`: the coordinator is looked up again.
+    pub(super) fn check_session(&mut self, now_ms: u64) {
         if now_ms.saturating_sub(self.last_heartbeat_ok_ms) > self.config.session_timeout_ms {
             warn!(group = %self.group_id, "no heartbeat answered within session_timeout_ms");
             self.coordinator_lost(now_ms);
             self.last_heartbeat_ok_ms = now_ms;
+        }
+    }
+
+    pub(super) fn check_timers(&mut self, now_ms: u64, out: &mut Vec<NetAction>) {
+        if self.phase != Phase::Stable || self.check_poll_interval(now_ms, out) {
+            return;
+        }
+        if self.heartbeats_now() {
+            // A member waiting to rejoin sends no heartbeat, so it has none to miss.
+            self.check_session(now_ms);
         }
         if self.config.auto_commit
             && self.revocation.is_none()

@@ -8,7 +8,7 @@ use crate::codec::Request;
 use crate::wire::*;
 use crate::ErrorCode;
 
-const T0: u64 = 1_000_000;
+pub(super) const T0: u64 = 1_000_000;
 
 fn config(assignor: Assignor, instance: Option<&str>) -> ConsumerConfig {
     ConsumerConfig {
@@ -19,22 +19,27 @@ fn config(assignor: Assignor, instance: Option<&str>) -> ConsumerConfig {
     }
 }
 
-fn tp(p: i32) -> TopicPartition {
+pub(super) fn tp(p: i32) -> TopicPartition {
     TopicPartition::new("t", p)
 }
 
-fn tps(ps: &[i32]) -> Vec<TopicPartition> {
+pub(super) fn tps(ps: &[i32]) -> Vec<TopicPartition> {
     ps.iter().map(|p| tp(*p)).collect()
 }
 
 /// The one request `core` sends now (panics on more or none).
-fn one(core: &mut GroupCore, now_ms: u64) -> (String, Request) {
+pub(super) fn one(core: &mut GroupCore, now_ms: u64) -> (String, Request) {
     let mut r = requests(&core.poll_actions(now_ms));
     assert_eq!(r.len(), 1, "expected one request, got {r:?}");
     r.remove(0)
 }
 
-fn reply(core: &mut GroupCore, (addr, req): &(String, Request), body: ResponseBodyT, now_ms: u64) {
+pub(super) fn reply(
+    core: &mut GroupCore,
+    (addr, req): &(String, Request),
+    body: ResponseBodyT,
+    now_ms: u64,
+) {
     core.on_response(addr, respond(req, body, bytes::Bytes::new()), now_ms);
 }
 
@@ -94,7 +99,7 @@ fn sync_response(partitions: &[i32]) -> ResponseBodyT {
     ResponseBodyT::SyncGroupResponse(Box::new(r))
 }
 
-fn error_body(req: &Request, code: ErrorCode) -> ResponseBodyT {
+pub(super) fn error_body(req: &Request, code: ErrorCode) -> ResponseBodyT {
     match &req.header.body {
         RequestBodyT::HeartbeatRequest(_) => {
             let mut r = HeartbeatResponseT::default();
@@ -174,7 +179,7 @@ fn offset_fetch_response(req: &Request, committed: &[(i32, i64)]) -> ResponseBod
 }
 
 /// A sole member (the leader) of `g` holding all four partitions of `t`, stable in generation 1.
-fn stable_leader(assignor: Assignor, instance: Option<&str>) -> GroupCore {
+pub(super) fn stable_leader(assignor: Assignor, instance: Option<&str>) -> GroupCore {
     let mut core = GroupCore::new(
         config(assignor, instance),
         vec!["boot:1".into()],
