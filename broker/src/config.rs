@@ -157,7 +157,21 @@ pub struct ServeArgs {
     /// larger than a core's share is refused. Default: a quarter of the machine's memory.
     #[arg(long, env = "SPOOL_REQUEST_MEMORY_BYTES")]
     pub request_memory_bytes: Option<u64>,
+    /// Memory for the response bytes the broker reads or copies for clients (cold fetch pieces,
+    /// `--fetch-copy` copies), across the broker (split evenly across cores): a piece that does
+    /// not fit waits; a copy that does not fit is not made this time. A separate pool from
+    /// requests, so slow readers never stop the broker reading requests. Default: an eighth of
+    /// the machine's memory.
+    #[arg(long, env = "SPOOL_RESPONSE_MEMORY_BYTES")]
+    pub response_memory_bytes: Option<u64>,
+    /// Kafka's `fetch.max.bytes`: the most a fetch answers, whatever the request's `max_bytes`
+    /// (one whole batch still goes out when it alone is larger, so a consumer always moves on).
+    #[arg(long, env = "SPOOL_FETCH_MAX_BYTES", default_value_t = FETCH_MAX_BYTES_DEFAULT)]
+    pub fetch_max_bytes: i32,
 }
+
+/// Default `--fetch-max-bytes`: Kafka's `fetch.max.bytes` (55 MiB).
+pub const FETCH_MAX_BYTES_DEFAULT: i32 = 55 << 20;
 
 /// The validated configuration every core shares (read-only).
 #[derive(Debug, Clone)]
@@ -204,6 +218,9 @@ pub struct BrokerConfig {
     pub max_connections_per_ip: Option<usize>,
     /// Total across cores ([`crate::request_memory`]); each core gets `/ cores`.
     pub request_memory_bytes: u64,
+    /// Total across cores ([`crate::response_memory`]); each core gets `/ cores`.
+    pub response_memory_bytes: u64,
+    pub fetch_max_bytes: i32,
     /// This process's incarnation id (KIP-631), drawn once at start-up by `runtime::serve`
     /// (zero until then): how the controller tells a restart from a broker that never went
     /// away, and how every core tells its own registration in the image from a previous one.
@@ -335,6 +352,19 @@ impl BrokerConfig {
                 "--request-memory-bytes ({request_memory_bytes}) must be at least 1 MiB per core ({request_memory_min_bytes} for {cores} cores)"
             ));
         }
+        let response_memory_bytes = a
+            .response_memory_bytes
+            .unwrap_or_else(crate::response_memory::default_total_bytes);
+        // One piece of a cold fetch range per core at least.
+        let response_memory_min_bytes = cores as u64 * crate::net_io::PIECE_BYTES_MAX as u64;
+        if response_memory_bytes < response_memory_min_bytes {
+            return Err(format!(
+                "--response-memory-bytes ({response_memory_bytes}) must be at least 1 MiB per core ({response_memory_min_bytes} for {cores} cores)"
+            ));
+        }
+        if a.fetch_max_bytes < 1 {
+            return Err("--fetch-max-bytes must be at least 1".into());
+        }
         if let Some(rack) = &a.rack {
             if rack.is_empty() || rack.len() > 255 {
                 return Err("--rack must be 1 to 255 characters".into());
@@ -387,6 +417,8 @@ impl BrokerConfig {
             max_connections: a.max_connections,
             max_connections_per_ip: a.max_connections_per_ip,
             request_memory_bytes,
+            response_memory_bytes,
+            fetch_max_bytes: a.fetch_max_bytes,
             incarnation: spool_raft::Uuid128::default(),
         })
     }

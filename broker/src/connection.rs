@@ -11,6 +11,10 @@
 //! closed ([`crate::conn_deadlines`]; counted in `/metrics`, logged once at info with the peer).
 //! Each frame's buffer is charged to the core's request memory before it is allocated
 //! ([`crate::request_memory`]): a connection whose frame does not fit stops being read.
+//! A response the client takes no byte of for `--connections-max-idle-ms` (glommio's write
+//! timeout: it runs while a write waits, and restarts at every byte taken) closes the connection
+//! the same way, counted and logged once: the bytes a response holds (`crate::response_memory`)
+//! cannot be held longer than an idle connection may live.
 //!
 //! Shared with the Kafka front (`crate::kafka`): the connection loop (`serve_front`), each front
 //! passing in its own prefix check and decoder.
@@ -60,6 +64,10 @@ pub(crate) trait Front {
 /// connection is idle too long ([`crate::conn_deadlines`]), or the broker stops.
 pub(crate) async fn serve_front<F: Front>(shard: Rc<Shard>, stream: TcpStream, mut front: F) {
     let _ = stream.set_nodelay(true);
+    let idle_ms = shard.config.connections_max_idle_ms;
+    // Kafka closes a connection with no progress either way for connections.max.idle.ms; a
+    // write waiting on a client that reads nothing is no progress.
+    let _ = stream.set_write_timeout(Some(std::time::Duration::from_millis(idle_ms)));
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
@@ -69,8 +77,17 @@ pub(crate) async fn serve_front<F: Front>(shard: Rc<Shard>, stream: TcpStream, m
     let (tx, rx) =
         local_channel::new_bounded::<Task<Outgoing>>(shard.config.max_in_flight_per_connection);
     let activity = Rc::new(Activity::new(crate::clock::monotonic_ms()));
-    let writer_task = spawn_writer(writer, socket_fd, rx, Rc::clone(&activity));
-    let idle_ms = shard.config.connections_max_idle_ms;
+    let writer_task = spawn_writer(
+        writer,
+        socket_fd,
+        rx,
+        Rc::clone(&activity),
+        WriterEnd {
+            shard: Rc::clone(&shard),
+            peer: peer.clone(),
+            front: F::NAME,
+        },
+    );
     let read_timeout_ms = shard.config.request_read_timeout_ms;
     let budget = crate::request_memory::current();
     loop {
@@ -186,14 +203,49 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     serve_front(shard, stream, front).await;
 }
 
+/// Who a connection's writer reports a failed write to.
+pub(crate) struct WriterEnd {
+    shard: Rc<Shard>,
+    peer: String,
+    front: &'static str,
+}
+
+impl WriterEnd {
+    /// A write failed: a client that took nothing for the write timeout is counted and logged;
+    /// either way both directions of the socket are shut, so the reading half (which may be
+    /// waiting on a client that sends nothing) ends too and the connection goes.
+    fn failed(&self, socket_fd: std::os::fd::RawFd, e: &std::io::Error) {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            let m = &self.shard.metrics;
+            crate::metrics::CoreMetrics::add(&m.connections_closed_write_timeout, 1);
+            tracing::info!(
+                peer = %self.peer,
+                front = self.front,
+                "closing connection: no byte of a response taken for {} ms (--connections-max-idle-ms)",
+                self.shard.config.connections_max_idle_ms
+            );
+        } else {
+            tracing::debug!(peer = %self.peer, "writing a response: {e}");
+        }
+        // SAFETY: `socket_fd` is the stream's descriptor, open while either half lives, and
+        // the caller's own half is alive across this call; shutdown(2) takes no pointers and
+        // only changes the socket's state.
+        unsafe {
+            libc::shutdown(socket_fd, libc::SHUT_RDWR);
+        }
+    }
+}
+
 /// Writes each request's response in request order (the tasks are queued in the order their
-/// requests arrived); splices file ranges. Ends when the channel closes or a write fails. Each
-/// answered request is reported to `activity` (the idle rule's view of the connection).
+/// requests arrived); splices file ranges. Ends when the channel closes or a write fails (then
+/// `end` hears of it). Each answered request is reported to `activity` (the idle rule's view of
+/// the connection).
 pub(crate) fn spawn_writer(
     mut writer: Half,
     socket_fd: std::os::fd::RawFd,
     rx: local_channel::LocalReceiver<Task<Outgoing>>,
     activity: Rc<Activity>,
+    end: WriterEnd,
 ) -> Task<()> {
     glommio::spawn_local(async move {
         let mut pipe = None;
@@ -206,7 +258,7 @@ pub(crate) fn spawn_writer(
             };
             activity.request_done(crate::clock::monotonic_ms());
             if let Err(e) = written {
-                tracing::debug!("writing a response: {e}");
+                end.failed(socket_fd, &e);
                 break;
             }
         }

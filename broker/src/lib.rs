@@ -57,6 +57,7 @@ pub mod replica_share;
 pub mod replication;
 pub mod request_memory;
 pub mod requests;
+pub mod response_memory;
 pub mod router;
 pub mod runtime;
 pub mod shard;

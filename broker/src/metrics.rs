@@ -19,6 +19,9 @@ pub struct CoreMetrics {
     pub connections_closed_idle: Cell<u64>,
     /// Client connections closed for a frame not complete within `--request-read-timeout-ms`.
     pub connections_closed_read_timeout: Cell<u64>,
+    /// Client connections closed for taking no byte of a response for
+    /// `--connections-max-idle-ms`.
+    pub connections_closed_write_timeout: Cell<u64>,
     /// Client connections closed at accept: the broker was at `--max-connections`.
     pub connections_refused_max: Cell<u64>,
     /// Client connections closed at accept: their address was at `--max-connections-per-ip`.
@@ -52,6 +55,7 @@ impl CoreMetrics {
             connections: Cell::new(0),
             connections_closed_idle: Cell::new(0),
             connections_closed_read_timeout: Cell::new(0),
+            connections_closed_write_timeout: Cell::new(0),
             connections_refused_max: Cell::new(0),
             connections_refused_per_ip: Cell::new(0),
             isr_shrinks: Cell::new(0),
@@ -127,6 +131,11 @@ impl CoreMetrics {
             "spool_connections_closed_read_timeout_total{{core=\"{c}\"}} {}",
             self.connections_closed_read_timeout.get()
         );
+        let _ = writeln!(
+            s,
+            "spool_connections_closed_write_timeout_total{{core=\"{c}\"}} {}",
+            self.connections_closed_write_timeout.get()
+        );
         for (reason, n) in [
             ("max_connections", &self.connections_refused_max),
             ("max_connections_per_ip", &self.connections_refused_per_ip),
@@ -148,6 +157,7 @@ impl CoreMetrics {
             self.isr_expands.get()
         );
         s.push_str(&crate::request_memory::render(c));
+        s.push_str(&crate::response_memory::render(c));
         let _ = writeln!(s, "spool_partitions{{core=\"{c}\"}} {partitions}");
         let _ = writeln!(s, "spool_log_bytes{{core=\"{c}\"}} {log_bytes}");
         for (name, h) in [
@@ -200,6 +210,8 @@ pub fn header() -> &'static str {
 # TYPE spool_connections_closed_idle_total counter\n\
 # HELP spool_connections_closed_read_timeout_total Client connections closed for a frame not complete within --request-read-timeout-ms of its first byte.\n\
 # TYPE spool_connections_closed_read_timeout_total counter\n\
+# HELP spool_connections_closed_write_timeout_total Client connections closed for taking no byte of a response for --connections-max-idle-ms.\n\
+# TYPE spool_connections_closed_write_timeout_total counter\n\
 # HELP spool_connections_refused_total Client connections closed as soon as accepted, past --max-connections or --max-connections-per-ip.\n\
 # TYPE spool_connections_refused_total counter\n\
 # HELP spool_request_memory_bytes Bytes of client request frames held now (charged to this core's --request-memory-bytes share).\n\
@@ -208,6 +220,12 @@ pub fn header() -> &'static str {
 # TYPE spool_request_memory_capacity_bytes gauge\n\
 # HELP spool_request_memory_waiting_connections Connections on this core waiting (not reading) for request memory.\n\
 # TYPE spool_request_memory_waiting_connections gauge\n\
+# HELP spool_response_memory_bytes Bytes of fetch pieces and copies held now for responses (charged to this core's --response-memory-bytes share).\n\
+# TYPE spool_response_memory_bytes gauge\n\
+# HELP spool_response_memory_capacity_bytes This core's share of --response-memory-bytes.\n\
+# TYPE spool_response_memory_capacity_bytes gauge\n\
+# HELP spool_response_memory_waiting Responses on this core waiting for response memory.\n\
+# TYPE spool_response_memory_waiting gauge\n\
 # HELP spool_partitions Partitions owned by this core.\n\
 # TYPE spool_partitions gauge\n\
 # HELP spool_log_bytes Bytes of log owned by this core.\n\

@@ -108,6 +108,8 @@ pub async fn fetch(
     min_bytes: i32,
     max_bytes: i32,
 ) -> Vec<FetchResult> {
+    // `--fetch-max-bytes` (Kafka's fetch.max.bytes) caps what any one request may ask for.
+    let max_bytes = max_bytes.min(shard.config.fetch_max_bytes);
     let wait = FetchWait::new(crate::clock::monotonic_ms(), max_wait_ms, min_bytes);
     let mut results = loop {
         let results = fetch_all(shard, wanted).await;
@@ -138,7 +140,8 @@ async fn fetch_all(shard: &Rc<Shard>, wanted: &[FetchPartition]) -> Vec<FetchRes
     let calls: Vec<_> = wanted
         .iter()
         .cloned()
-        .map(|w| {
+        .map(|mut w| {
+            w.max_bytes = w.max_bytes.min(shard.config.fetch_max_bytes);
             let me = Rc::clone(shard);
             glommio::spawn_local(async move {
                 if me

@@ -16,8 +16,8 @@
 //! - A frame larger than the whole per-core budget is refused (its connection is closed with the
 //!   reason), so one oversized claim can never wait forever or hold the rest back.
 //!
-//! Not covered: responses and fetch buffers (bounded elsewhere: fetch pieces are at most
-//! `net_io::PIECE_BYTES_MAX` per connection), and what decoding allocates beyond the frame.
+//! Not covered here: responses and fetch buffers, which have a budget of their own built from
+//! the same parts ([`crate::response_memory`]), and what decoding allocates beyond the frame.
 //! The internal port is not charged.
 
 use std::cell::RefCell;
@@ -78,6 +78,34 @@ pub struct Charge {
     bytes: usize,
 }
 
+impl Charge {
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Takes `other` into this charge (both from the same budget): one charge to give back.
+    pub fn absorb(&mut self, mut other: Charge) {
+        debug_assert!(
+            Arc::ptr_eq(&self.budget, &other.budget),
+            "charges of two budgets"
+        );
+        self.bytes += other.bytes;
+        other.bytes = 0;
+    }
+
+    /// Gives back what is charged beyond `bytes` (a charge taken for the most a read could
+    /// bring, once the read has brought less).
+    pub fn shrink_to(&mut self, bytes: usize) {
+        if bytes < self.bytes {
+            let excess = self.bytes - bytes;
+            self.bytes = bytes;
+            self.budget
+                .available_bytes
+                .fetch_add(excess, Ordering::Relaxed);
+        }
+    }
+}
+
 impl Drop for Charge {
     fn drop(&mut self) {
         let before = self
@@ -111,6 +139,26 @@ pub fn into_bytes(buf: Vec<u8>, charge: Option<Charge>) -> Bytes {
     }
 }
 
+/// `Bytes` already filled, with a charge that goes when the last of them drops.
+struct ChargedBytes {
+    bytes: Bytes,
+    _charge: Charge,
+}
+
+impl AsRef<[u8]> for ChargedBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// `bytes` carrying `charge`: it is given back when the last clone or slice of them drops.
+pub fn with_charge(bytes: Bytes, charge: Charge) -> Bytes {
+    Bytes::from_owner(ChargedBytes {
+        bytes,
+        _charge: charge,
+    })
+}
+
 /// This core's budget and its queue of waiters.
 pub struct CoreBudget {
     budget: Arc<Budget>,
@@ -120,8 +168,22 @@ pub struct CoreBudget {
 }
 
 impl CoreBudget {
+    /// A core's budget of `capacity_bytes`, with an empty queue.
+    pub fn new(capacity_bytes: usize) -> Self {
+        Self {
+            budget: Arc::new(Budget::new(capacity_bytes)),
+            turn: glommio::sync::Semaphore::new(1),
+            waiting: std::cell::Cell::new(0),
+        }
+    }
+
     pub fn budget(&self) -> &Arc<Budget> {
         &self.budget
+    }
+
+    /// Charges `bytes` now if they are left, without waiting.
+    pub fn try_charge(&self, bytes: usize) -> Option<Charge> {
+        self.budget.try_take(bytes)
     }
 
     /// Connections on this core waiting for memory now.
@@ -175,11 +237,7 @@ thread_local! {
 
 /// Installs this core's budget (`per_core_bytes`); called once per core by `runtime`.
 pub fn install(per_core_bytes: usize) {
-    let core = Rc::new(CoreBudget {
-        budget: Arc::new(Budget::new(per_core_bytes)),
-        turn: glommio::sync::Semaphore::new(1),
-        waiting: std::cell::Cell::new(0),
-    });
+    let core = Rc::new(CoreBudget::new(per_core_bytes));
     CORE.with(|c| *c.borrow_mut() = Some(core));
 }
 

@@ -232,8 +232,15 @@ async fn run_core(
     let request_memory_bytes =
         usize::try_from(config.request_memory_bytes / config.cores as u64).unwrap_or(usize::MAX);
     crate::request_memory::install(request_memory_bytes);
+    let response_memory_bytes =
+        usize::try_from(config.response_memory_bytes / config.cores as u64).unwrap_or(usize::MAX);
+    crate::response_memory::install(response_memory_bytes);
     if core == 0 {
         log_request_memory(&config, request_memory_bytes);
+        tracing::info!(
+            "response memory {} bytes ({response_memory_bytes} per core; --response-memory-bytes)",
+            config.response_memory_bytes
+        );
     }
     let shard = Shard::new(Rc::new(config), senders);
     debug_assert_eq!(shard.core, core);

@@ -16,7 +16,8 @@
 //!   async half then writes. At most [`COLD_READS_IN_FLIGHT_MAX`] such reads are in flight per
 //!   core. Memory: one buffer of at most [`PIECE_BYTES_MAX`] per connection at a time (the
 //!   connection's writer sends its responses one after another), whatever the fetch's
-//!   `max_bytes`.
+//!   `max_bytes`, charged to the core's response budget before it is read
+//!   ([`crate::response_memory`]; a piece that does not fit waits).
 //!
 //! Why this and not the alternatives (BENCHMARKS.md, "Fetch of cold segment ranges", measured
 //! with `loadgen/fetch_bench.sh`): splicing cold pieces on the reactor (the behaviour before)
@@ -524,6 +525,9 @@ async fn send_file_range(
 /// A cold piece: read through io_uring into one buffer (at most `piece` ≤ [`PIECE_BYTES_MAX`]
 /// bytes), then written through the async half.
 async fn read_piece(w: &mut Half, file: &BufferedFile, pos: u64, piece: usize) -> io::Result<()> {
+    // Charged before the buffer exists, given back once it is written (`response_memory`);
+    // taken before the read turn, so a wait for memory holds no turn.
+    let _charge = crate::response_memory::charge(piece).await?;
     let turns = COLD_READS.with(Rc::clone);
     let end = pos + piece as u64;
     let mut at = pos;
@@ -629,7 +633,9 @@ async fn splice_piece(
                 Ok(m) => in_pipe -= m,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // The socket is full: drain the pipe into memory (at most the pipe's
-                    // capacity) and let the async writer wait for the client.
+                    // capacity, charged to the response budget first) and let the async
+                    // writer wait for the client.
+                    let _charge = crate::response_memory::charge(in_pipe).await?;
                     let mut buf = vec![0u8; in_pipe];
                     let mut got = 0;
                     while got < in_pipe {

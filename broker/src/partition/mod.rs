@@ -454,10 +454,13 @@ impl Partition {
         }
         let max_bytes = max_bytes.max(0) as usize;
         let slice = if self.copy_reads {
-            self.log
-                .read_copy(offset as u64, max_bytes, hw)
-                .await
-                .map(|b| vec![ReadChunk::Memory(b)])
+            // Charged to the response budget before the copy is made; without room now, no
+            // records this time (`response_memory` says why not a wait).
+            let copy = self.log.read_copy(offset as u64, max_bytes, hw);
+            match crate::response_memory::charged_copy(max_bytes, copy).await {
+                None => return out,
+                Some(read) => read.map(|b| vec![ReadChunk::Memory(b)]),
+            }
         } else {
             self.log
                 .read(offset as u64, max_bytes, hw)
