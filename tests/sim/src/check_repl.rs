@@ -84,15 +84,24 @@ fn fail(invariant: &'static str, detail: String) -> Result<(), Violation> {
     Err(Violation::new(invariant, detail))
 }
 
-/// Whether `member`'s disk was wiped and the leader, which knows it by `seen_epoch`, still counts
-/// a previous incarnation's reports (it is down, not registered again, or the leader has not seen
-/// its new epoch in a fetch yet).
+/// Whether the leader, which knows `member` by `seen_epoch`, still counts a previous
+/// incarnation's reports: the member is down, not registered again since it restarted, or the
+/// leader has not seen its new broker epoch in a fetch yet. Such a count says nothing of the log
+/// there now — a wiped disk is empty, and a crash keeps what the member synced but also what a
+/// truncation under a newer leader epoch cut before it (a restarted member follows no one until
+/// metadata arrives, so it no longer looks like a follower of a newer epoch). The leader forgets
+/// the old count at the new incarnation's first fetch (KIP-903), which this check then holds it to.
+fn old_incarnation_counted(member: &ReplicaHost, seen_epoch: Option<i64>) -> bool {
+    !member.is_up()
+        || member
+            .broker_epoch()
+            .is_none_or(|e| seen_epoch.is_none_or(|s| s < e))
+}
+
+/// [`old_incarnation_counted`] for a member whose disk was wiped: only a wipe may take what an
+/// acknowledgement covered (a crash keeps what was synced, and nothing truncates it).
 fn wiped_unknown(member: &ReplicaHost, seen_epoch: Option<i64>) -> bool {
-    member.was_wiped()
-        && (!member.is_up()
-            || member
-                .broker_epoch()
-                .is_none_or(|e| seen_epoch.is_none_or(|s| s < e)))
+    member.was_wiped() && old_incarnation_counted(member, seen_epoch)
 }
 
 fn host(hosts: &[ReplicaHost], id: i32) -> Option<&ReplicaHost> {
@@ -314,9 +323,10 @@ impl ReplChecks {
                 }
                 let hw = l.state.high_watermark();
                 // What the leader counts for a follower it holds, within the epoch (a follower
-                // of this epoch only appends; it reported synced offsets) — except one whose
-                // disk was wiped since, while this leader still counts its previous incarnation
-                // (`wiped_unknown`). And so every ISR member has what the watermark covers.
+                // of this epoch only appends; it reported synced offsets) — except one that
+                // restarted since, while this leader still counts its previous incarnation
+                // (`old_incarnation_counted`). And so every ISR member has what the watermark
+                // covers.
                 for m in ls.replicas.iter().filter(|m| **m != me) {
                     let Some(mh) = host(hosts, *m).filter(|h| h.is_up()) else {
                         continue;
@@ -325,7 +335,7 @@ impl ReplChecks {
                         continue;
                     };
                     let counted = l.state.follower(*m);
-                    if wiped_unknown(mh, counted.and_then(|f| f.broker_epoch)) {
+                    if old_incarnation_counted(mh, counted.and_then(|f| f.broker_epoch)) {
                         continue;
                     }
                     let end = mr.log.end_offset();
