@@ -251,7 +251,26 @@ pub fn read_batch(
     let header = batch::validate(batch_bytes, max_batch_bytes)?;
     let body = record_bytes(batch_bytes, &header)?;
     let records = decode_records(&body, header.record_count)?;
+    check_offset_deltas(&records, header.last_offset_delta)?;
     Ok((header, records))
+}
+
+/// Each record's offset is the batch's base plus its delta, so the deltas must rise within
+/// `[0, last_offset_delta]`: contiguous as a producer writes them, with gaps after compaction.
+/// Anything else would give a reader offsets outside the batch or going backwards (found by the
+/// `record_batch` fuzz target: a record at delta -59 in a one-record batch).
+fn check_offset_deltas(records: &[Record], last_offset_delta: i32) -> Result<(), BatchError> {
+    let mut next_min = 0;
+    for r in records {
+        if r.offset_delta < next_min || r.offset_delta > last_offset_delta {
+            return Err(malformed(&format!(
+                "record offset delta {} outside [{next_min}, {last_offset_delta}]: deltas must rise within the batch",
+                r.offset_delta
+            )));
+        }
+        next_min = r.offset_delta.saturating_add(1);
+    }
+    Ok(())
 }
 
 /// Builds one RecordBatch v2. Offsets are relative (the broker assigns the base); a producer sets
@@ -396,6 +415,48 @@ impl BatchBuilder {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn record_at(offset_delta: i32) -> Record {
+        Record {
+            offset_delta,
+            timestamp_delta: 0,
+            key: None,
+            value: Some(Bytes::from_static(b"v")),
+            headers: Vec::new(),
+        }
+    }
+
+    fn batch_of(deltas: &[i32], last_offset_delta: i32) -> Bytes {
+        let mut b = BatchBuilder::new(0);
+        b.last_offset_delta = Some(last_offset_delta);
+        for d in deltas {
+            b.push_record(record_at(*d));
+        }
+        b.build().expect("a batch").freeze()
+    }
+
+    #[test]
+    fn record_offset_deltas_rise_within_the_batch() {
+        // As produced, and with a compaction's gaps: read back.
+        for (deltas, last) in [(&[0, 1, 2][..], 2), (&[0, 3, 7][..], 9), (&[4][..], 4)] {
+            let (_, recs) = read_batch(&batch_of(deltas, last), usize::MAX).expect("valid");
+            let got: Vec<i32> = recs.iter().map(|r| r.offset_delta).collect();
+            assert_eq!(got, deltas);
+        }
+        // Below zero (the fuzzer's input), past the header's last delta, repeated, backwards.
+        for (deltas, last) in [
+            (&[-59][..], 0),
+            (&[0, 5][..], 4),
+            (&[0, 0][..], 1),
+            (&[2, 1][..], 2),
+        ] {
+            let e = read_batch(&batch_of(deltas, last), usize::MAX).expect_err("refused");
+            assert!(
+                matches!(e, BatchError::MalformedRecords(_)),
+                "{deltas:?}: {e}"
+            );
+        }
+    }
 
     fn arb_bytes() -> impl Strategy<Value = Option<Bytes>> {
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64).prop_map(Bytes::from))

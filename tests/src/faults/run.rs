@@ -189,7 +189,10 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-/// Copies every start's log of every broker into `dir/node-<id>/`.
+/// Copies every start's log of every broker into `dir/node-<id>/`, and the workload topic's
+/// partition directories (segments, indexes, epoch checkpoints) into `dir/node-<id>/data/`: a
+/// duplicate or a loss is explained by the batches' headers (producer id, epoch, sequence, leader
+/// epoch), which no client shows.
 fn keep_logs(cluster: &Cluster, dir: &Path) {
     for (i, node) in cluster.nodes.iter().enumerate() {
         let to = dir.join(format!("node-{}", i + 1));
@@ -199,6 +202,26 @@ fn keep_logs(cluster: &Cluster, dir: &Path) {
                 let p = e.path();
                 if p.extension().is_some_and(|x| x == "log") {
                     let _ = std::fs::copy(&p, to.join(e.file_name()));
+                }
+            }
+        }
+        let prefix = format!("{TOPIC}-");
+        let Ok(partitions) = std::fs::read_dir(node.data_dir()) else {
+            continue;
+        };
+        for part in partitions.flatten() {
+            if !part.file_name().to_string_lossy().starts_with(&prefix) {
+                continue;
+            }
+            let into = to.join("data").join(part.file_name());
+            let _ = std::fs::create_dir_all(&into);
+            for f in std::fs::read_dir(part.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if f.file_type().is_ok_and(|t| t.is_file()) {
+                    let _ = std::fs::copy(f.path(), into.join(f.file_name()));
                 }
             }
         }
