@@ -163,12 +163,13 @@ fn find_spool() {
 }
 
 /// The clients' own log (spool's producer and consumer run in this process): warnings by
-/// default, more with `SPOOL_FAULTS_LOG` (an env-filter, e.g.
+/// default, and librdkafka's idempotent producer's `eos` debug lines (it is asked for no other
+/// debug context), more with `SPOOL_FAULTS_LOG` (an env-filter, e.g.
 /// `spool_protocol::client::group=debug`), to `clients.log` in the campaign's directory, so a
-/// stalled client says what it was doing.
+/// stalled client says what it was doing and a duplicate which producer id and epoch sent it.
 fn log_clients(out: &std::path::Path) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPOOL_FAULTS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,librdkafka=debug"));
     let opened =
         std::fs::create_dir_all(out).and_then(|()| std::fs::File::create(out.join("clients.log")));
     match opened {

@@ -230,6 +230,12 @@ pub fn rdkafka_producer(spec: ProducerSpec, shared: Shared) -> JoinHandle<Result
             .set("topic.metadata.refresh.interval.ms", "1000");
         if !idempotent {
             config.set("message.send.max.retries", "0");
+        } else {
+            // Its idempotence decisions (producer ids, epoch bumps, sequence resets, retries with
+            // their persisted status) go to clients.log: what a duplicate's explanation needs.
+            config
+                .set("debug", "eos")
+                .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
         }
         let producer: BaseProducer<Reports> = config
             .create_with_context(Reports::default())
