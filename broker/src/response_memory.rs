@@ -13,10 +13,11 @@
 //! - **The pipe's bytes read back** when a client cannot take a spliced piece (`net_io`), the
 //!   same way.
 //! - **A `--fetch-copy` read** (`partition`): the copy is charged for the most it can be (the
-//!   partition's `max_bytes`, capped) and shrunk to what it is. A copy that does not fit now is
-//!   not made: the partition answers with no records this time (the consumer's next fetch asks
-//!   again), because a fetch that waited while holding the copies of its other partitions could
-//!   deadlock with another doing the same.
+//!   partition's `max_bytes`, capped) and shrunk to what it is. A copy that does not fit within
+//!   [`COPY_WAIT_MS`] is not made: the partition answers with no records this time (the
+//!   consumer's next fetch asks again), because a fetch that waited for long while holding the
+//!   copies of its other partitions could deadlock with another doing the same; the short wait
+//!   keeps a long poll that keeps finding no memory from spinning.
 //!
 //! Not charged: memory slices of the log's tail (the log's own buffers, bounded by the log, only
 //! referenced), response heads (a few bytes per partition), and metadata-sized answers.
@@ -34,6 +35,8 @@ use crate::request_memory::{with_charge, Charge, CoreBudget};
 /// Default `--response-memory-bytes`: this fraction of the machine's memory (the request budget
 /// takes a quarter).
 pub const DEFAULT_MEMORY_FRACTION: u64 = 8;
+/// The longest a `--fetch-copy` read waits for memory before it answers no records.
+pub const COPY_WAIT_MS: u64 = 10;
 
 thread_local! {
     /// Each executor thread is one core: its response budget, installed once at start-up.
@@ -77,7 +80,19 @@ pub async fn charged_copy<E>(
     let Some(core) = current() else {
         return Some(read.await);
     };
-    let mut charge = core.try_charge(most_bytes.clamp(1, core.budget().capacity_bytes()))?;
+    let want = most_bytes.clamp(1, core.budget().capacity_bytes());
+    let mut charge = match core.try_charge(want) {
+        Some(c) => c,
+        // A short wait, never a long one (the module doc says why): long enough that a long
+        // poll answered empty for want of memory, which then asks again, does not spin the core.
+        None => {
+            futures_lite::future::or(async { core.charge(want).await.ok() }, async {
+                glommio::timer::sleep(std::time::Duration::from_millis(COPY_WAIT_MS)).await;
+                None
+            })
+            .await?
+        }
+    };
     let bytes = match read.await {
         Ok(b) => b,
         Err(e) => return Some(Err(e)),
