@@ -64,4 +64,6 @@ pub mod shard;
 pub mod shutdown_grants;
 pub mod stall_watch;
 pub mod stop_signal;
+#[cfg(test)]
+mod test_executor;
 pub mod topic_config;

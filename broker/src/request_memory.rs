@@ -268,10 +268,16 @@ pub fn render(core: usize) -> String {
     let Some(b) = current() else {
         return String::new();
     };
+    render_budget("spool_request_memory", "waiting_connections", core, &b)
+}
+
+/// A core budget's three metric lines: `{prefix}_bytes` (charged now),
+/// `{prefix}_capacity_bytes` and `{prefix}_{waiting}` (waiters queued).
+pub fn render_budget(prefix: &str, waiting: &str, core: usize, b: &CoreBudget) -> String {
     format!(
-        "spool_request_memory_bytes{{core=\"{core}\"}} {}\n\
-         spool_request_memory_capacity_bytes{{core=\"{core}\"}} {}\n\
-         spool_request_memory_waiting_connections{{core=\"{core}\"}} {}\n",
+        "{prefix}_bytes{{core=\"{core}\"}} {}\n\
+         {prefix}_capacity_bytes{{core=\"{core}\"}} {}\n\
+         {prefix}_{waiting}{{core=\"{core}\"}} {}\n",
         b.budget.in_use_bytes(),
         b.budget.capacity_bytes,
         b.waiting()
@@ -281,14 +287,7 @@ pub fn render(core: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-        glommio::LocalExecutorBuilder::default()
-            .spawn(f)
-            .expect("a test executor starts")
-            .join()
-            .expect("the test body completes");
-    }
+    use crate::test_executor::run;
 
     #[test]
     fn charges_wait_for_memory_and_bytes_give_it_back() {

@@ -115,28 +115,14 @@ pub fn render(core: usize) -> String {
     let Some(b) = current() else {
         return String::new();
     };
-    format!(
-        "spool_response_memory_bytes{{core=\"{core}\"}} {}\n\
-         spool_response_memory_capacity_bytes{{core=\"{core}\"}} {}\n\
-         spool_response_memory_waiting{{core=\"{core}\"}} {}\n",
-        b.budget().in_use_bytes(),
-        b.budget().capacity_bytes(),
-        b.waiting()
-    )
+    crate::request_memory::render_budget("spool_response_memory", "waiting", core, &b)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_executor::run;
     use std::time::Duration;
-
-    fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-        glommio::LocalExecutorBuilder::default()
-            .spawn(f)
-            .expect("a test executor starts")
-            .join()
-            .expect("the test body completes");
-    }
 
     #[test]
     fn a_response_charge_waits_shrinks_and_rides_on_its_bytes() {

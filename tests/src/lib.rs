@@ -53,6 +53,7 @@ pub mod kafka_clients;
 pub mod log_files;
 pub mod netfilter;
 pub mod paced;
+pub mod proc_memory;
 pub mod process;
 pub mod replicated;
 pub mod small_disk;

@@ -9,14 +9,7 @@ use glommio::net::TcpListener;
 
 use super::*;
 
-/// Runs `f` on a fresh glommio executor.
-fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    glommio::LocalExecutorBuilder::default()
-        .spawn(f)
-        .expect("a test executor starts")
-        .join()
-        .expect("the test body completes");
-}
+use crate::test_executor::run;
 
 /// Deterministic, non-repeating bytes (so a shifted or repeated range cannot pass).
 fn content(len: usize) -> Vec<u8> {

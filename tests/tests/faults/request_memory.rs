@@ -16,6 +16,7 @@ use std::time::Duration;
 use spool_tests::checker;
 use spool_tests::client::{consume_until, create_topic};
 use spool_tests::http;
+use spool_tests::proc_memory::status_bytes;
 use spool_tests::steady::SteadyProducer;
 use spool_tests::wire::RawConn;
 use spool_tests::{Broker, BrokerOptions};
@@ -35,17 +36,6 @@ const OVERHEAD_BYTES: usize = 64 * MIB;
 /// the broker stops reading a connection (it ends sooner for a connection read to the end).
 const ATTACK_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// `VmRSS` or `VmHWM` (peak) of process `pid`, in bytes.
-fn proc_status_bytes(pid: u32, field: &str) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("reading status");
-    let kib: usize = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    kib * 1024
-}
 
 /// The 4-byte native prefix of a `frame_bytes`-byte frame.
 fn prefix(frame_bytes: usize) -> [u8; 4] {
@@ -69,7 +59,7 @@ fn unfinished_large_frames_stay_within_the_request_memory() {
     create_topic(&broker, "steady", 2);
     let steady = SteadyProducer::start(&broker, "steady");
     let mut acked = steady.wait_past(0, "start-up");
-    let baseline_rss = proc_status_bytes(pid, "VmRSS");
+    let baseline_rss = status_bytes(pid, "VmRSS");
 
     // Larger than a core's share: refused at once, with the reason logged.
     let mut too_large = RawConn::connect(broker.native_addr()).expect("connecting");
@@ -124,7 +114,7 @@ fn unfinished_large_frames_stay_within_the_request_memory() {
         .and_then(|mut c| c.api_versions())
         .expect("a fresh connection during the attack");
 
-    let peak = proc_status_bytes(pid, "VmHWM");
+    let peak = status_bytes(pid, "VmHWM");
     let metrics = broker.metrics();
     let held = http::sum(&metrics, "spool_request_memory_bytes", "");
     let waiting = http::sum(&metrics, "spool_request_memory_waiting_connections", "");

@@ -19,6 +19,7 @@ use spool_protocol::wire::{ErrorCode, RequestBodyT};
 use spool_storage::records::BatchBuilder;
 use spool_tests::client::{consume_until, create_topic};
 use spool_tests::http;
+use spool_tests::proc_memory::status_bytes;
 use spool_tests::steady::SteadyProducer;
 use spool_tests::wire::{fetch_body, produce_body, produce_outcome, RawConn};
 use spool_tests::{Broker, BrokerOptions};
@@ -43,17 +44,6 @@ const OVERHEAD_BYTES: usize = 96 * MIB;
 const IDLE_MS: u64 = 3000;
 const WAIT: Duration = Duration::from_secs(60);
 const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// `VmRSS` or `VmHWM` (peak) of process `pid`, in bytes.
-fn proc_status_bytes(pid: u32, field: &str) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("reading status");
-    let kib: usize = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    kib * 1024
-}
 
 /// A fetch of partition 0 of `topic` from offset 0 for up to `max_bytes`, answered at once.
 fn large_fetch(topic: &str, max_bytes: i32) -> RequestBodyT {
@@ -167,7 +157,7 @@ fn unread_large_fetches_stay_within_the_response_memory() {
     let steady = SteadyProducer::start(&broker, "steady");
     let mut acked = steady.wait_past(0, "start-up");
     let fetches_before = http::sum(&broker.metrics(), "spool_fetch_requests_total", "");
-    let baseline_rss = proc_status_bytes(pid, "VmRSS");
+    let baseline_rss = status_bytes(pid, "VmRSS");
     let connections_before = http::sum(&broker.metrics(), "spool_connections", "");
 
     let attackers: Vec<RawConn> = (0..ATTACKERS)
@@ -177,7 +167,7 @@ fn unread_large_fetches_stay_within_the_response_memory() {
     let wanted = fetches_before + (ATTACKERS * FETCHES_PER_ATTACKER) as f64;
     wait_for_metric(&broker, "spool_fetch_requests_total", |v| v >= wanted);
     acked = steady.wait_past(acked, "the attack");
-    let peak = proc_status_bytes(pid, "VmHWM");
+    let peak = status_bytes(pid, "VmHWM");
     let metrics = broker.metrics();
     let held = http::sum(&metrics, "spool_response_memory_bytes", "");
     eprintln!(
