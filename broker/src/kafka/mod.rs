@@ -10,7 +10,7 @@
 //!   versions it does not list get UNSUPPORTED_VERSION in the API's shape.
 //! - `data`: Produce, Fetch (records spliced straight from the log), ListOffsets.
 //! - `admin`: ApiVersions, Metadata (with auto-create), CreateTopics, DeleteTopics,
-//!   DescribeConfigs, InitProducerId.
+//!   InitProducerId; `configs`: DescribeConfigs (every accepted config, as it acts).
 //! - `groups`: the consumer-group APIs, translated to and from `handlers::groups`.
 //!
 //! Bad input: a frame over `--max-frame-bytes`, one too short for a header, an API key the codec
@@ -19,6 +19,7 @@
 //! Kafka does. Everything that decodes gets an answer, with an error code where needed.
 
 mod admin;
+mod configs;
 mod data;
 mod dispatch;
 mod groups;

@@ -518,7 +518,8 @@ impl Partition {
                 leader_epoch: epoch,
             },
             ts => match self.log.offset_for_timestamp(ts).await {
-                Ok(Some(o)) if o < self.high_watermark() => ok(o, ts),
+                // The found record's own timestamp, as Kafka answers (clients show it).
+                Ok(Some((o, found_ts))) if o < self.high_watermark() => ok(o, found_ts),
                 Ok(_) => ListOffsetsResult {
                     error: ErrorCode::None,
                     timestamp: -1,

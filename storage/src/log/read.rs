@@ -216,9 +216,14 @@ impl PartitionLog {
         Ok(out.freeze())
     }
 
-    /// Kafka's ListOffsets by timestamp: the first offset whose record timestamp is `>=
-    /// timestamp_ms`, or `None` when every record is older.
-    pub async fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<u64>, LogError> {
+    /// Kafka's ListOffsets by timestamp: the offset and timestamp of the first record at or after
+    /// the log start whose timestamp is `>= timestamp_ms`, or `None` when every record is older.
+    /// Under log-append time a record's timestamp is its batch's. A batch spool cannot decompress
+    /// answers its base offset and its max timestamp (the best it can say without the records).
+    pub async fn offset_for_timestamp(
+        &self,
+        timestamp_ms: i64,
+    ) -> Result<Option<(u64, i64)>, LogError> {
         let (segments, log_start) = {
             let st = self.st.borrow();
             (
@@ -239,9 +244,11 @@ impl PartitionLog {
             while let Some(h) = cur.peek(&seg, self.config.max_batch_bytes).await? {
                 if h.max_timestamp >= timestamp_ms && h.last_offset() as u64 >= log_start {
                     let found = self
-                        .first_record_at_or_after(&seg, cur.position, &h, timestamp_ms)
+                        .first_record_at_or_after(&seg, cur.position, &h, timestamp_ms, log_start)
                         .await?;
-                    return Ok(Some(found.max(log_start)));
+                    if found.is_some() {
+                        return Ok(found);
+                    }
                 }
                 cur.advance(&h);
             }
@@ -249,20 +256,25 @@ impl PartitionLog {
         Ok(None)
     }
 
+    /// The (offset, timestamp) of the first record of the batch `h` at or after `log_start` whose
+    /// timestamp is `>= timestamp_ms`.
     async fn first_record_at_or_after(
         &self,
         seg: &Segment,
         position: u64,
         h: &BatchHeader,
         timestamp_ms: i64,
-    ) -> Result<u64, LogError> {
+        log_start: u64,
+    ) -> Result<Option<(u64, i64)>, LogError> {
         let bytes =
             Bytes::from(read_at(&seg.reader(), &seg.log_path, position, h.total_bytes()).await?);
         let recs = match records::read_batch(&bytes, self.config.max_batch_bytes) {
             Ok((_, recs)) => recs,
-            // A codec spool cannot decompress: the batch's base offset is the best answer.
             Err(crate::batch::BatchError::UnsupportedCompression(_)) => {
-                return Ok(h.base_offset as u64)
+                return Ok(Some((
+                    (h.base_offset as u64).max(log_start),
+                    h.max_timestamp,
+                )))
             }
             Err(e) => return Err(seg.corrupt(position, e.to_string())),
         };
@@ -272,15 +284,16 @@ impl PartitionLog {
             } else {
                 h.base_timestamp + r.timestamp_delta
             };
-            if ts >= timestamp_ms {
-                ControlFlow::Break(h.base_offset as u64 + r.offset_delta as u64)
+            let offset = h.base_offset as u64 + r.offset_delta as u64;
+            if ts >= timestamp_ms && offset >= log_start {
+                ControlFlow::Break((offset, ts))
             } else {
                 ControlFlow::Continue(())
             }
         });
         Ok(match found {
-            ControlFlow::Break(o) => o,
-            ControlFlow::Continue(()) => h.base_offset as u64,
+            ControlFlow::Break(hit) => Some(hit),
+            ControlFlow::Continue(()) => None,
         })
     }
 }

@@ -376,12 +376,26 @@ fn offset_for_timestamp_agrees_with_a_linear_scan() {
                 stamps.push(ts + i);
             }
         }
+        // The answer carries the found record's own timestamp, not the one asked for.
+        let linear = |from: usize, target: i64| {
+            (from..stamps.len())
+                .find(|&p| stamps[p] >= target)
+                .map(|p| (p as u64, stamps[p]))
+        };
         for target in (9_990..11_200).step_by(7) {
-            let linear = stamps.iter().position(|&t| t >= target).map(|p| p as u64);
             assert_eq!(
                 log.offset_for_timestamp(target).await.unwrap(),
-                linear,
+                linear(0, target),
                 "target {target}"
+            );
+        }
+        // Nothing below the log start is answered, even inside a batch that straddles it.
+        log.delete_records_before(31).await.unwrap();
+        for target in (9_990..11_200).step_by(7) {
+            assert_eq!(
+                log.offset_for_timestamp(target).await.unwrap(),
+                linear(31, target),
+                "target {target} after deleting below 31"
             );
         }
     });

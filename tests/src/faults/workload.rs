@@ -232,9 +232,10 @@ pub fn rdkafka_producer(spec: ProducerSpec, shared: Shared) -> JoinHandle<Result
             config.set("message.send.max.retries", "0");
         } else {
             // Its idempotence decisions (producer ids, epoch bumps, sequence resets, retries with
-            // their persisted status) go to clients.log: what a duplicate's explanation needs.
+            // their persisted status) and each batch's outcome (`msg`: the error and the actions
+            // librdkafka took on it) go to clients.log: what a duplicate's explanation needs.
             config
-                .set("debug", "eos")
+                .set("debug", "eos,msg")
                 .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
         }
         let producer: BaseProducer<Reports> = config

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""aiokafka (asyncio, an independent Kafka client family) against spool's Kafka port, driven by
+tests/tests/kafka_aiokafka.rs (issue 17, item 5).
+
+`group`: creates a topic, produces keyed gzip-compressed messages with acks=all, consumes them
+with a group of two members that share the partitions (each commits after each batch), stops
+both, produces more, and has a fresh member of the same group read from the committed offsets.
+
+`times`: creates a one-partition topic, produces records with explicit timestamps T0 + 1000 * i,
+and asks `offsets_for_times` for T0 + 3500 (the answer must be offset 4 with the record's own
+timestamp T0 + 4000), for T0 (offset 0) and for a time past the last record (no answer).
+
+Prints one JSON object per line on stdout ({"event": ...}); the Rust test checks them. Every wait
+is bounded by --timeout-s: on expiry the script prints {"event": "timeout", ...} and exits 2.
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+REQUEST_TIMEOUT_MS = 30_000
+
+
+def emit(event, **fields):
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("mode", choices=["group", "times"])
+    ap.add_argument("--bootstrap", required=True, help="host:port of the Kafka listener")
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--group", default="spool-tests-aiokafka")
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--messages", type=int, default=400)
+    ap.add_argument("--timeout-s", type=float, default=90.0)
+    return ap.parse_args()
+
+
+class Timeout(Exception):
+    pass
+
+
+def left(deadline):
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise Timeout()
+    return remaining
+
+
+async def create_topic(args, partitions):
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=args.bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS
+    )
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [NewTopic(args.topic, num_partitions=partitions, replication_factor=1)]
+        )
+    finally:
+        await admin.close()
+    emit("created", topic=args.topic, partitions=partitions)
+
+
+async def produce(args, first, count, **send_args):
+    producer = AIOKafkaProducer(
+        bootstrap_servers=args.bootstrap,
+        acks="all",
+        compression_type="gzip",
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+    await producer.start()
+    try:
+        for i in range(first, first + count):
+            md = await producer.send_and_wait(
+                args.topic,
+                key=f"key-{i % 17}".encode(),
+                value=f"value-{i}".encode(),
+                **{k: v(i) for k, v in send_args.items()},
+            )
+            emit("acked", seq=i, partition=md.partition, offset=md.offset)
+    finally:
+        await producer.stop()
+
+
+def consumer(args):
+    return AIOKafkaConsumer(
+        args.topic,
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+
+
+async def read_until(members, want, deadline):
+    """Reads with every member until `want` records arrived in all; commits after each batch.
+    Returns {member index: [(partition, offset, value)]}."""
+    got = {i: [] for i in range(len(members))}
+    while sum(len(v) for v in got.values()) < want:
+        left(deadline)
+        for i, c in enumerate(members):
+            batch = await c.getmany(timeout_ms=200)
+            for tp, records in batch.items():
+                for r in records:
+                    got[i].append((tp.partition, r.offset, r.value.decode()))
+            if batch:
+                await c.commit()
+    return got
+
+
+async def group_mode(args, deadline):
+    await create_topic(args, args.partitions)
+    await produce(args, 0, args.messages)
+    a, b = consumer(args), consumer(args)
+    await a.start()
+    await b.start()
+    try:
+        # Both members must hold partitions before the reading counts as shared.
+        while not (a.assignment() and b.assignment()):
+            left(deadline)
+            await asyncio.gather(a.getmany(timeout_ms=100), b.getmany(timeout_ms=100))
+            if a.assignment() and b.assignment():
+                break
+        # Reading starts over from the committed offsets (none yet: earliest) after the
+        # rebalance settles, so what was fetched above before it is read again below.
+        for c in (a, b):
+            for tp in c.assignment():
+                c.seek(tp, (await c.committed(tp)) or 0)
+        emit(
+            "assigned",
+            a=sorted(tp.partition for tp in a.assignment()),
+            b=sorted(tp.partition for tp in b.assignment()),
+        )
+        got = await read_until([a, b], args.messages, deadline)
+        for i, records in got.items():
+            for partition, offset, value in records:
+                emit("read", member=i, partition=partition, offset=offset, value=value)
+    finally:
+        await a.stop()
+        await b.stop()
+    emit("first_members_stopped")
+    more = args.messages // 4
+    await produce(args, args.messages, more)
+    c = consumer(args)
+    await c.start()
+    try:
+        got = await read_until([c], more, deadline)
+        for partition, offset, value in got[0]:
+            emit("resumed_read", partition=partition, offset=offset, value=value)
+    finally:
+        await c.stop()
+
+
+async def times_mode(args, deadline):
+    await create_topic(args, 1)
+    t0 = (int(time.time()) - 3600) * 1000
+    await produce(args, 0, 10, timestamp_ms=lambda i: t0 + 1000 * i)
+    c = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
+    await c.start()
+    try:
+        tp = TopicPartition(args.topic, 0)
+        for ask in (t0 + 3500, t0, t0 + 60_000):
+            left(deadline)
+            found = (await c.offsets_for_times({tp: ask}))[tp]
+            emit(
+                "offset_for_time",
+                asked=ask - t0,
+                offset=None if found is None else found.offset,
+                timestamp=None if found is None else found.timestamp - t0,
+            )
+    finally:
+        await c.stop()
+
+
+async def main():
+    args = parse_args()
+    deadline = time.monotonic() + args.timeout_s
+    try:
+        run = group_mode if args.mode == "group" else times_mode
+        await asyncio.wait_for(run(args, deadline), timeout=args.timeout_s)
+    except (Timeout, asyncio.TimeoutError):
+        emit("timeout", mode=args.mode, after_s=args.timeout_s)
+        sys.exit(2)
+    emit("done")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,185 @@
+//! The Kafka port with aiokafka 0.x (issue 17, item 5: a client family nobody here wrote, asyncio,
+//! its own protocol code): `tests/aiokafka/clients.py` drives it, this test checks its JSON lines.
+//!
+//! - `group`: keyed, gzip-compressed, acks=all produce; a group of two members sharing the
+//!   partitions reads everything once, where it was acknowledged, committing as it goes; a fresh
+//!   member of the group then reads exactly what was produced after the first two stopped (it
+//!   resumed from their commits).
+//! - `times`: `offsets_for_times` answers the first record at or after the asked time with that
+//!   record's own timestamp (not the asked one), and nothing past the last record.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use spool_tests::kafka_clients::{python_with_aiokafka, run_client, start_broker, tail};
+use spool_tests::{Broker, BrokerOptions};
+
+const MESSAGES: i64 = 400;
+const PARTITIONS: i64 = 4;
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs `clients.py <mode>`; returns its events and a context for failure messages. Insists on
+/// the closing `done` event.
+fn run_script(broker: &Broker, mode: &str, args: &[&str]) -> (Vec<Value>, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("aiokafka/clients.py");
+    let mut cmd = Command::new(python_with_aiokafka());
+    cmd.arg(&script)
+        .arg(mode)
+        .args(["--bootstrap", &broker.kafka_bootstrap()])
+        .args(["--timeout-s", &SCRIPT_TIMEOUT.as_secs().to_string()])
+        .args(args);
+    let finished = run_client(&mut cmd, b"", broker.scratch(), RUN_TIMEOUT);
+    let events: Vec<Value> = finished
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+        .collect();
+    let context = format!(
+        "--- script stdout (tail) ---\n{}\n--- stderr (tail) ---\n{}\n{}",
+        tail(&finished.stdout),
+        tail(&finished.stderr),
+        broker.log_tail()
+    );
+    assert!(
+        events.last().is_some_and(|e| e["event"] == "done"),
+        "the script did not finish\n{context}"
+    );
+    (events, context)
+}
+
+fn of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+fn int(event: &Value, field: &str) -> i64 {
+    event[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{field} is not an integer in {event}"))
+}
+
+/// `value-N` → N.
+fn seq_of(event: &Value) -> i64 {
+    event["value"]
+        .as_str()
+        .and_then(|v| v.strip_prefix("value-"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no value-N in {event}"))
+}
+
+/// Each read event's seq, checked to sit where it was acknowledged; panics on a second read.
+fn reads(events: &[&Value], acked: &BTreeMap<i64, (i64, i64)>) -> BTreeSet<i64> {
+    let mut seen = BTreeSet::new();
+    for e in events {
+        let seq = seq_of(e);
+        let at = (int(e, "partition"), int(e, "offset"));
+        assert_eq!(
+            acked.get(&seq),
+            Some(&at),
+            "value-{seq} read at {at:?}: {e}"
+        );
+        assert!(seen.insert(seq), "value-{seq} read twice");
+    }
+    seen
+}
+
+#[test]
+fn aiokafka_group_of_two_shares_partitions_and_a_new_member_resumes_from_commits() {
+    let broker = start_broker(BrokerOptions::default());
+    let (partitions, messages) = (PARTITIONS.to_string(), MESSAGES.to_string());
+    let (events, context) = run_script(
+        &broker,
+        "group",
+        &[
+            "--topic",
+            "aiokafka-orders",
+            "--group",
+            "aiokafka-group",
+            "--partitions",
+            &partitions,
+            "--messages",
+            &messages,
+        ],
+    );
+    let more = MESSAGES / 4;
+    let mut acked = BTreeMap::new();
+    for e in of(&events, "acked") {
+        let at = (int(e, "partition"), int(e, "offset"));
+        assert!(
+            acked.insert(int(e, "seq"), at).is_none(),
+            "{e}: acknowledged twice"
+        );
+    }
+    assert_eq!(
+        acked.keys().copied().collect::<Vec<_>>(),
+        (0..MESSAGES + more).collect::<Vec<_>>(),
+        "acknowledged\n{context}"
+    );
+    // Keys spread over every partition (17 keys, Kafka's murmur2 partitioner).
+    let used: BTreeSet<i64> = acked.values().map(|&(p, _)| p).collect();
+    assert_eq!(used, (0..PARTITIONS).collect(), "{context}");
+
+    let assigned = of(&events, "assigned");
+    assert_eq!(assigned.len(), 1, "{context}");
+    let part = |m: &str| -> BTreeSet<i64> {
+        assigned[0][m]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_i64).collect())
+            .unwrap_or_default()
+    };
+    let (a, b) = (part("a"), part("b"));
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "both members hold partitions: {}",
+        assigned[0]
+    );
+    assert!(a.is_disjoint(&b), "{}", assigned[0]);
+    assert_eq!(a.union(&b).count() as i64, PARTITIONS, "{}", assigned[0]);
+
+    let first = reads(&of(&events, "read"), &acked);
+    assert_eq!(
+        first,
+        (0..MESSAGES).collect(),
+        "the pair's reads\n{context}"
+    );
+    let members: BTreeSet<i64> = of(&events, "read")
+        .iter()
+        .map(|e| int(e, "member"))
+        .collect();
+    assert_eq!(
+        members,
+        BTreeSet::from([0, 1]),
+        "both members read\n{context}"
+    );
+
+    let resumed = reads(&of(&events, "resumed_read"), &acked);
+    assert_eq!(
+        resumed,
+        (MESSAGES..MESSAGES + more).collect(),
+        "the new member reads only what came after the commits\n{context}"
+    );
+}
+
+#[test]
+fn aiokafka_offsets_for_times_answers_the_found_records_own_timestamp() {
+    let broker = start_broker(BrokerOptions::default());
+    let (events, context) = run_script(&broker, "times", &["--topic", "aiokafka-times"]);
+    let answers: Vec<(i64, Value, Value)> = of(&events, "offset_for_time")
+        .iter()
+        .map(|e| (int(e, "asked"), e["offset"].clone(), e["timestamp"].clone()))
+        .collect();
+    assert_eq!(
+        answers,
+        vec![
+            // Records are stamped T0 + 1000 * i; T0 + 3500 finds record 4, stamped T0 + 4000.
+            (3_500, Value::from(4), Value::from(4_000)),
+            (0, Value::from(0), Value::from(0)),
+            // Past the last record: no answer (Kafka's -1/-1, which aiokafka shows as None).
+            (60_000, Value::Null, Value::Null),
+        ],
+        "{context}"
+    );
+}
