@@ -1,15 +1,17 @@
 //! The Kafka front's API table ([`KAFKA_APIS`]: each API, its versions, its handler) and the
 //! answer to everything else. A request the codec marked unsupported (an API the table does not
-//! list, or a version outside its range: the codec decodes bodies only for what the table lists)
-//! gets UNSUPPORTED_VERSION in that API's shape; ApiVersions answers as v0 (KIP-511) so the
-//! client retries with a version we list.
+//! list, or a version outside its range: the codec hands bodies to handlers only for what the
+//! table lists) gets UNSUPPORTED_VERSION in that API's shape, each item it named echoed with
+//! the error where the shape has no top-level error code (`spool_protocol::kafka::echo`), and
+//! nothing for an acks=0 Produce; ApiVersions answers as v0 (KIP-511) so the client retries with
+//! a version we list.
 
 use std::rc::Rc;
 
 use bytes::Bytes;
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use spool_protocol::kafka::codec::{self, KafkaCodecError, KafkaRequest, RequestBody};
+use spool_protocol::kafka::codec::{self, KafkaCodecError, KafkaRequest, Refused, RequestBody};
 use spool_protocol::kafka::unsupported;
 use spool_protocol::ErrorCode;
 
@@ -46,9 +48,16 @@ api_table! {
     /// rendered from it (`crate::apis`).
     ///
     /// Every range lies inside what the codec carries (`spool_protocol::kafka::versions::
-    /// codec_range`, checked by a test), and the ranges are chosen so that librdkafka 2.x,
-    /// kafka-python 2.x and the Java clients 3.x negotiate a version spool handles: clients take
-    /// the highest version both sides list. Caps below Kafka's own maxima, and why:
+    /// codec_range`, checked by a test): the `kafka-protocol` crate's versions (Kafka 4.0's) and
+    /// the older ones Kafka 3.9 still serves that the codec decodes by hand
+    /// (`spool_protocol::kafka::legacy`: OffsetCommit 0–1, sarama's default, OffsetFetch 0 and
+    /// DescribeConfigs 0). The other versions Kafka 3.9 serves below the crate's range
+    /// (Produce 0–2, Fetch 0–3, ListOffsets 0, CreateTopics 0–1, DeleteTopics 0,
+    /// OffsetForLeaderEpoch 0–1) are refused, each item named with UNSUPPORTED_VERSION.
+    ///
+    /// The ranges are chosen so that librdkafka 2.x, kafka-python 2.x, sarama and the Java
+    /// clients 3.x negotiate a version spool handles: clients take the highest version both
+    /// sides list. Caps below Kafka's own maxima, and why:
     /// - Fetch ≤ 11: v12+ are flexible (tagged fields around records) and v13+ name topics by
     ///   id; the Fetch response is framed by hand so records can be spliced from segment files
     ///   (`spool_protocol::kafka::fetch`), and 4–11 share one layout.
@@ -71,8 +80,8 @@ api_table! {
         cx.reply(data::list_offsets(cx.shard, r, cx.version).await)
     },
     Metadata 0..=9 Metadata(r) => cx.reply(admin::metadata(cx.shard, r, cx.version).await),
-    OffsetCommit 2..=8 OffsetCommit(r) => cx.reply(groups::offset_commit(cx.shard, r).await),
-    OffsetFetch 1..=7 OffsetFetch(r) => {
+    OffsetCommit 0..=8 OffsetCommit(r) => cx.reply(groups::offset_commit(cx.shard, r).await),
+    OffsetFetch 0..=7 OffsetFetch(r) => {
         cx.reply(groups::offset_fetch(cx.shard, r, cx.version).await)
     },
     FindCoordinator 0..=3 FindCoordinator(r) => {
@@ -103,7 +112,7 @@ api_table! {
     OffsetForLeaderEpoch 2..=4 OffsetForLeaderEpoch(r) => {
         cx.reply(data::offset_for_leader_epoch(cx.shard, r).await)
     },
-    DescribeConfigs 1..=4 DescribeConfigs(r) => {
+    DescribeConfigs 0..=4 DescribeConfigs(r) => {
         cx.reply(admin::describe_configs(cx.shard, r))
     },
 }
@@ -114,7 +123,9 @@ pub async fn handle(shard: &Rc<Shard>, req: KafkaRequest, peer: &Peer) -> Outgoi
     let (api_key, version, cid) = (req.api_key, req.version, req.correlation_id);
     let kind = match req.body {
         RequestBody::Decoded(k) => *k,
-        RequestBody::Unsupported => return unsupported_version(shard, api_key, version, cid),
+        RequestBody::Unsupported(refused) => {
+            return unsupported_version(shard, api_key, version, cid, &refused)
+        }
     };
     let cx = Call {
         shard,
@@ -127,14 +138,23 @@ pub async fn handle(shard: &Rc<Shard>, req: KafkaRequest, peer: &Peer) -> Outgoi
     match route(&cx, api_key, kind).await {
         Some(out) => out,
         // The codec decodes only bodies the table lists, under their own key.
-        None => unsupported_version(shard, api_key, version, cid),
+        None => unsupported_version(shard, api_key, version, cid, &Refused::Whole),
     }
 }
 
-fn unsupported_version(shard: &Shard, api_key: ApiKey, version: i16, cid: i32) -> Outgoing {
+fn unsupported_version(
+    shard: &Shard,
+    api_key: ApiKey,
+    version: i16,
+    cid: i32,
+    refused: &Refused,
+) -> Outgoing {
     crate::front_rules::record_refused(shard);
-    let head = codec::unsupported_response(api_key, version, cid, KAFKA_APIS);
-    frame_or_nothing(head, "answering UNSUPPORTED_VERSION")
+    match codec::unsupported_response(api_key, version, cid, refused, KAFKA_APIS).transpose() {
+        // An acks=0 Produce: the client reads no response.
+        None => Outgoing::Nothing,
+        Some(head) => frame_or_nothing(head, "answering UNSUPPORTED_VERSION"),
+    }
 }
 
 /// Encodes a response; one the codec refuses (a bug: a field set that the version lacks) is

@@ -14,15 +14,19 @@
 //! - `groups`: the consumer-group APIs, translated to and from `handlers::groups`.
 //!
 //! Bad input: a frame over `--max-frame-bytes`, one too short for a header, an API key the codec
-//! does not know, a version of an API outside what the codec can decode (there is no shape to
-//! answer in), or a body that does not decode is logged and closes only its connection — as
-//! Kafka does. Everything that decodes gets an answer, with an error code where needed.
+//! does not know, a version above what the codec can decode (its header may be a newer format),
+//! or a body that does not decode is logged and closes only its connection — as Kafka does.
+//! Everything that decodes gets an answer, with an error code where needed: old versions below
+//! the codec's crate are decoded by hand (`spool_protocol::kafka::legacy`) and either served or
+//! refused with UNSUPPORTED_VERSION per item.
 
 mod admin;
 mod configs;
 mod data;
 mod dispatch;
 mod groups;
+#[cfg(test)]
+mod legacy_tests;
 #[cfg(test)]
 mod tests;
 

@@ -57,7 +57,7 @@ fn round_trip(api_key: ApiKey, version: i16, body: ResponseKind) -> ResponseKind
     let (cid, mut rest) =
         split_response(frame, api_key.response_header_version(version)).expect("frame");
     assert_eq!(cid, 77);
-    let decoded = ResponseKind::decode(api_key, &mut rest, version)
+    let decoded = spool_protocol::kafka::codec::decode_response_body(api_key, version, &mut rest)
         .unwrap_or_else(|e| panic!("{api_key:?} v{version} decode: {e}"));
     assert!(rest.is_empty(), "{api_key:?} v{version}: trailing bytes");
     decoded

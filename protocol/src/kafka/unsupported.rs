@@ -1,6 +1,8 @@
 //! The response shape of every API the `kafka-protocol` crate knows, for answering a request spool
 //! does not implement (or a version outside its range) with UNSUPPORTED_VERSION in a shape the
-//! client can decode, instead of dropping the connection.
+//! client can decode, instead of dropping the connection; and the top-level error code of those
+//! shapes that have one ([`set_error_code`]). Echoing each item of the request is
+//! `super::echo`'s.
 
 use kafka_protocol::messages::*;
 
@@ -8,7 +10,14 @@ use kafka_protocol::messages::*;
 /// one) set to `error_code`.
 pub fn empty_response(api_key: ApiKey, error_code: i16) -> ResponseKind {
     let mut r = default_response(api_key);
-    match &mut r {
+    set_error_code(&mut r, error_code);
+    r
+}
+
+/// Sets the top-level error code of `r`, where its message has one (at some version: the crate
+/// refuses to encode it at a version that lacks it, so callers retry with 0 there).
+pub fn set_error_code(r: &mut ResponseKind, error_code: i16) {
+    match r {
         ResponseKind::Fetch(x) => x.error_code = error_code,
         ResponseKind::OffsetFetch(x) => x.error_code = error_code,
         ResponseKind::FindCoordinator(x) => x.error_code = error_code,
@@ -26,9 +35,27 @@ pub fn empty_response(api_key: ApiKey, error_code: i16) -> ResponseKind {
         ResponseKind::DescribeAcls(x) => x.error_code = error_code,
         ResponseKind::DescribeCluster(x) => x.error_code = error_code,
         ResponseKind::ConsumerGroupHeartbeat(x) => x.error_code = error_code,
+        ResponseKind::AddPartitionsToTxn(x) => x.error_code = error_code,
+        ResponseKind::DescribeLogDirs(x) => x.error_code = error_code,
+        ResponseKind::ElectLeaders(x) => x.error_code = error_code,
+        ResponseKind::CreateDelegationToken(x) => x.error_code = error_code,
+        ResponseKind::RenewDelegationToken(x) => x.error_code = error_code,
+        ResponseKind::ExpireDelegationToken(x) => x.error_code = error_code,
+        ResponseKind::DescribeDelegationToken(x) => x.error_code = error_code,
+        ResponseKind::AlterPartitionReassignments(x) => x.error_code = error_code,
+        ResponseKind::ListPartitionReassignments(x) => x.error_code = error_code,
+        ResponseKind::OffsetDelete(x) => x.error_code = error_code,
+        ResponseKind::DescribeClientQuotas(x) => x.error_code = error_code,
+        ResponseKind::DescribeUserScramCredentials(x) => x.error_code = error_code,
+        ResponseKind::UpdateFeatures(x) => x.error_code = error_code,
+        ResponseKind::ListTransactions(x) => x.error_code = error_code,
+        ResponseKind::GetTelemetrySubscriptions(x) => x.error_code = error_code,
+        ResponseKind::PushTelemetry(x) => x.error_code = error_code,
+        ResponseKind::ShareGroupHeartbeat(x) => x.error_code = error_code,
+        ResponseKind::ShareFetch(x) => x.error_code = error_code,
+        ResponseKind::ShareAcknowledge(x) => x.error_code = error_code,
         _ => {}
     }
-    r
 }
 
 fn default_response(api_key: ApiKey) -> ResponseKind {

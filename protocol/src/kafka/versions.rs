@@ -5,10 +5,13 @@
 //! (`spool_broker::kafka::dispatch`), next to each API's handler; the codec takes that table as an
 //! argument ([`super::codec::decode_request`]) so the decoder, ApiVersions and the dispatcher
 //! cannot disagree. This module says what any such table may contain: [`codec_range`], the
-//! versions the codec decodes and encodes — a broker test checks every row lies inside it.
+//! versions the codec decodes and encodes — the crate's, widened down by the legacy versions
+//! served by hand ([`super::legacy`]) — and a broker test checks every row lies inside it.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::ApiKey;
+
+use super::legacy;
 
 /// The Fetch versions the splicing fetch encoder (`super::fetch`) frames; stated here, with the
 /// other version bounds, so that this file imports nothing of the codec's (no import cycle).
@@ -21,8 +24,10 @@ pub use crate::versions::{is_supported, range, ApiRange};
 pub type KafkaApiRange = ApiRange<ApiKey>;
 
 /// The versions of `api_key` this codec can decode and encode: the `kafka-protocol` crate's
-/// (Kafka's own message definitions), except Fetch, whose response is framed by hand
-/// ([`super::fetch`]) for the versions that share one layout.
+/// (Kafka's own message definitions) and below them the legacy versions served by hand
+/// ([`super::legacy`]: OffsetCommit 0–1, OffsetFetch 0, DescribeConfigs 0), except Fetch, whose
+/// response is framed by hand ([`super::fetch`]) for the versions that share one layout.
+/// Legacy versions that are only refused lie outside it: a table cannot list them.
 pub fn codec_range(api_key: ApiKey) -> (i16, i16) {
     let known = api_key.valid_versions();
     if api_key == ApiKey::Fetch {
@@ -31,7 +36,8 @@ pub fn codec_range(api_key: ApiKey) -> (i16, i16) {
             known.max.min(FETCH_MAX_VERSION),
         );
     }
-    (known.min, known.max)
+    let min = legacy::served_min(api_key).map_or(known.min, |m| m.min(known.min));
+    (min, known.max)
 }
 
 /// The `api_keys` list of an ApiVersions response for a server whose API table is `table`.
@@ -56,6 +62,10 @@ mod tests {
         assert_eq!(codec_range(ApiKey::Fetch), (4, 11));
         let produce = ApiKey::Produce.valid_versions();
         assert_eq!(codec_range(ApiKey::Produce), (produce.min, produce.max));
+        // Served by hand below the crate's range; Produce 0–2 are only refused.
+        assert_eq!(codec_range(ApiKey::OffsetCommit).0, 0);
+        assert_eq!(codec_range(ApiKey::OffsetFetch).0, 0);
+        assert_eq!(codec_range(ApiKey::DescribeConfigs).0, 0);
     }
 
     #[test]
