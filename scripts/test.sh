@@ -16,7 +16,7 @@ ulimit -l unlimited 2>/dev/null || true
 # The Kafka-port tests (tests/tests/kafka_*.rs) run clients nobody here wrote: Debian's kcat,
 # kafka-python and aiokafka are installed when missing; librdkafka itself is built by the rdkafka
 # crate from its bundled sources (configure + make with gcc, no cmake), so it needs nothing installed.
-echo "== test tools: kcat, kafka-python, aiokafka, iptables (installed if missing)"
+echo "== test tools: kcat, kafka-python, aiokafka, sarama (Go), iptables (installed if missing)"
 # Each install's chatter is kept in a log, shown only when the install fails.
 install_log="$(mktemp)"
 trap 'rm -f "$install_log"' EXIT
@@ -50,6 +50,14 @@ fi
 if ! python3 -c 'import aiokafka' >/dev/null 2>&1; then
   echo "test.sh: aiokafka not found; installing it with pip" >&2
   quietly python3 -m pip install --disable-pip-version-check --root-user-action=ignore 'aiokafka>=0.12,<0.15'
+fi
+# sarama 1.22 (tests/tests/kafka_sarama.rs): Debian's Go and its packaged sarama sources.
+if { ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/Shopify/sarama ]; } && [ "$(id -u)" = 0 ]; then
+  echo "test.sh: go or Debian's sarama not found; installing golang-go and golang-github-shopify-sarama-dev" >&2
+  apt_install_sarama() {
+    quietly env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends golang-go golang-github-shopify-sarama-dev
+  }
+  apt_install_sarama || { quietly apt-get update && apt_install_sarama; }
 fi
 
 echo "== generated flatbuffers code matches schemas/ (installs flatc 25.12.19 if missing)"
