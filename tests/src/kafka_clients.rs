@@ -14,8 +14,8 @@ use crate::process::{self, Finished};
 
 /// The command that installs every client these tests use.
 pub const INSTALL_HINT: &str = "run scripts/test.sh (the README's test command), which installs \
-     Debian's kcat, Go and sarama with apt-get, and kafka-python and aiokafka with pip when \
-     they are missing";
+     Debian's kcat, Go and sarama with apt-get, kafka-python and aiokafka with pip, and kafkajs \
+     with npm when they are missing";
 
 /// A broker whose Kafka port accepts connections.
 pub fn start_broker(options: BrokerOptions) -> Broker {

@@ -17,8 +17,9 @@
 //!   [`paced`]: consumer groups — `spool consume --group` members as child processes, their output
 //!   parsed and checked, the group protocol by hand, `spool group describe` read back, producers
 //!   that feed every partition.
-//! - [`kafka_clients`]: Kafka clients nobody here wrote (kcat, kafka-python; rdkafka is a
-//!   dependency), found or failed with how to install them, run with bounds.
+//! - [`kafka_clients`]: Kafka clients nobody here wrote (kcat, kafka-python, aiokafka, sarama;
+//!   rdkafka is a dependency), found or failed with how to install them, run with bounds;
+//!   [`node_clients`]: the same for kafkajs (Node.js).
 //! - [`faults`]: the fault harness (`tests/faults.sh`): workloads, nemeses and the checker;
 //!   [`small_disk`]: a loop-mounted filesystem for full-disk faults.
 //!
@@ -52,6 +53,7 @@ pub mod http;
 pub mod kafka_clients;
 pub mod log_files;
 pub mod netfilter;
+pub mod node_clients;
 pub mod paced;
 pub mod proc_memory;
 pub mod process;
