@@ -72,6 +72,45 @@ fn python_with(module: &str, package: &str, major: &str) -> PathBuf {
     python
 }
 
+/// Runs a script client that prints one JSON object per line (`{"event": ...}`) to its end (at
+/// most `timeout`); returns its events and a context (its output and `broker`'s log) for failure
+/// messages. Insists on the closing `done` event.
+pub fn run_events(
+    cmd: &mut Command,
+    broker: &Broker,
+    timeout: Duration,
+) -> (Vec<serde_json::Value>, String) {
+    let finished = run_client(cmd, b"", broker.scratch(), timeout);
+    let events: Vec<serde_json::Value> = finished
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+        .collect();
+    let context = format!(
+        "--- script stdout (tail) ---\n{}\n--- stderr (tail) ---\n{}\n{}",
+        tail(&finished.stdout),
+        tail(&finished.stderr),
+        broker.log_tail()
+    );
+    assert!(
+        events.last().is_some_and(|e| e["event"] == "done"),
+        "the script did not finish\n{context}"
+    );
+    (events, context)
+}
+
+/// The events of one kind.
+pub fn events_of<'a>(events: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+/// An event's integer field; panics naming the event when it is not one.
+pub fn int_field(event: &serde_json::Value, field: &str) -> i64 {
+    event[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{field} is not an integer in {event}"))
+}
+
 /// Runs a client to its end (at most `timeout`, then it is killed and the test fails) with
 /// `stdin` fed to it, and insists on exit code 0, showing its output otherwise.
 pub fn run_client(cmd: &mut Command, stdin: &[u8], scratch: &Path, timeout: Duration) -> Finished {

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use spool_protocol::client::partitioner::partition_for_key;
-use spool_tests::kafka_clients::{python_with_kafka, run_client, start_broker, tail};
+use spool_tests::kafka_clients::{
+    events_of, int_field, python_with_kafka, run_events, start_broker,
+};
 use spool_tests::{Broker, BrokerOptions};
 
 const MESSAGES: usize = 1_000;
@@ -40,28 +42,11 @@ fn run_script(broker: &Broker, mode: &str, args: &[&str]) -> (Vec<Value>, String
         .args(["--bootstrap", &broker.kafka_bootstrap()])
         .args(["--timeout-s", &SCRIPT_TIMEOUT.as_secs().to_string()])
         .args(args);
-    let finished = run_client(&mut cmd, b"", broker.scratch(), RUN_TIMEOUT);
-    let events: Vec<Value> = finished
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
-        .collect();
-    let context = format!(
-        "--- script stdout (tail) ---\n{}\n--- stderr (tail) ---\n{}\n{}",
-        tail(&finished.stdout),
-        tail(&finished.stderr),
-        broker.log_tail()
-    );
-    assert!(
-        events.last().is_some_and(|e| e["event"] == "done"),
-        "the script did not finish\n{context}"
-    );
-    (events, context)
+    run_events(&mut cmd, broker, RUN_TIMEOUT)
 }
 
-/// The events of one kind.
 fn of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["event"] == kind).collect()
+    events_of(events, kind)
 }
 
 #[test]
@@ -173,9 +158,7 @@ fn kafka_python_produces_and_a_group_consumes_and_commits_everything() {
 }
 
 fn int(event: &Value, field: &str) -> i64 {
-    event[field]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{field} is not an integer in {event}"))
+    int_field(event, field)
 }
 
 #[test]
