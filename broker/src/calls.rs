@@ -18,6 +18,8 @@ use spool_core::group::{GroupAnswer, GroupCall};
 
 use spool_core::isr_change::AlterPartitionAnswer;
 
+use crate::requests::{DeleteRecordsAnswer, DeleteRecordsPartition};
+
 use crate::requests::{
     AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, EpochEndAnswer,
     EpochEndQuery, FetchPartition, FetchResult, ListOffsetsPartition, ListOffsetsResult,
@@ -104,4 +106,6 @@ calls! {
     Quorum(QuorumQuery) -> Option<spool_raft::ControllerStatus> => quorum;
     /// A consumer-group request for the coordinator on this core.
     Group(GroupCall) -> GroupAnswer => group;
+    /// Deletes one partition's records below an offset on its owner (the leader).
+    DeleteRecords(DeleteRecordsPartition) -> DeleteRecordsAnswer => delete_records;
 }

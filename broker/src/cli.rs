@@ -4,6 +4,8 @@
 //! its metadata may take); an error prints one human line on stderr ([`errors`]) and exits
 //! non-zero. `spool consume --group` and `spool group …` live in [`group`] (`cli_group.rs`).
 
+#[path = "cli_admin.rs"]
+pub mod admin_changes;
 #[path = "cli_errors.rs"]
 pub mod errors;
 #[path = "cli_group.rs"]
@@ -57,6 +59,47 @@ pub enum TopicCmd {
     List,
     /// Show a topic's partitions, leaders and in-sync replicas.
     Describe { name: String },
+    /// Grow a topic to N partitions. Keyed records then map to other partitions.
+    AddPartitions {
+        name: String,
+        /// The partition count wanted in all.
+        #[arg(long)]
+        to: i32,
+    },
+    /// Change a topic's configs (Kafka's names): --set retention.ms=60000 --delete segment.bytes.
+    AlterConfig {
+        name: String,
+        /// Set a config: key=value (repeatable).
+        #[arg(long)]
+        set: Vec<String>,
+        /// Return a config to its default (repeatable).
+        #[arg(long)]
+        delete: Vec<String>,
+        /// Add an element to a list config: cleanup.policy=compact (repeatable).
+        #[arg(long)]
+        append: Vec<String>,
+        /// Remove an element from a list config (repeatable).
+        #[arg(long)]
+        subtract: Vec<String>,
+    },
+    /// Delete a partition's records before an offset (-1: the high watermark).
+    DeleteRecords {
+        name: String,
+        #[arg(long)]
+        partition: i32,
+        #[arg(long, allow_hyphen_values = true)]
+        before: i64,
+    },
+    /// Move leadership back to each partition's preferred replica (the first listed), or with
+    /// --unclean give a leaderless partition any live replica (may lose acknowledged records).
+    ElectLeaders {
+        /// Only this topic's partitions (default: every partition).
+        name: Option<String>,
+        #[arg(long)]
+        partition: Option<i32>,
+        #[arg(long)]
+        unclean: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -135,9 +178,37 @@ fn admin_quietly(b: &Brokers) -> Option<Admin> {
 }
 
 pub fn topic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
+    match cmd {
+        TopicCmd::AddPartitions { name, to } => admin_changes::add_partitions(b, &name, to),
+        TopicCmd::AlterConfig {
+            name,
+            set,
+            delete,
+            append,
+            subtract,
+        } => {
+            let changes = admin_changes::config_changes(&set, &append, &subtract, &delete)?;
+            admin_changes::alter_config(b, &name, changes)
+        }
+        TopicCmd::DeleteRecords {
+            name,
+            partition,
+            before,
+        } => admin_changes::delete_records(b, &name, partition, before),
+        TopicCmd::ElectLeaders {
+            name,
+            partition,
+            unclean,
+        } => admin_changes::elect_leaders(b, name.as_deref(), partition, unclean),
+        cmd => topic_basic(b, cmd),
+    }
+}
+
+/// Create, delete, list and describe.
+fn topic_basic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
     let mut admin = match &cmd {
         TopicCmd::Create { .. } | TopicCmd::Delete { .. } => errors::admin_for_changes(b)?,
-        TopicCmd::List | TopicCmd::Describe { .. } => admin(b)?,
+        _ => admin(b)?,
     };
     match cmd {
         TopicCmd::Create {
@@ -178,6 +249,11 @@ pub fn topic(b: &Brokers, cmd: TopicCmd) -> Result<(), String> {
                 println!("{t}");
             }
         }
+        // `topic` handles the changes past create and delete.
+        TopicCmd::AddPartitions { .. }
+        | TopicCmd::AlterConfig { .. }
+        | TopicCmd::DeleteRecords { .. }
+        | TopicCmd::ElectLeaders { .. } => return topic(b, cmd),
         TopicCmd::Describe { name } => {
             for (name, r) in admin
                 .describe_topics(vec![name])

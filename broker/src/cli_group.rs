@@ -102,6 +102,14 @@ pub enum GroupCmd {
         #[arg(long)]
         to_timestamp: Option<i64>,
     },
+    /// Delete an empty group and its committed offsets (refused while it has members).
+    Delete { group: String },
+    /// Delete a group's committed offsets of a topic (refused while members subscribe to it).
+    DeleteOffsets {
+        group: String,
+        #[arg(long)]
+        topic: String,
+    },
 }
 
 fn tp_list(tps: &[TopicPartition]) -> String {
@@ -240,6 +248,10 @@ pub fn group(b: &Brokers, cmd: GroupCmd) -> Result<(), String> {
                 }
             };
             reset_offsets(b, &group, &topic, target)
+        }
+        GroupCmd::Delete { group } => super::admin_changes::delete_group(b, &group),
+        GroupCmd::DeleteOffsets { group, topic } => {
+            super::admin_changes::delete_offsets(b, &group, &topic)
         }
     }
 }

@@ -52,6 +52,14 @@ pub struct ServeArgs {
     /// How often acks=0 appends are made durable and visible.
     #[arg(long, env = "SPOOL_FLUSH_INTERVAL_MS", default_value_t = 50)]
     pub flush_interval_ms: u64,
+    /// How often retention and compaction run over each core's partitions (Kafka's
+    /// `log.retention.check.interval.ms`).
+    #[arg(
+        long,
+        env = "SPOOL_LOG_RETENTION_CHECK_INTERVAL_MS",
+        default_value_t = 300_000
+    )]
+    pub log_retention_check_interval_ms: u64,
     /// Default `segment.bytes` for new topics.
     #[arg(long, env = "SPOOL_SEGMENT_BYTES", default_value_t = topic_config::SEGMENT_BYTES_DEFAULT)]
     pub segment_bytes: u64,
@@ -188,6 +196,7 @@ pub struct BrokerConfig {
     pub max_frame_bytes: usize,
     pub max_in_flight_per_connection: usize,
     pub flush_interval_ms: u64,
+    pub log_retention_check_interval_ms: u64,
     pub segment_bytes: u64,
     pub retention_ms: Option<i64>,
     pub kafka_port: u16,
@@ -386,6 +395,7 @@ impl BrokerConfig {
             max_frame_bytes: a.max_frame_bytes,
             max_in_flight_per_connection: a.max_in_flight_per_connection,
             flush_interval_ms: a.flush_interval_ms.max(1),
+            log_retention_check_interval_ms: a.log_retention_check_interval_ms.max(1),
             segment_bytes: a.segment_bytes,
             retention_ms: (a.retention_ms >= 0).then_some(a.retention_ms),
             kafka_port: a.kafka_port,

@@ -447,12 +447,7 @@ impl Controller {
         services: &Rc<S>,
         op: ControllerOp,
     ) -> Vec<TopicOutcome> {
-        let names: Vec<String> = match &op {
-            ControllerOp::CreateTopics { topics, .. } => {
-                topics.iter().map(|t| t.name.clone()).collect()
-            }
-            ControllerOp::DeleteTopics { names } => names.clone(),
-        };
+        let names = op.outcome_names();
         let proposed = self.with_raft(move |raft| propose(raft, op)).await;
         let Some((pending, polled)) = proposed else {
             return refuse_all(&names, "the controller is closing");
@@ -688,6 +683,50 @@ fn propose(
             for n in names {
                 let r = raft.delete_topic(&n).map(Some);
                 pending.push((n, r));
+            }
+        }
+        ControllerOp::CreatePartitions {
+            topics,
+            validate_only,
+        } => {
+            for t in topics {
+                let r = if validate_only {
+                    let policy = *raft.create_topic_policy();
+                    spool_raft::topic_admin::validate_create_partitions(
+                        raft.latest_image(),
+                        &t,
+                        &policy,
+                    )
+                    .map(|_| None)
+                } else {
+                    raft.create_partitions(&t).map(Some)
+                };
+                pending.push((t.name, r));
+            }
+        }
+        ControllerOp::AlterConfigs {
+            topics,
+            validate_only,
+        } => {
+            for t in topics {
+                let r = if validate_only {
+                    spool_raft::topic_admin::validate_alter_configs(raft.latest_image(), &t)
+                        .map(|_| None)
+                } else {
+                    raft.alter_configs(&t).map(Some)
+                };
+                pending.push((t.topic, r));
+            }
+        }
+        ControllerOp::ElectLeaders {
+            unclean,
+            partitions,
+        } => {
+            for tp in partitions {
+                let r = raft
+                    .elect_leader(&tp.topic, tp.partition, unclean)
+                    .map(Some);
+                pending.push((tp.topic, r));
             }
         }
     }

@@ -49,12 +49,7 @@ impl Controller {
         let Some(peers) = self.peers.clone().filter(|_| !self.is_leader()) else {
             return self.execute(services, op).await;
         };
-        let names: Vec<String> = match &op {
-            ControllerOp::CreateTopics { topics, .. } => {
-                topics.iter().map(|t| t.name.clone()).collect()
-            }
-            ControllerOp::DeleteTopics { names } => names.clone(),
-        };
+        let names = op.outcome_names();
         let not_controller = |why: String| -> Vec<TopicOutcome> {
             names
                 .iter()
@@ -85,6 +80,36 @@ impl Controller {
                 validate_only,
             },
             ControllerOp::DeleteTopics { names } => ForwardOp::DeleteTopics { names },
+            ControllerOp::CreatePartitions {
+                topics,
+                validate_only,
+            } => ForwardOp::CreatePartitions {
+                topics: topics
+                    .into_iter()
+                    .map(crate::topic_admin::new_partitions_to_wire)
+                    .collect(),
+                validate_only,
+            },
+            ControllerOp::AlterConfigs {
+                topics,
+                validate_only,
+            } => ForwardOp::AlterConfigs {
+                topics: topics
+                    .into_iter()
+                    .map(crate::topic_admin::alteration_to_wire)
+                    .collect(),
+                validate_only,
+            },
+            ControllerOp::ElectLeaders {
+                unclean,
+                partitions,
+            } => ForwardOp::ElectLeaders {
+                unclean,
+                partitions: partitions
+                    .into_iter()
+                    .map(|tp| (tp.topic, tp.partition))
+                    .collect(),
+            },
         };
         match peers
             .call(
@@ -500,6 +525,36 @@ impl Controller {
                 validate_only,
             },
             ForwardOp::DeleteTopics { names } => ControllerOp::DeleteTopics { names },
+            ForwardOp::CreatePartitions {
+                topics,
+                validate_only,
+            } => ControllerOp::CreatePartitions {
+                topics: topics
+                    .into_iter()
+                    .map(crate::topic_admin::new_partitions_from_wire)
+                    .collect(),
+                validate_only,
+            },
+            ForwardOp::AlterConfigs {
+                topics,
+                validate_only,
+            } => ControllerOp::AlterConfigs {
+                topics: topics
+                    .into_iter()
+                    .map(crate::topic_admin::alteration_from_wire)
+                    .collect(),
+                validate_only,
+            },
+            ForwardOp::ElectLeaders {
+                unclean,
+                partitions,
+            } => ControllerOp::ElectLeaders {
+                unclean,
+                partitions: partitions
+                    .into_iter()
+                    .map(|(topic, p)| crate::requests::TopicPartition::new(topic, p))
+                    .collect(),
+            },
         };
         let outcomes = self.execute(services, op).await;
         ForwardAnswer::Topics(

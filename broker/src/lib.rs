@@ -35,10 +35,12 @@ pub mod controlled_shutdown;
 pub mod controller;
 pub mod controller_calls;
 pub mod controller_metrics;
+pub mod delete_records;
 pub mod fail_stop;
 pub mod frame_io;
 pub mod front_rules;
 pub mod group;
+pub mod group_admin;
 pub mod handlers;
 pub mod handoff;
 pub mod internal_server;
@@ -66,4 +68,5 @@ pub mod stall_watch;
 pub mod stop_signal;
 #[cfg(test)]
 mod test_executor;
+pub mod topic_admin;
 pub mod topic_config;

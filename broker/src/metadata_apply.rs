@@ -1,7 +1,7 @@
 //! Applying committed metadata on one core (DESIGN §4): each record goes into this core's image in
 //! commit order, then the partitions the shard map gives this core are opened (and those of a
 //! deleted topic closed and removed), and the group driver is told which `__consumer_offsets`
-//! partitions it now serves.
+//! partitions it now serves. A topic config change reaches the open logs of the topic at once.
 //!
 //! Records were validated before they were committed; one this build cannot decode or apply is
 //! logged and skipped (the controller's image is the authority). Nothing here blocks the core: a
@@ -9,7 +9,8 @@
 
 use std::rc::Rc;
 
-use spool_protocol::metadata_records::{MetadataRecordBody, MetadataRecordT};
+use spool_protocol::metadata_records::{MetadataRecordBody, MetadataRecordBodyT, MetadataRecordT};
+use spool_raft::Uuid128;
 use spool_storage::PartitionLog;
 
 use crate::group::driver::GroupDriver;
@@ -40,6 +41,10 @@ pub async fn apply(
             }
         };
         let dropped = topic_being_deleted(local, &record);
+        let reconfigured = match &record.body {
+            MetadataRecordBodyT::SetTopicConfigs(r) => Some(Uuid128::from(&r.topic_id)),
+            _ => None,
+        };
         if let Err(code) = local.image.borrow_mut().apply(&record) {
             tracing::error!(
                 core = local.core,
@@ -61,7 +66,34 @@ pub async fn apply(
             let groups = Rc::clone(groups);
             glommio::spawn_local(async move { groups.topic_deleted(&name).await }).detach();
         }
+        if let Some(topic_id) = reconfigured {
+            let name = local
+                .image
+                .borrow()
+                .topic_by_id(topic_id)
+                .map(|t| t.name.clone());
+            if let Some(name) = name {
+                follow_topic_configs(local, Some(&name));
+            }
+        }
         open_assigned_partitions(local, router, groups).await;
+    }
+}
+
+/// A topic config change acts on the open partitions at once, as in Kafka: each open log of
+/// `topic` (of every topic, with `None`) takes the settings its topic now resolves to
+/// (`PartitionLog::set_topic_settings`). What the broker reads from the image on each request
+/// (`min.insync.replicas`, `max.message.bytes`, `replica.lag.time.max.ms`) needs nothing here.
+fn follow_topic_configs(local: &Local, topic: Option<&str>) {
+    let image = local.image.borrow();
+    for (tp, part) in local.partitions.borrow().iter() {
+        if topic.is_some_and(|t| t != tp.topic) {
+            continue;
+        }
+        if let Some(t) = image.topic(&tp.topic) {
+            part.log
+                .set_topic_settings(&log_config_for(&local.config, t));
+        }
     }
 }
 
@@ -97,6 +129,8 @@ pub async fn replace(
         .map(|t| (t.name.clone(), t.partitions.len() as i32))
         .collect();
     *local.image.borrow_mut() = fresh;
+    // Topics that stay may have changed configs while this broker lagged.
+    follow_topic_configs(local, None);
     for (name, partitions) in gone {
         for p in 0..partitions {
             drop_partition(local, router, groups, &TopicPartition::new(name.clone(), p)).await;

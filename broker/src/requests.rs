@@ -207,6 +207,56 @@ pub enum ControllerOp {
     DeleteTopics {
         names: Vec<String>,
     },
+    /// Kafka's CreatePartitions: one outcome per topic.
+    CreatePartitions {
+        topics: Vec<NewPartitions>,
+        validate_only: bool,
+    },
+    /// AlterConfigs / IncrementalAlterConfigs on topics: one outcome per topic.
+    AlterConfigs {
+        topics: Vec<ConfigAlteration>,
+        validate_only: bool,
+    },
+    /// Operator leader elections (`crate::topic_admin::elect_leaders`): one outcome per
+    /// partition, in order, each named by its topic.
+    ElectLeaders {
+        unclean: bool,
+        partitions: Vec<TopicPartition>,
+    },
+}
+
+impl ControllerOp {
+    /// The name of each outcome the op answers, in order (a topic per topic; for elections,
+    /// each partition's topic).
+    pub fn outcome_names(&self) -> Vec<String> {
+        match self {
+            ControllerOp::CreateTopics { topics, .. } => {
+                topics.iter().map(|t| t.name.clone()).collect()
+            }
+            ControllerOp::DeleteTopics { names } => names.clone(),
+            ControllerOp::CreatePartitions { topics, .. } => {
+                topics.iter().map(|t| t.name.clone()).collect()
+            }
+            ControllerOp::AlterConfigs { topics, .. } => {
+                topics.iter().map(|t| t.topic.clone()).collect()
+            }
+            ControllerOp::ElectLeaders { partitions, .. } => {
+                partitions.iter().map(|tp| tp.topic.clone()).collect()
+            }
+        }
+    }
+}
+
+/// Topic admin requests as the controller validates them (`spool_raft::topic_admin`): one
+/// CreatePartitions topic, one topic's config change and its operations.
+pub use spool_raft::topic_admin::{ConfigAlteration, ConfigOp, ConfigOpKind, NewPartitions};
+
+/// One partition's outcome of an operator request (ElectLeaders).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionOutcome {
+    pub tp: TopicPartition,
+    pub error: ErrorCode,
+    pub message: Option<String>,
 }
 
 /// Per-topic outcome of a controller op, in request order.
@@ -241,3 +291,16 @@ pub struct QuorumQuery;
 /// This core's metrics, as Prometheus text lines.
 #[derive(Debug, Clone, Copy)]
 pub struct MetricsText;
+
+/// DeleteRecords for one partition, on its owner core (Kafka's `ReplicaManager.deleteRecords`):
+/// records below `offset` (-1: the high watermark) go, answered once every ISR member's log
+/// start reached it or after `timeout_ms`.
+#[derive(Debug, Clone)]
+pub struct DeleteRecordsPartition {
+    pub tp: TopicPartition,
+    pub offset: i64,
+    pub timeout_ms: i32,
+}
+
+/// The new low watermark, or the error.
+pub type DeleteRecordsAnswer = Result<u64, ErrorCode>;

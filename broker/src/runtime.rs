@@ -26,8 +26,6 @@ use crate::shard::Shard;
 const STOP_POLL_MS: u64 = 50;
 /// How long shutdown waits for open connections to finish their requests.
 const DRAIN_TIMEOUT_MS: u64 = 10_000;
-/// Retention and compaction run this often (Kafka's `log.retention.check.interval.ms`).
-const RETENTION_CHECK_INTERVAL_MS: u64 = 300_000;
 
 /// Takes an exclusive lock on the data directory for the process's lifetime.
 fn lock_data_dir(config: &BrokerConfig) -> Result<std::fs::File, String> {
@@ -412,7 +410,7 @@ fn spawn_maintenance(shard: &Rc<Shard>) {
             glommio::timer::sleep(Duration::from_millis(interval)).await;
             crate::maintenance::flush_partitions(&me.local).await;
             since_retention += interval;
-            if since_retention >= RETENTION_CHECK_INTERVAL_MS {
+            if since_retention >= me.config.log_retention_check_interval_ms {
                 since_retention = 0;
                 crate::maintenance::enforce_retention(&me.local, crate::clock::now_ms()).await;
             }

@@ -235,6 +235,16 @@ impl Services for Shard {
         }
     }
 
+    async fn delete_records(
+        self: &Rc<Self>,
+        d: crate::requests::DeleteRecordsPartition,
+    ) -> crate::requests::DeleteRecordsAnswer {
+        match self.partition(&d.tp) {
+            Some(part) => part.delete_records(d.offset, d.timeout_ms).await,
+            None => Err(ErrorCode::NotLeaderOrFollower),
+        }
+    }
+
     async fn offset_for_leader_epoch(self: &Rc<Self>, q: EpochEndQuery) -> EpochEndAnswer {
         match self.partition(&q.tp) {
             Some(part) => part.offset_for_leader_epoch(q.current_leader_epoch, q.leader_epoch),

@@ -64,6 +64,12 @@ pub fn request_body_api_key(body: RequestBody) -> Option<ApiKey> {
         RequestBody::DescribeGroupsRequest => ApiKey::DescribeGroups,
         RequestBody::ListGroupsRequest => ApiKey::ListGroups,
         RequestBody::InitProducerIdRequest => ApiKey::InitProducerId,
+        RequestBody::DeleteRecordsRequest => ApiKey::DeleteRecords,
+        RequestBody::CreatePartitionsRequest => ApiKey::CreatePartitions,
+        RequestBody::DeleteGroupsRequest => ApiKey::DeleteGroups,
+        RequestBody::ElectLeadersRequest => ApiKey::ElectLeaders,
+        RequestBody::IncrementalAlterConfigsRequest => ApiKey::IncrementalAlterConfigs,
+        RequestBody::OffsetDeleteRequest => ApiKey::OffsetDelete,
         _ => return None,
     })
 }
@@ -88,6 +94,12 @@ pub fn response_body_api_key(body: ResponseBody) -> Option<ApiKey> {
         ResponseBody::DescribeGroupsResponse => ApiKey::DescribeGroups,
         ResponseBody::ListGroupsResponse => ApiKey::ListGroups,
         ResponseBody::InitProducerIdResponse => ApiKey::InitProducerId,
+        ResponseBody::DeleteRecordsResponse => ApiKey::DeleteRecords,
+        ResponseBody::CreatePartitionsResponse => ApiKey::CreatePartitions,
+        ResponseBody::DeleteGroupsResponse => ApiKey::DeleteGroups,
+        ResponseBody::ElectLeadersResponse => ApiKey::ElectLeaders,
+        ResponseBody::IncrementalAlterConfigsResponse => ApiKey::IncrementalAlterConfigs,
+        ResponseBody::OffsetDeleteResponse => ApiKey::OffsetDelete,
         _ => return None,
     })
 }

@@ -54,6 +54,28 @@ fn config() -> BoxedStrategy<ConfigEntryT> {
     })
 }
 
+fn part_ref() -> BoxedStrategy<PartitionRefT> {
+    st!(PartitionRefT {
+        topic: s(),
+        partition: any::<i32>()
+    })
+}
+fn topic_error() -> BoxedStrategy<TopicErrorT> {
+    st!(TopicErrorT {
+        name: s(),
+        error_code: ec(),
+        error_message: os()
+    })
+}
+fn partition_error() -> BoxedStrategy<PartitionErrorT> {
+    st!(PartitionErrorT {
+        topic: s(),
+        partition: any::<i32>(),
+        error_code: ec(),
+        error_message: os()
+    })
+}
+
 fn request_body() -> BoxedStrategy<RequestBodyT> {
     let api_versions = st!(ApiVersionsRequestT {
         client_software_name: os(),
@@ -202,6 +224,46 @@ fn request_body() -> BoxedStrategy<RequestBodyT> {
         producer_id: any::<i64>(),
         producer_epoch: any::<i16>(),
     });
+    let delete_records = st!(DeleteRecordsRequestT {
+        partitions: ov(st!(DeleteRecordsPartitionT {
+            topic: s(),
+            partition: any::<i32>(),
+            offset: any::<i64>()
+        })),
+        timeout_ms: any::<i32>(),
+    });
+    let create_partitions = st!(CreatePartitionsRequestT {
+        topics: ov(st!(CreatePartitionsTopicT {
+            name: s(),
+            count: any::<i32>(),
+            assignments: ov(st!(NewPartitionReplicasT {
+                broker_ids: oints()
+            })),
+        })),
+        timeout_ms: any::<i32>(),
+        validate_only: any::<bool>(),
+    });
+    let delete_groups = st!(DeleteGroupsRequestT { group_ids: ov(s()) });
+    let elect_leaders = st!(ElectLeadersRequestT {
+        election_type: (0i8..=1).prop_map(ElectionType).boxed(),
+        partitions: ov(part_ref()),
+        timeout_ms: any::<i32>(),
+    });
+    let alter_configs = st!(IncrementalAlterConfigsRequestT {
+        topics: ov(st!(AlterTopicConfigsT {
+            topic: s(),
+            configs: ov(st!(AlterableConfigT {
+                name: s(),
+                operation: (0i8..=3).prop_map(ConfigOperation).boxed(),
+                value: os(),
+            })),
+        })),
+        validate_only: any::<bool>(),
+    });
+    let offset_delete = st!(OffsetDeleteRequestT {
+        group_id: s(),
+        partitions: ov(part_ref()),
+    });
     prop_oneof![
         api_versions.prop_map(|b| RequestBodyT::ApiVersionsRequest(Box::new(b))),
         metadata.prop_map(|b| RequestBodyT::MetadataRequest(Box::new(b))),
@@ -220,6 +282,12 @@ fn request_body() -> BoxedStrategy<RequestBodyT> {
         describe_groups.prop_map(|b| RequestBodyT::DescribeGroupsRequest(Box::new(b))),
         list_groups.prop_map(|b| RequestBodyT::ListGroupsRequest(Box::new(b))),
         init_pid.prop_map(|b| RequestBodyT::InitProducerIdRequest(Box::new(b))),
+        delete_records.prop_map(|b| RequestBodyT::DeleteRecordsRequest(Box::new(b))),
+        create_partitions.prop_map(|b| RequestBodyT::CreatePartitionsRequest(Box::new(b))),
+        delete_groups.prop_map(|b| RequestBodyT::DeleteGroupsRequest(Box::new(b))),
+        elect_leaders.prop_map(|b| RequestBodyT::ElectLeadersRequest(Box::new(b))),
+        alter_configs.prop_map(|b| RequestBodyT::IncrementalAlterConfigsRequest(Box::new(b))),
+        offset_delete.prop_map(|b| RequestBodyT::OffsetDeleteRequest(Box::new(b))),
     ]
     .boxed()
 }
@@ -427,6 +495,33 @@ fn response_body() -> BoxedStrategy<ResponseBodyT> {
         producer_id: any::<i64>(),
         producer_epoch: any::<i16>(),
     });
+    let delete_records = st!(DeleteRecordsResponseT {
+        partitions: ov(st!(DeleteRecordsPartitionResultT {
+            topic: s(),
+            partition: any::<i32>(),
+            low_watermark: any::<i64>(),
+            error_code: ec(),
+        })),
+    });
+    let create_partitions = st!(CreatePartitionsResponseT {
+        topics: ov(topic_error())
+    });
+    let delete_groups = st!(DeleteGroupsResponseT {
+        results: ov(st!(DeletableGroupResultT {
+            group_id: s(),
+            error_code: ec()
+        })),
+    });
+    let elect_leaders = st!(ElectLeadersResponseT {
+        partitions: ov(partition_error())
+    });
+    let alter_configs = st!(IncrementalAlterConfigsResponseT {
+        topics: ov(topic_error())
+    });
+    let offset_delete = st!(OffsetDeleteResponseT {
+        error_code: ec(),
+        partitions: ov(partition_error()),
+    });
     prop_oneof![
         api_versions.prop_map(|b| ResponseBodyT::ApiVersionsResponse(Box::new(b))),
         metadata.prop_map(|b| ResponseBodyT::MetadataResponse(Box::new(b))),
@@ -445,6 +540,12 @@ fn response_body() -> BoxedStrategy<ResponseBodyT> {
         describe_groups.prop_map(|b| ResponseBodyT::DescribeGroupsResponse(Box::new(b))),
         list_groups.prop_map(|b| ResponseBodyT::ListGroupsResponse(Box::new(b))),
         init_pid.prop_map(|b| ResponseBodyT::InitProducerIdResponse(Box::new(b))),
+        delete_records.prop_map(|b| ResponseBodyT::DeleteRecordsResponse(Box::new(b))),
+        create_partitions.prop_map(|b| ResponseBodyT::CreatePartitionsResponse(Box::new(b))),
+        delete_groups.prop_map(|b| ResponseBodyT::DeleteGroupsResponse(Box::new(b))),
+        elect_leaders.prop_map(|b| ResponseBodyT::ElectLeadersResponse(Box::new(b))),
+        alter_configs.prop_map(|b| ResponseBodyT::IncrementalAlterConfigsResponse(Box::new(b))),
+        offset_delete.prop_map(|b| ResponseBodyT::OffsetDeleteResponse(Box::new(b))),
         Just(ResponseBodyT::NONE),
     ]
     .boxed()

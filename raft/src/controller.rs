@@ -350,6 +350,51 @@ impl Controller {
         self.raft.propose(record)
     }
 
+    /// Validates and proposes adding partitions to a topic
+    /// ([`crate::topic_admin::validate_create_partitions`]).
+    pub fn create_partitions(
+        &mut self,
+        request: &crate::topic_admin::NewPartitions,
+    ) -> Result<ProposalId, Refusal> {
+        self.require_leader()?;
+        let record = crate::topic_admin::validate_create_partitions(
+            self.raft.latest_image(),
+            request,
+            &self.config.create_topic_policy,
+        )?;
+        self.raft.propose(record)
+    }
+
+    /// Validates and proposes one topic's config change
+    /// ([`crate::topic_admin::validate_alter_configs`]).
+    pub fn alter_configs(
+        &mut self,
+        request: &crate::topic_admin::ConfigAlteration,
+    ) -> Result<ProposalId, Refusal> {
+        self.require_leader()?;
+        let record = crate::topic_admin::validate_alter_configs(self.raft.latest_image(), request)?;
+        self.raft.propose(record)
+    }
+
+    /// Decides and proposes one partition's operator election
+    /// ([`crate::topic_admin::elect_leader`]).
+    pub fn elect_leader(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        unclean: bool,
+    ) -> Result<ProposalId, Refusal> {
+        self.require_leader()?;
+        let record =
+            crate::topic_admin::elect_leader(self.raft.latest_image(), topic, partition, unclean)?;
+        self.raft.propose(record)
+    }
+
+    /// The CreateTopics policy this controller applies (CreatePartitions' maximum too).
+    pub fn create_topic_policy(&self) -> &CreateTopicPolicy {
+        &self.config.create_topic_policy
+    }
+
     /// On the leader: makes `raft_id` a learner of the metadata group unless it already votes
     /// or learns ([`MetadataRaft::propose_add_learner`]).
     pub fn add_learner(&mut self, raft_id: u64) -> Result<bool, Refusal> {

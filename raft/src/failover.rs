@@ -323,8 +323,9 @@ fn partition_changes(
 }
 
 /// The record for `change`: only what changed is written (leader [`LEADER_UNCHANGED`], ISR
-/// absent otherwise), the epochs always.
-fn partition_change_record(
+/// absent otherwise), the epochs always. Operator elections (`crate::topic_admin`) write theirs
+/// with it too.
+pub(crate) fn partition_change_record(
     topic_id: TopicId,
     partition_index: i32,
     before: &PartitionState,

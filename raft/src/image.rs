@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 use spool_core::election::PartitionView;
 use spool_core::topic_config::TopicConfig;
 use spool_protocol::metadata_records::{
-    BrokerHeartbeatT, CreateTopicT, DeleteTopicT, FenceBrokerT, MetadataRecordBodyT,
-    MetadataRecordT, PartitionChangeT, ProducerIdBlockT, RegisterBrokerT, UnfenceBrokerT,
+    AddPartitionsT, BrokerHeartbeatT, CreateTopicT, DeleteTopicT, FenceBrokerT,
+    MetadataRecordBodyT, MetadataRecordT, PartitionAssignmentT, PartitionChangeT, ProducerIdBlockT,
+    RegisterBrokerT, SetTopicConfigsT, TopicConfigT, UnfenceBrokerT,
 };
 use spool_protocol::ErrorCode;
 
@@ -227,6 +228,8 @@ impl MetadataImage {
                     (Some(_), Some(_)) => Err(ErrorCode::InconsistentClusterId),
                 }
             }
+            MetadataRecordBodyT::AddPartitions(r) => self.apply_add_partitions(r),
+            MetadataRecordBodyT::SetTopicConfigs(r) => self.apply_set_topic_configs(r),
             // A union member added to the schema after this build: not ours to interpret.
             _ => Err(ErrorCode::UnsupportedVersion),
         }
@@ -321,32 +324,8 @@ impl MetadataImage {
             return Err(ErrorCode::InvalidPartitions);
         }
         // Partitions must be exactly 0..n, each once, in any order.
-        let mut partitions: Vec<Option<PartitionState>> = vec![None; assignments.len()];
-        for a in assignments {
-            let slot = usize::try_from(a.partition_index)
-                .ok()
-                .and_then(|i| partitions.get_mut(i))
-                .ok_or(ErrorCode::InvalidPartitions)?;
-            if slot.is_some() {
-                return Err(ErrorCode::InvalidPartitions);
-            }
-            *slot = Some(PartitionState {
-                replicas: a.replicas.clone().unwrap_or_default(),
-                isr: a.isr.clone().unwrap_or_default(),
-                eligible_leaders: a.eligible_leaders.clone().unwrap_or_default(),
-                leader: a.leader,
-                leader_epoch: a.leader_epoch,
-                partition_epoch: a.partition_epoch,
-            });
-        }
-        // Every slot is filled: n distinct indexes, each < n.
-        let partitions: Vec<PartitionState> = partitions.into_iter().flatten().collect();
-        let mut configs = BTreeMap::new();
-        for c in r.configs.iter().flatten() {
-            if let Some(value) = &c.value {
-                configs.insert(c.name.clone(), value.clone());
-            }
-        }
+        let partitions = dense_partitions(assignments, 0)?;
+        let configs = config_map(r.configs.as_deref().unwrap_or_default());
         self.topic_names_by_id.insert(topic_id, r.name.clone());
         self.topics.insert(
             r.name.clone(),
@@ -360,6 +339,46 @@ impl MetadataImage {
                 partitions,
             },
         );
+        Ok(())
+    }
+
+    fn apply_add_partitions(&mut self, r: &AddPartitionsT) -> Result<(), ErrorCode> {
+        let topic_id = TopicId::from(&r.topic_id);
+        let name = self
+            .topic_names_by_id
+            .get(&topic_id)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let topic = self
+            .topics
+            .get_mut(name)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let assignments = r.partitions.as_deref().unwrap_or_default();
+        if assignments.is_empty() {
+            return Err(ErrorCode::InvalidPartitions);
+        }
+        // The new partitions continue the dense index range: current..current + n.
+        let added = dense_partitions(assignments, topic.partitions.len())?;
+        if added.iter().any(|p| p.replicas.is_empty()) {
+            return Err(ErrorCode::InvalidReplicaAssignment);
+        }
+        topic.partitions.extend(added);
+        Ok(())
+    }
+
+    fn apply_set_topic_configs(&mut self, r: &SetTopicConfigsT) -> Result<(), ErrorCode> {
+        let topic_id = TopicId::from(&r.topic_id);
+        let name = self
+            .topic_names_by_id
+            .get(&topic_id)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let topic = self
+            .topics
+            .get_mut(name)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let configs = config_map(r.configs.as_deref().unwrap_or_default());
+        topic.config =
+            TopicConfig::from_pairs(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        topic.configs = configs;
         Ok(())
     }
 
@@ -422,4 +441,41 @@ impl MetadataImage {
         });
         Ok(())
     }
+}
+
+/// `assignments` as partition states indexed `first..first + n`, each index exactly once (in any
+/// order); `INVALID_PARTITIONS` otherwise.
+fn dense_partitions(
+    assignments: &[PartitionAssignmentT],
+    first: usize,
+) -> Result<Vec<PartitionState>, ErrorCode> {
+    let mut partitions: Vec<Option<PartitionState>> = vec![None; assignments.len()];
+    for a in assignments {
+        let slot = usize::try_from(a.partition_index)
+            .ok()
+            .and_then(|i| i.checked_sub(first))
+            .and_then(|i| partitions.get_mut(i))
+            .ok_or(ErrorCode::InvalidPartitions)?;
+        if slot.is_some() {
+            return Err(ErrorCode::InvalidPartitions);
+        }
+        *slot = Some(PartitionState {
+            replicas: a.replicas.clone().unwrap_or_default(),
+            isr: a.isr.clone().unwrap_or_default(),
+            eligible_leaders: a.eligible_leaders.clone().unwrap_or_default(),
+            leader: a.leader,
+            leader_epoch: a.leader_epoch,
+            partition_epoch: a.partition_epoch,
+        });
+    }
+    // Every slot is filled: n distinct indexes, each in range.
+    Ok(partitions.into_iter().flatten().collect())
+}
+
+/// The explicitly set configs of a record (entries without a value are not set).
+fn config_map(configs: &[TopicConfigT]) -> BTreeMap<String, String> {
+    configs
+        .iter()
+        .filter_map(|c| c.value.as_ref().map(|v| (c.name.clone(), v.clone())))
+        .collect()
 }

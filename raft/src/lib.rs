@@ -7,6 +7,8 @@
 //! - [`validate`] / [`topic_config`]: requests → records, or a [`Refusal`] with Kafka's error
 //!   code (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
 //!   INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, …). Refused requests never reach the log.
+//! - [`topic_admin`]: adding partitions, changing a topic's configs, and operator leader
+//!   elections (preferred / unclean) as records.
 //! - [`failover`]: fencing and unfencing brokers as records — spool-core's election and liveness
 //!   decisions mapped onto the image (partition changes, fence / unfence records).
 //! - [`controlled_shutdown`]: a broker in controlled shutdown (it heartbeated `want_shutdown`)
@@ -48,6 +50,7 @@ pub mod peer_message;
 pub mod proposal;
 pub mod records;
 pub mod slog_tracing;
+pub mod topic_admin;
 pub mod topic_config;
 pub mod uuid128;
 pub mod validate;

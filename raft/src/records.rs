@@ -9,9 +9,9 @@
 #![allow(clippy::field_reassign_with_default)]
 
 use spool_protocol::metadata_records::{
-    BrokerHeartbeatT, ClusterIdT, CreateTopicT, DeleteTopicT, FenceBrokerT, ListenerT,
-    MetadataRecordBodyT, MetadataRecordT, PartitionAssignmentT, PartitionChangeT, ProducerIdBlockT,
-    RegisterBrokerT, TopicConfigT, UnfenceBrokerT, UuidT,
+    AddPartitionsT, BrokerHeartbeatT, ClusterIdT, CreateTopicT, DeleteTopicT, FenceBrokerT,
+    ListenerT, MetadataRecordBodyT, MetadataRecordT, PartitionAssignmentT, PartitionChangeT,
+    ProducerIdBlockT, RegisterBrokerT, SetTopicConfigsT, TopicConfigT, UnfenceBrokerT, UuidT,
 };
 
 use crate::uuid128::Uuid128;
@@ -194,4 +194,20 @@ pub fn producer_id_block(
     r.first_producer_id = first_producer_id;
     r.block_size = block_size;
     record(MetadataRecordBodyT::ProducerIdBlock(Box::new(r)))
+}
+
+/// New partitions for an existing topic (their indexes follow the topic's current count).
+pub fn add_partitions(topic_id: Uuid128, partitions: Vec<PartitionAssignmentT>) -> MetadataRecordT {
+    let mut r = AddPartitionsT::default();
+    r.topic_id = uuid(topic_id);
+    r.partitions = Some(partitions);
+    record(MetadataRecordBodyT::AddPartitions(Box::new(r)))
+}
+
+/// A topic's whole resulting set of explicitly set configs.
+pub fn set_topic_configs(topic_id: Uuid128, configs: Vec<TopicConfigT>) -> MetadataRecordT {
+    let mut r = SetTopicConfigsT::default();
+    r.topic_id = uuid(topic_id);
+    r.configs = Some(configs);
+    record(MetadataRecordBodyT::SetTopicConfigs(Box::new(r)))
 }

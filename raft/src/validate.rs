@@ -233,7 +233,7 @@ pub fn validate_create_topic(
             format!("topic id {topic_id:?} is zero or already used"),
         ));
     }
-    let assignments = assign_replicas(image, partitions, replication_factor, topic_id)?;
+    let assignments = assign_replicas(image, partitions, replication_factor, topic_id.low)?;
     Ok(records::create_topic(
         &request.name,
         topic_id,
@@ -246,11 +246,12 @@ pub fn validate_create_topic(
 /// spread over racks, replicas and preferred leaders balanced against every existing topic. The
 /// topic id's low half breaks ties, so topics created into an equally loaded cluster do not all
 /// start on the same broker. The first replica leads; the ISR starts as the whole replica set.
-fn assign_replicas(
+/// `start` breaks placement ties (CreateTopics passes the topic id's low half).
+pub(crate) fn assign_replicas(
     image: &MetadataImage,
     partitions: i32,
     replication_factor: i16,
-    topic_id: TopicId,
+    start: u64,
 ) -> Result<Vec<PartitionAssignmentT>, Refusal> {
     let brokers: Vec<PlacementBroker> = image
         .brokers()
@@ -269,7 +270,7 @@ fn assign_replicas(
         existing,
         usize::try_from(partitions).unwrap_or(0),
         usize::try_from(replication_factor).unwrap_or(0),
-        topic_id.low,
+        start,
     )
     .map_err(|e| Refusal::new(ErrorCode::InvalidReplicationFactor, e.to_string()))?;
     assert_eq!(placed.len() as i64, i64::from(partitions));

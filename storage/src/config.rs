@@ -15,7 +15,7 @@ pub enum Durability {
     Replicated,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would grow past this.
     pub segment_bytes: u64,

@@ -10,6 +10,11 @@ both, produces more, and has a fresh member of the same group read from the comm
 and asks `offsets_for_times` for T0 + 3500 (the answer must be offset 4 with the record's own
 timestamp T0 + 4000), for T0 (offset 0) and for a time past the last record (no answer).
 
+`admin`: an operator's round trip with AIOKafkaAdminClient: create a topic, create_partitions to
+--partitions + 2 (and the same count again, refused), alter_configs retention.ms (and a bad
+value, refused), describe_configs, delete_records before offset 4 of partition 0 after producing
+10 records there, then delete_topics.
+
 Prints one JSON object per line on stdout ({"event": ...}); the Rust test checks them. Every wait
 is bounded by --timeout-s: on expiry the script prints {"event": "timeout", ...} and exits 2.
 """
@@ -21,7 +26,9 @@ import sys
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaError
 
 REQUEST_TIMEOUT_MS = 30_000
 
@@ -32,7 +39,7 @@ def emit(event, **fields):
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("mode", choices=["group", "times"])
+    ap.add_argument("mode", choices=["group", "times", "admin"])
     ap.add_argument("--bootstrap", required=True, help="host:port of the Kafka listener")
     ap.add_argument("--topic", required=True)
     ap.add_argument("--group", default="spool-tests-aiokafka")
@@ -179,11 +186,83 @@ async def times_mode(args, deadline):
         await c.stop()
 
 
+def error_code(e):
+    """Kafka's error code of an aiokafka error (None when it carries none)."""
+    return getattr(e, "errno", None)
+
+
+def resources(responses):
+    """Every (error_code, resource_name, object) of AlterConfigs / DescribeConfigs answers."""
+    for r in responses:
+        for res in r.to_object()["resources"]:
+            yield res
+
+
+async def admin_mode(args, deadline):
+    await create_topic(args, args.partitions)
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=args.bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS
+    )
+    await admin.start()
+    try:
+        wanted = args.partitions + 2
+        await admin.create_partitions({args.topic: NewPartitions(total_count=wanted)})
+        described = await admin.describe_topics([args.topic])
+        emit("partitions_added", count=len(described[0]["partitions"]))
+        refused = None
+        try:
+            await admin.create_partitions({args.topic: NewPartitions(total_count=wanted)})
+        except KafkaError as e:
+            refused = error_code(e)
+        emit("partitions_not_grown", error_code=refused)
+
+        topic = ConfigResourceType.TOPIC
+        altered = await admin.alter_configs(
+            [ConfigResource(topic, args.topic, configs={"retention.ms": "3600000"})]
+        )
+        bad = await admin.alter_configs(
+            [ConfigResource(topic, args.topic, configs={"retention.ms": "soon"})]
+        )
+        got = await admin.describe_configs([ConfigResource(topic, args.topic)])
+        entries = [e for r in resources(got) for e in r["config_entries"]]
+        retention = next(e for e in entries if e["config_names"] == "retention.ms")
+        emit(
+            "config_altered",
+            error_codes=[r["error_code"] for r in resources(altered)],
+            bad_value_error_codes=[r["error_code"] for r in resources(bad)],
+            value=retention["config_value"],
+            read_only=retention["read_only"],
+        )
+
+        left(deadline)
+        p = AIOKafkaProducer(bootstrap_servers=args.bootstrap, acks="all")
+        await p.start()
+        try:
+            for i in range(10):
+                await p.send_and_wait(args.topic, f"r-{i}".encode(), partition=0)
+        finally:
+            await p.stop()
+        tp = TopicPartition(args.topic, 0)
+        low = await admin.delete_records({tp: RecordsToDelete(before_offset=4)})
+        emit("records_deleted", low=low[tp])
+        c = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
+        await c.start()
+        try:
+            first = (await c.beginning_offsets([tp]))[tp]
+        finally:
+            await c.stop()
+        emit("beginning", offset=first)
+        await admin.delete_topics([args.topic])
+        emit("deleted")
+    finally:
+        await admin.close()
+
+
 async def main():
     args = parse_args()
     deadline = time.monotonic() + args.timeout_s
     try:
-        run = group_mode if args.mode == "group" else times_mode
+        run = {"group": group_mode, "times": times_mode, "admin": admin_mode}[args.mode]
         await asyncio.wait_for(run(args, deadline), timeout=args.timeout_s)
     except (Timeout, asyncio.TimeoutError):
         emit("timeout", mode=args.mode, after_s=args.timeout_s)

@@ -13,8 +13,11 @@
  * admin.fetchTopicOffsetsByTimestamp for T0 + 3500 (must be offset 4), T0 (0) and a time past the
  * last record (kafkajs answers the high watermark, 10, where Kafka answers -1).
  *
- * `admin`: createTopics, listTopics, describeConfigs of the topic, deleteTopics, then listTopics
- * until the topic is gone.
+ * `admin`: the round trip an operator makes: createTopics, listTopics, describeConfigs of the
+ * topic; createPartitions to --partitions + 2 and the metadata that shows them; alterConfigs
+ * (retention.ms, then a bad value refused) and describeConfigs again; 10 messages produced and
+ * deleteTopicRecords before offset 4 of partition 0, then fetchTopicOffsets; deleteTopics, then
+ * listTopics until the topic is gone.
  *
  * Prints one JSON object per line on stdout ({"event": ...}); the Rust test checks them. kafkajs's
  * own logs (WARN and up) go to stderr as JSON lines. Every wait is bounded by --timeout-s: on
@@ -286,6 +289,79 @@ async function timesMode(kafka, args, deadline) {
   }
 }
 
+/** Kafka's `errorCode` of a KafkaJSProtocolError (or of one of an aggregate's causes). */
+function errorCodeOf(e) {
+  if (e && typeof e.code === 'number') return e.code
+  for (const c of (e && e.errors) || []) {
+    const code = errorCodeOf(c)
+    if (code !== null) return code
+  }
+  return null
+}
+
+/** Add partitions, alter configs, delete records: each emitted as an event for the Rust test. */
+async function adminChanges(kafka, admin, args, deadline) {
+  const wanted = args.partitions + 2
+  await admin.createPartitions({ topicPartitions: [{ topic: args.topic, count: wanted }] })
+  const meta = await admin.fetchTopicMetadata({ topics: [args.topic] })
+  emit('partitions_added', { count: meta.topics[0].partitions.length })
+  let refused = null
+  try {
+    await admin.createPartitions({ topicPartitions: [{ topic: args.topic, count: wanted }] })
+  } catch (e) {
+    refused = errorCodeOf(e)
+  }
+  emit('partitions_not_grown', { error_code: refused })
+
+  await admin.alterConfigs({
+    validateOnly: false,
+    resources: [{
+      type: ConfigResourceTypes.TOPIC,
+      name: args.topic,
+      configEntries: [{ name: 'retention.ms', value: '3600000' }],
+    }],
+  })
+  let badConfig = null
+  try {
+    await admin.alterConfigs({
+      validateOnly: false,
+      resources: [{
+        type: ConfigResourceTypes.TOPIC,
+        name: args.topic,
+        configEntries: [{ name: 'retention.ms', value: 'soon' }],
+      }],
+    })
+  } catch (e) {
+    badConfig = errorCodeOf(e)
+  }
+  const described = await admin.describeConfigs({
+    resources: [{ type: ConfigResourceTypes.TOPIC, name: args.topic, configNames: ['retention.ms'] }],
+    includeSynonyms: false,
+  })
+  const retention = described.resources[0].configEntries.find(e => e.configName === 'retention.ms')
+  emit('config_altered', {
+    value: retention && retention.configValue,
+    source: retention && retention.configSource,
+    read_only: retention && retention.readOnly,
+    bad_value_error_code: badConfig,
+  })
+
+  const producer = kafka.producer({ allowAutoTopicCreation: false, idempotent: true })
+  await producer.connect()
+  try {
+    for (let i = 0; i < 10; i++) {
+      if (Date.now() >= deadline) throw new Timeout('producing for deleteTopicRecords')
+      await producer.send({ topic: args.topic, acks: -1, messages: [{ partition: 0, value: `r-${i}` }] })
+    }
+  } finally {
+    await producer.disconnect()
+  }
+  await admin.deleteTopicRecords({ topic: args.topic, partitions: [{ partition: 0, offset: '4' }] })
+  const offsets = await admin.fetchTopicOffsets(args.topic)
+  const p0 = offsets.find(o => o.partition === 0)
+  emit('records_deleted', { low: Number(p0.low), high: Number(p0.high) })
+}
+
 async function adminMode(kafka, args, deadline) {
   await createTopic(kafka, args, args.partitions)
   const admin = kafka.admin()
@@ -306,6 +382,7 @@ async function adminMode(kafka, args, deadline) {
         min_insync_replicas: min ? { value: min.configValue, source: min.configSource } : null,
       })
     }
+    await adminChanges(kafka, admin, args, deadline)
     await admin.deleteTopics({ topics: [args.topic], timeout: 10000 })
     let polls = 0
     for (;;) {

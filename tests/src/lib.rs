@@ -50,6 +50,7 @@ pub mod group_consumer;
 pub mod group_output;
 pub mod group_wire;
 pub mod http;
+pub mod kafka_call;
 pub mod kafka_clients;
 pub mod log_files;
 pub mod netfilter;

@@ -7,6 +7,10 @@
 //!   resumed from their commits).
 //! - `times`: `offsets_for_times` answers the first record at or after the asked time with that
 //!   record's own timestamp (not the asked one), and nothing past the last record.
+//! - `admin`: an operator's round trip — partitions added (the same count again is
+//!   INVALID_PARTITIONS), a config altered and described (a bad value is INVALID_CONFIG), records
+//!   deleted before offset 4 (the low watermark and a consumer's beginning move there), the topic
+//!   deleted.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -166,4 +170,47 @@ fn aiokafka_offsets_for_times_answers_the_found_records_own_timestamp() {
         ],
         "{context}"
     );
+}
+
+#[test]
+fn aiokafka_admin_round_trip_adds_partitions_alters_a_config_and_deletes_records() {
+    let broker = start_broker(BrokerOptions::default());
+    let (events, context) = run_script(
+        &broker,
+        "admin",
+        &["--topic", "aiokafka-admin", "--partitions", "3"],
+    );
+    let added = of(&events, "partitions_added");
+    assert_eq!(added.len(), 1, "{context}");
+    assert_eq!(int(added[0], "count"), 5, "3 + 2 partitions\n{context}");
+    assert_eq!(
+        of(&events, "partitions_not_grown")[0]["error_code"],
+        37,
+        "INVALID_PARTITIONS for the same count\n{context}"
+    );
+    let altered = of(&events, "config_altered");
+    assert_eq!(altered.len(), 1, "{context}");
+    let a = altered[0];
+    assert_eq!(a["error_codes"], serde_json::json!([0]), "{context}");
+    assert_eq!(
+        a["bad_value_error_codes"],
+        serde_json::json!([40]),
+        "INVALID_CONFIG for retention.ms=soon\n{context}"
+    );
+    assert_eq!(
+        a["value"], "3600000",
+        "the altered value is described\n{context}"
+    );
+    assert_eq!(a["read_only"], false, "{context}");
+    assert_eq!(
+        int(of(&events, "records_deleted")[0], "low"),
+        4,
+        "the low watermark after deleting before 4\n{context}"
+    );
+    assert_eq!(
+        int(of(&events, "beginning")[0], "offset"),
+        4,
+        "a consumer's beginning is the new log start\n{context}"
+    );
+    assert_eq!(of(&events, "deleted").len(), 1, "{context}");
 }

@@ -10,7 +10,10 @@
 //! - `times`: `fetchTopicOffsetsByTimestamp` answers the first record at or after the asked time,
 //!   and past the last record kafkajs's stand-in for Kafka's -1 (the high watermark).
 //! - `admin`: a created topic is listed, DescribeConfigs reports `min.insync.replicas` as it acts
-//!   (1 on a one-broker cluster), and a deleted topic leaves `listTopics`.
+//!   (1 on a one-broker cluster); partitions added show in the metadata (the same count again is
+//!   INVALID_PARTITIONS); an altered config is described from the topic and writable (a bad value
+//!   is INVALID_CONFIG); records deleted before 4 move the low watermark to 4; a deleted topic
+//!   leaves `listTopics`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -210,7 +213,7 @@ fn kafkajs_offsets_by_timestamp_finds_the_first_record_at_or_after_the_time() {
 }
 
 #[test]
-fn kafkajs_admin_describes_min_insync_replicas_as_it_acts_and_deletes_the_topic() {
+fn kafkajs_admin_round_trip_adds_partitions_alters_a_config_deletes_records_and_the_topic() {
     let broker = start_broker(BrokerOptions::default());
     let topic = "kafkajs-admin";
     let (events, context) = run_script(&broker, "admin", &["--topic", topic, "--partitions", "3"]);
@@ -260,6 +263,37 @@ fn kafkajs_admin_describes_min_insync_replicas_as_it_acts_and_deletes_the_topic(
     assert!(
         [4, 5].contains(&source),
         "min.insync.replicas source {source}: {c}"
+    );
+
+    // The operator's round trip (issue 17, item 5): add partitions, alter a config, delete
+    // records — each seen acting, and each refusal with Kafka's code.
+    let added = of(&events, "partitions_added");
+    assert_eq!(added.len(), 1, "{context}");
+    assert_eq!(int(added[0], "count"), 5, "3 + 2 partitions\n{context}");
+    let not_grown = of(&events, "partitions_not_grown");
+    assert_eq!(
+        not_grown[0]["error_code"], 37,
+        "INVALID_PARTITIONS for the same count\n{context}"
+    );
+    let altered = of(&events, "config_altered");
+    assert_eq!(altered.len(), 1, "{context}");
+    assert_eq!(altered[0]["value"], "3600000", "{context}");
+    assert_eq!(
+        int(altered[0], "source"),
+        1,
+        "a topic config now\n{context}"
+    );
+    assert_eq!(altered[0]["read_only"], false, "{context}");
+    assert_eq!(
+        altered[0]["bad_value_error_code"], 40,
+        "INVALID_CONFIG for retention.ms=soon\n{context}"
+    );
+    let records = of(&events, "records_deleted");
+    assert_eq!(records.len(), 1, "{context}");
+    assert_eq!(
+        (int(records[0], "low"), int(records[0], "high")),
+        (4, 10),
+        "the log starts at 4 after deleting before 4\n{context}"
     );
 
     let deleted = of(&events, "deleted");

@@ -3,7 +3,10 @@
 //! commit goes out as OffsetCommit v1 and a fresh client reads it back with OffsetFetch v1 — spool
 //! used to close the connection on v1, so sarama's commits were lost and it started over — and
 //! DescribeConfigs v0 answers `min.insync.replicas` as it acts (1 on a one-broker topic), default
-//! and read-only. `tests/sarama/main.go` drives it and prints JSON lines.
+//! and alterable; then ClusterAdmin's round trip: partitions added (the same count again is
+//! INVALID_PARTITIONS), a config altered and described (a bad value refused), records deleted
+//! before offset 4 (the oldest offset moves there), the topic deleted. `tests/sarama/main.go`
+//! drives it and prints JSON lines.
 
 use std::path::Path;
 use std::process::Command;
@@ -95,11 +98,40 @@ fn sarama_with_its_default_config_commits_and_a_new_client_resumes_from_the_comm
         (
             &Value::from("min.insync.replicas"),
             &Value::from("1"),
-            &Value::from(true),
+            // A topic config: alterable.
+            &Value::from(false),
             &Value::from(true)
         ),
         "DescribeConfigs v0\n{context}"
     );
+    // The operator's round trip with ClusterAdmin.
+    assert!(
+        events.iter().all(|e| e["event"] != "admin_error"),
+        "an admin step failed\n{context}"
+    );
+    assert_eq!(
+        one("partitions_added")["count"],
+        4,
+        "2 + 2 partitions\n{context}"
+    );
+    assert_eq!(
+        one("partitions_not_grown")["error_code"],
+        37,
+        "INVALID_PARTITIONS for the same count\n{context}"
+    );
+    let altered = one("config_altered");
+    assert_eq!(altered["value"], "3600000", "{context}");
+    assert_eq!(altered["read_only"], false, "{context}");
+    assert_eq!(
+        altered["bad_value_refused"], true,
+        "retention.ms=soon refused\n{context}"
+    );
+    assert_eq!(
+        one("records_deleted")["oldest"],
+        4,
+        "the oldest offset after deleting before 4\n{context}"
+    );
+    assert_eq!(one("topic_deleted")["event"], "topic_deleted");
     assert_eq!(
         events.last().map(|e| &e["event"]),
         Some(&Value::from("done"))

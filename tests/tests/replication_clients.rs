@@ -18,6 +18,7 @@ use spool_tests::checker::{assert_none, Acked};
 use spool_tests::cluster::Cluster;
 use spool_tests::group_checks::{missing, printed_twice};
 use spool_tests::group_consumer::{GroupConsumer, MemberOptions};
+use spool_tests::kafka_call::kafka_call;
 use spool_tests::replicated::cluster_with_topic_on;
 
 const PARTITIONS: i32 = 3;
@@ -264,51 +265,6 @@ fn a_group_survives_kill_9_of_its_coordinator_with_committed_offsets_intact() {
     assert_none("records below the committed offsets read again", &old);
     assert_none("records printed twice", &printed_twice(&[("m2", &out)]));
     assert_eq!(member.terminate().code(), Some(0), "{}", member.summary());
-}
-
-/// One request of `api_key` at `version` on a broker's Kafka port, and its decoded response.
-fn kafka_call<Req, Resp>(
-    addr: std::net::SocketAddr,
-    api_key: kafka_protocol::messages::ApiKey,
-    version: i16,
-    request: &Req,
-) -> Resp
-where
-    Req: kafka_protocol::protocol::Encodable,
-    Resp: kafka_protocol::protocol::Decodable,
-{
-    use bytes::{BufMut, BytesMut};
-    use kafka_protocol::messages::{RequestHeader, ResponseHeader};
-    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-    use std::io::{Read, Write};
-    let mut body = BytesMut::new();
-    body.put_i32(0);
-    RequestHeader::default()
-        .with_request_api_key(api_key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(7)
-        .with_client_id(Some(StrBytes::from_static_str("spool-tests")))
-        .encode(&mut body, api_key.request_header_version(version))
-        .expect("encoding the header");
-    request
-        .encode(&mut body, version)
-        .expect("encoding the body");
-    let length = (body.len() - 4) as i32;
-    body[..4].copy_from_slice(&length.to_be_bytes());
-    let mut stream = std::net::TcpStream::connect(addr).expect("connecting to the Kafka port");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("a read timeout");
-    stream.write_all(&body).expect("sending");
-    let mut prefix = [0u8; 4];
-    stream.read_exact(&mut prefix).expect("a response");
-    let mut frame = vec![0u8; i32::from_be_bytes(prefix) as usize];
-    stream.read_exact(&mut frame).expect("the whole response");
-    let mut frame = bytes::Bytes::from(frame);
-    let header = ResponseHeader::decode(&mut frame, api_key.response_header_version(version))
-        .expect("a response header");
-    assert_eq!(header.correlation_id, 7, "the correlation id");
-    Resp::decode(&mut frame, version).expect("a response body")
 }
 
 /// OffsetForLeaderEpoch v3 for partition 0 of `topic`: (error code, leader epoch, end offset).

@@ -368,6 +368,20 @@ impl FollowerPartition {
         self.assert_invariants();
     }
 
+    /// The caller raised the log's start to `offset` (the leader's log start, capped at our log
+    /// end): DeleteRecords reaching this replica, so a failover to it cannot bring deleted
+    /// records back. Never lowers it; epochs wholly below it leave the cache, as in the log.
+    pub fn on_log_start(&mut self, offset: u64) {
+        assert!(
+            offset <= self.log_end_offset,
+            "log start {offset} past the log end {}",
+            self.log_end_offset
+        );
+        self.log_start_offset = self.log_start_offset.max(offset);
+        self.epochs.truncate_from_start(self.log_start_offset);
+        self.assert_invariants();
+    }
+
     /// The caller dropped the whole log and starts it again empty at `offset` (the leader's log
     /// start, [`OutOfRange::StartAt`]).
     pub fn on_restarted_at(&mut self, offset: u64) {
@@ -420,6 +434,24 @@ mod tests {
             last_offset,
             leader_epoch,
         }
+    }
+
+    /// DeleteRecords on a follower: its log start rises (never falls), its next fetch reports
+    /// it to the leader, and epochs below it leave the cache.
+    #[test]
+    fn a_raised_log_start_is_reported_and_never_lowered() {
+        let mut f = FollowerPartition::new(2, 7, 1, 3, 0, 20, 20, cache(&[(2, 0), (3, 10)]));
+        f.on_log_start(12);
+        assert_eq!(f.next_fetch(Reporting::LogEnd).log_start_offset, 12);
+        assert_eq!(
+            f.epochs()
+                .entries()
+                .first()
+                .map(|e| (e.epoch, e.start_offset)),
+            Some((3, 12))
+        );
+        f.on_log_start(5);
+        assert_eq!(f.log_start_offset(), 12, "never lowered");
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct FollowerState {
     /// request version has none: an ISR expansion requires it to match the registration, so a
     /// stale fetch from before a restart with an empty disk cannot put it back in the ISR.
     pub broker_epoch: Option<i64>,
+    /// The log start its last fetch reported (Kafka's replica `logStartOffset`): DeleteRecords
+    /// answers once every ISR member's is at or past the deleted offset. 0 until it reports.
+    pub log_start_offset: u64,
 }
 
 impl FollowerState {
@@ -62,6 +65,7 @@ impl FollowerState {
             last_fetch_ms: now_ms,
             last_fetch_leader_log_end: 0,
             broker_epoch: None,
+            log_start_offset: 0,
         }
     }
 }
@@ -244,6 +248,16 @@ impl ReplicaState {
         self.required_isr
     }
 
+    /// The topic's `min.insync.replicas` changed (AlterConfigs): it applies from the next
+    /// produce and watermark decision on, capped by the replication factor as at creation.
+    /// Returns whether it changed (a smaller one may let the watermark advance: release).
+    pub fn set_min_insync_replicas(&mut self, min_insync_replicas: usize) -> bool {
+        let required = min_insync_replicas.clamp(1, self.leadership.replicas.len().max(1));
+        let changed = required != self.required_isr;
+        self.required_isr = required;
+        changed
+    }
+
     /// The proposed ISR while it holds the watermark (in flight, or refused as stale).
     pub fn pending_isr(&self) -> Option<&[i32]> {
         self.isr_slot.holding()
@@ -378,6 +392,38 @@ impl ReplicaState {
         self.recompute_high_watermark()
     }
 
+    /// A follower's fetch reported its log start (call after
+    /// [`Self::on_follower_fetch_with_epoch`] for the same fetch). A fetch from an incarnation
+    /// older than the one seen is ignored; otherwise the report replaces the old one (a
+    /// restarted follower's log may start anywhere).
+    pub fn on_follower_log_start(
+        &mut self,
+        broker_id: i32,
+        broker_epoch: Option<i64>,
+        log_start_offset: u64,
+    ) {
+        if let Some(f) = self.followers.get_mut(&broker_id) {
+            if matches!((broker_epoch, f.broker_epoch), (Some(theirs), Some(seen)) if theirs < seen)
+            {
+                return;
+            }
+            f.log_start_offset = log_start_offset;
+        }
+    }
+
+    /// Kafka's `lowWatermarkIfLeader`, over the committed ISR: the smallest log start among the
+    /// leader's own (`leader_log_start`) and every ISR follower's last report. A DeleteRecords
+    /// waits for this to reach its offset, so that no in-sync replica that could be elected
+    /// still serves the deleted records.
+    pub fn low_watermark(&self, leader_log_start: u64) -> u64 {
+        self.leadership
+            .isr
+            .iter()
+            .filter(|&&b| b != self.leadership.leader_id)
+            .map(|b| self.followers.get(b).map_or(0, |f| f.log_start_offset))
+            .fold(leader_log_start, u64::min)
+    }
+
     /// ISR followers that have not caught up within `lag_time_max_ms` of `now_ms`: candidates for
     /// an ISR shrink, which the controller decides.
     pub fn out_of_sync(&self, now_ms: u64, lag_time_max_ms: u64) -> Vec<i32> {
@@ -491,6 +537,27 @@ mod tests {
         )
     }
 
+    /// An altered `min.insync.replicas` acts on the live leader: above the ISR it refuses
+    /// acks=all, capped by the replication factor as at creation; unchanged reports false.
+    #[test]
+    fn an_altered_min_isr_applies_to_the_live_leader() {
+        let mut r = three(2);
+        let shrunk = Leadership {
+            partition_epoch: 1,
+            isr: vec![0, 1],
+            ..r.leadership().clone()
+        };
+        assert!(r.on_partition_change(shrunk, 0));
+        assert!(r.has_min_isr());
+        assert!(r.set_min_insync_replicas(3));
+        assert!(!r.has_min_isr());
+        assert!(!r.set_min_insync_replicas(3));
+        assert!(!r.set_min_insync_replicas(7), "capped at the 3 replicas");
+        assert_eq!(r.required_isr(), 3);
+        assert!(r.set_min_insync_replicas(1));
+        assert!(r.has_min_isr());
+    }
+
     /// KIP-903: a follower that restarted (a new broker epoch) counts from what it fetches now,
     /// not from what its previous incarnation reported; a delayed fetch from that one is ignored.
     #[test]
@@ -514,6 +581,48 @@ mod tests {
         );
         r.on_follower_fetch_with_epoch(2, Some(13), 200, 22);
         assert_eq!(r.high_watermark(), 200);
+    }
+
+    /// DeleteRecords' low watermark: the smallest log start in the ISR, moving as followers
+    /// report; an out-of-ISR replica does not hold it, a stale incarnation's report is ignored.
+    #[test]
+    fn the_low_watermark_is_the_smallest_log_start_in_the_isr() {
+        let mut r = three(2);
+        r.on_leader_log_end(100);
+        assert_eq!(
+            r.low_watermark(40),
+            0,
+            "followers that never reported hold it at 0"
+        );
+        r.on_follower_fetch_with_epoch(1, Some(11), 100, 10);
+        r.on_follower_log_start(1, Some(11), 40);
+        r.on_follower_fetch_with_epoch(2, Some(12), 100, 10);
+        r.on_follower_log_start(2, Some(12), 30);
+        assert_eq!(r.low_watermark(40), 30);
+        r.on_follower_log_start(2, Some(12), 45);
+        assert_eq!(r.low_watermark(40), 40, "the leader's own log start counts");
+        r.on_follower_log_start(2, Some(11), 0);
+        assert_eq!(
+            r.follower(2).map(|f| f.log_start_offset),
+            Some(45),
+            "stale incarnation"
+        );
+        r.on_follower_log_start(1, Some(11), 10);
+        assert!(r.on_partition_change(
+            Leadership {
+                leader_id: 0,
+                leader_epoch: 1,
+                partition_epoch: 1,
+                replicas: vec![0, 1, 2],
+                isr: vec![0, 2],
+            },
+            11
+        ));
+        assert_eq!(
+            r.low_watermark(40),
+            40,
+            "1 left the ISR: it no longer holds it"
+        );
     }
 
     proptest! {

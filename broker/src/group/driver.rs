@@ -94,6 +94,10 @@ fn refused(call: &GroupCall, code: ErrorCode) -> GroupAnswer {
         GroupCall::FetchOffsets { .. } => return GroupAnswer::Offsets(Err(code)),
         GroupCall::Describe(_) => return GroupAnswer::Described(Err(code)),
         GroupCall::List => return GroupAnswer::Listed(Vec::new()),
+        GroupCall::DeleteGroups(gs) => {
+            Response::DeleteGroups(gs.iter().map(|g| (g.clone(), code)).collect())
+        }
+        GroupCall::DeleteOffsets(_) => Response::DeleteOffsets(code, Vec::new()),
     };
     GroupAnswer::Response(r)
 }
@@ -156,6 +160,8 @@ impl GroupDriver {
             GroupCall::Heartbeat(a) => Box::new(|id| Input::Heartbeat(id, a)),
             GroupCall::Leave(a) => Box::new(|id| Input::Leave(id, a)),
             GroupCall::Commit(a) => Box::new(|id| Input::Commit(id, a)),
+            GroupCall::DeleteGroups(gs) => Box::new(|id| Input::DeleteGroups(id, gs)),
+            GroupCall::DeleteOffsets(a) => Box::new(|id| Input::DeleteOffsets(id, a)),
             GroupCall::FetchOffsets { group_id, topics } => {
                 return GroupAnswer::Offsets(self.query(|c| c.fetch_offsets(&group_id, topics)))
             }

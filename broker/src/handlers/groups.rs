@@ -86,6 +86,17 @@ async fn coordinator_of(shard: &Rc<Shard>, group_id: &str) -> Result<(i32, usize
         return Err(ErrorCode::InvalidGroupId);
     }
     let partitions = offsets_topic(shard).await?;
+    coordinator_at(shard, group_id, partitions)
+}
+
+/// The broker leading `group_id`'s partition of an offsets topic with `partitions` partitions,
+/// and the core owning that partition here: COORDINATOR_NOT_AVAILABLE while it has no leader or
+/// is not open on this broker.
+pub(crate) fn coordinator_at(
+    shard: &Shard,
+    group_id: &str,
+    partitions: i32,
+) -> Result<(i32, usize), ErrorCode> {
     let tp = TopicPartition::new(OFFSETS_TOPIC, coordinator_partition(group_id, partitions));
     let leader = shard
         .image

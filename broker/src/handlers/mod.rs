@@ -4,6 +4,7 @@
 //! builds the response. The Kafka front (`crate::kafka`) translates into the same internal
 //! requests.
 
+mod admin;
 mod fetch;
 pub(crate) mod groups;
 mod init_producer_id;
@@ -137,6 +138,25 @@ api_table! {
     },
     ListGroups 0..=0 ListGroupsRequest(r) => {
         cx.reply(R::ListGroupsResponse, groups::list_groups(cx.shard, *r).await)
+    },
+    DeleteRecords 0..=0 DeleteRecordsRequest(r) => {
+        cx.reply(R::DeleteRecordsResponse, admin::delete_records(cx.shard, *r).await)
+    },
+    CreatePartitions 0..=0 CreatePartitionsRequest(r) => {
+        cx.reply(R::CreatePartitionsResponse, admin::create_partitions(cx.shard, *r).await)
+    },
+    DeleteGroups 0..=0 DeleteGroupsRequest(r) => {
+        cx.reply(R::DeleteGroupsResponse, admin::delete_groups(cx.shard, *r).await)
+    },
+    ElectLeaders 0..=0 ElectLeadersRequest(r) => {
+        cx.reply(R::ElectLeadersResponse, admin::elect_leaders(cx.shard, *r).await)
+    },
+    IncrementalAlterConfigs 0..=0 IncrementalAlterConfigsRequest(r) => cx.reply(
+        R::IncrementalAlterConfigsResponse,
+        admin::incremental_alter_configs(cx.shard, *r).await,
+    ),
+    OffsetDelete 0..=0 OffsetDeleteRequest(r) => {
+        cx.reply(R::OffsetDeleteResponse, admin::offset_delete(cx.shard, *r).await)
     },
 }
 

@@ -32,7 +32,7 @@ const TOPIC_OPERATIONS: i32 =
     (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 /// Cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
 /// IDEMPOTENT_WRITE.
-const CLUSTER_OPERATIONS: i32 =
+pub(super) const CLUSTER_OPERATIONS: i32 =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 pub async fn metadata(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> MetadataResponse {

@@ -10,8 +10,8 @@
 //!   `local.retention.*`) with their written value or Kafka's default;
 //! - the source says where the value comes from: the topic (1), a broker flag that differs from
 //!   Kafka's default (4), or the default (5);
-//! - read-only is true for everything: spool has no AlterConfigs yet (issue 17, item 3), so no
-//!   config can change after a topic is created.
+//! - read-only is false for a topic's configs (AlterConfigs / IncrementalAlterConfigs change
+//!   them, `super::topic_admin`) and true for the broker's (start-up flags).
 
 use std::rc::Rc;
 
@@ -60,6 +60,7 @@ pub fn describe_configs(shard: &Rc<Shard>, req: DescribeConfigsRequest) -> Descr
             let keys: Option<Vec<String>> = r
                 .configuration_keys
                 .map(|k| k.iter().map(|s| s.as_str().to_owned()).collect());
+            let read_only = r.resource_type != RESOURCE_TOPIC;
             let entries = match r.resource_type {
                 RESOURCE_TOPIC => {
                     let image = shard.image.borrow();
@@ -89,7 +90,7 @@ pub fn describe_configs(shard: &Rc<Shard>, req: DescribeConfigsRequest) -> Descr
                             describe_configs_response::DescribeConfigsResourceResult::default()
                                 .with_name(kstr(e.name))
                                 .with_value(Some(kstr(e.value)))
-                                .with_read_only(true)
+                                .with_read_only(read_only)
                                 .with_config_source(e.source)
                         })
                         .collect(),

@@ -15,7 +15,8 @@ use spool_protocol::kafka::codec::{self, KafkaCodecError, KafkaRequest, Refused,
 use spool_protocol::kafka::unsupported;
 use spool_protocol::ErrorCode;
 
-use super::{admin, data, groups, Peer};
+use super::delete_records;
+use super::{admin, cluster, data, groups, topic_admin, Peer};
 use crate::apis::api_table;
 use crate::handlers::Outgoing;
 use crate::shard::Shard;
@@ -106,6 +107,9 @@ api_table! {
         cx.reply(admin::create_topics(cx.shard, r, cx.version).await)
     },
     DeleteTopics 1..=5 DeleteTopics(r) => cx.reply(admin::delete_topics(cx.shard, r).await),
+    DeleteRecords 0..=2 DeleteRecords(r) => {
+        cx.reply(delete_records::delete_records(cx.shard, r).await)
+    },
     InitProducerId 0..=4 InitProducerId(r) => {
         cx.reply(admin::init_producer_id(cx.shard, r).await)
     },
@@ -114,6 +118,27 @@ api_table! {
     },
     DescribeConfigs 0..=4 DescribeConfigs(r) => {
         cx.reply(admin::describe_configs(cx.shard, r))
+    },
+    AlterConfigs 0..=2 AlterConfigs(r) => {
+        cx.reply(topic_admin::alter_configs(cx.shard, r).await)
+    },
+    CreatePartitions 0..=3 CreatePartitions(r) => {
+        cx.reply(topic_admin::create_partitions(cx.shard, r).await)
+    },
+    DeleteGroups 0..=2 DeleteGroups(r) => {
+        cx.reply(super::group_admin::delete_groups(cx.shard, r).await)
+    },
+    ElectLeaders 0..=2 ElectLeaders(r) => {
+        cx.reply(topic_admin::elect_leaders(cx.shard, r, cx.version).await)
+    },
+    IncrementalAlterConfigs 0..=1 IncrementalAlterConfigs(r) => {
+        cx.reply(topic_admin::incremental_alter_configs(cx.shard, r).await)
+    },
+    OffsetDelete 0..=0 OffsetDelete(r) => {
+        cx.reply(super::group_admin::offset_delete(cx.shard, r).await)
+    },
+    DescribeCluster 0..=2 DescribeCluster(r) => {
+        cx.reply(cluster::describe_cluster(cx.shard, r, cx.version))
     },
 }
 

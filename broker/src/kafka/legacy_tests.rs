@@ -6,7 +6,8 @@
 //! What they show (issue 17, item 2): sarama's OffsetCommit v1 and OffsetFetch v0 reach the same
 //! offsets; DescribeConfigs v0 reports `is_default` from the config's source; a refused Produce
 //! v2 names each partition with UNSUPPORTED_VERSION and the connection stays open; an API spool
-//! does not implement (CreatePartitions) names each topic with it.
+//! does not implement (DescribeProducers) names each partition with it. And DescribeCluster
+//! (issue 17, item 3), answered from the same running broker.
 //!
 //! The broker is started once and left running until the test process exits (its data
 //! directory, a few kilobytes under the system temp directory, stays behind).
@@ -420,26 +421,40 @@ fn produce_v2_is_refused_per_partition_and_the_connection_stays_open() {
 #[test]
 fn unimplemented_apis_and_old_fetches_name_each_item_with_unsupported_version() {
     let mut c = Conn::open();
-    use create_partitions_request::CreatePartitionsTopic;
-    let req = CreatePartitionsRequest::default().with_topics(
+    // DescribeProducers (KIP-664, transactions' tooling): not implemented yet, and its
+    // response has no top-level error code, so each partition named carries the refusal.
+    use describe_producers_request::TopicRequest;
+    let req = DescribeProducersRequest::default().with_topics(
         ["legacy-a", "legacy-b"]
             .map(|n| {
-                CreatePartitionsTopic::default()
+                TopicRequest::default()
                     .with_name(name(n))
-                    .with_count(2)
+                    .with_partition_indexes(vec![0, 1])
             })
             .to_vec(),
     );
-    let ResponseKind::CreatePartitions(r) = c.call_crate(ApiKey::CreatePartitions, 1, req.into())
+    let ResponseKind::DescribeProducers(r) = c.call_crate(ApiKey::DescribeProducers, 0, req.into())
     else {
         panic!()
     };
-    let got: Vec<(&str, i16)> = r
-        .results
+    let got: Vec<(&str, i32, i16)> = r
+        .topics
         .iter()
-        .map(|t| (t.name.as_str(), t.error_code))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.as_str(), p.partition_index, p.error_code))
+        })
         .collect();
-    assert_eq!(got, [("legacy-a", UNSUPPORTED), ("legacy-b", UNSUPPORTED)]);
+    assert_eq!(
+        got,
+        [
+            ("legacy-a", 0, UNSUPPORTED),
+            ("legacy-a", 1, UNSUPPORTED),
+            ("legacy-b", 0, UNSUPPORTED),
+            ("legacy-b", 1, UNSUPPORTED)
+        ]
+    );
 
     // Fetch v0 (below the crate's range): responses [topic, partitions [partition_index,
     // error_code, high_watermark, records]].
@@ -460,4 +475,45 @@ fn unimplemented_apis_and_old_fetches_name_each_item_with_unsupported_version() 
     assert_eq!((r.i32().unwrap(), r.i16().unwrap()), (3, UNSUPPORTED));
     assert_eq!((r.i64().unwrap(), r.i32().unwrap()), (-1, 0));
     assert_eq!(c.api_versions().unwrap().error_code, 0);
+}
+
+#[test]
+fn describe_cluster_names_this_broker_at_its_kafka_address_at_every_version() {
+    let kafka = broker();
+    let mut c = Conn::open();
+    for version in 0..=2 {
+        let req =
+            DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+        let ResponseKind::DescribeCluster(r) =
+            c.call_crate(ApiKey::DescribeCluster, version, req.into())
+        else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0, "v{version}: {r:?}");
+        assert_eq!(r.cluster_id.len(), 32, "a cluster id (hex): {r:?}");
+        let brokers: Vec<(i32, &str, i32, bool)> = r
+            .brokers
+            .iter()
+            .map(|b| (b.broker_id.0, b.host.as_str(), b.port, b.is_fenced))
+            .collect();
+        assert_eq!(
+            brokers,
+            [(
+                r.controller_id.0,
+                "127.0.0.1",
+                i32::from(kafka.port()),
+                false
+            )],
+            "v{version}: the one broker, at its Kafka port, is who clients send changes to"
+        );
+        assert_ne!(r.cluster_authorized_operations, i32::MIN, "v{version}");
+    }
+    // KIP-919: controller endpoints are not served (spool's controllers have no listener).
+    let req = DescribeClusterRequest::default().with_endpoint_type(2);
+    let ResponseKind::DescribeCluster(r) = c.call_crate(ApiKey::DescribeCluster, 1, req.into())
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 42, "INVALID_REQUEST: {r:?}");
+    assert!(r.brokers.is_empty(), "{r:?}");
 }

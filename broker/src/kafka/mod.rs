@@ -11,7 +11,11 @@
 //! - `data`: Produce, Fetch (records spliced straight from the log), ListOffsets.
 //! - `admin`: ApiVersions, Metadata (with auto-create), CreateTopics, DeleteTopics,
 //!   InitProducerId; `configs`: DescribeConfigs (every accepted config, as it acts).
-//! - `groups`: the consumer-group APIs, translated to and from `handlers::groups`.
+//! - `groups`: the consumer-group APIs, translated to and from `handlers::groups`;
+//!   `group_admin`: DeleteGroups and OffsetDelete (`crate::group_admin`).
+//! - `topic_admin`: CreatePartitions, AlterConfigs, IncrementalAlterConfigs, ElectLeaders
+//!   (through the controller); `delete_records`: DeleteRecords (`crate::delete_records`);
+//!   `cluster`: DescribeCluster.
 //!
 //! Bad input: a frame over `--max-frame-bytes`, one too short for a header, an API key the codec
 //! does not know, a version above what the codec can decode (its header may be a newer format),
@@ -21,14 +25,18 @@
 //! refused with UNSUPPORTED_VERSION per item.
 
 mod admin;
+mod cluster;
 mod configs;
 mod data;
+mod delete_records;
 mod dispatch;
+mod group_admin;
 mod groups;
 #[cfg(test)]
 mod legacy_tests;
 #[cfg(test)]
 mod tests;
+mod topic_admin;
 
 pub use dispatch::KAFKA_APIS;
 

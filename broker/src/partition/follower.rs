@@ -7,7 +7,10 @@
 //! under `append_turn`, each exactly at the log end with the leader's offsets and epochs
 //! (`PartitionLog::append_replicated` refuses anything else); a diverging answer truncates to
 //! the point the leader's epochs name, never to this replica's own high watermark; under
-//! `durability = fsync` the appended batches are fdatasynced before the next fetch reports them.
+//! `durability = fsync` the appended batches are fdatasynced before the next fetch reports them;
+//! the log start follows the leader's (capped at the log end, persisted before the next fetch
+//! reports it: `delete`); a leader whose log starts past this replica's end has the log dropped
+//! and restarted empty at its start (Kafka's `truncateFullyAndStartAt`), fetched from there.
 
 use bytes::{Bytes, BytesMut};
 use spool_core::follower_fetch::FollowerFetch;
@@ -77,10 +80,7 @@ impl Partition {
                 return match what {
                     OutOfRange::TruncateTo(offset) => self.truncate_in_turn(offset).await,
                     OutOfRange::FetchFrom(_) => Ok(()),
-                    OutOfRange::StartAt(offset) => Err(NotApplied(format!(
-                        "the leader's log starts at {offset}, past this replica's end: restarting \
-                         an emptied replica there is not built yet"
-                    ))),
+                    OutOfRange::StartAt(offset) => self.restart_in_turn(offset).await,
                 };
             }
             code => return Err(NotApplied(format!("the leader answered {code:?}"))),
@@ -118,6 +118,10 @@ impl Partition {
         if let Some(not_applied) = failed {
             return Err(not_applied);
         }
+        // DeleteRecords on the leader: its log start, followed here before the next fetch
+        // reports ours (the leader's DeleteRecords waits for that report).
+        self.follow_log_start(u64::try_from(answer.log_start_offset).unwrap_or(0))
+            .await?;
         if self.durability == Durability::Fsync && self.log.durable_offset() < end {
             if let Err(e) = self.log.sync_to(end).await {
                 return Err(NotApplied(format!("syncing replicated batches: {e}")));
@@ -144,6 +148,38 @@ impl Partition {
         if end < before {
             tracing::info!(tp = %self.tp, from = before, to = end, "truncated the log to the leader's");
         }
+        Ok(())
+    }
+}
+
+impl Partition {
+    /// The leader's log starts at `offset`, past this replica's end (it was away while retention
+    /// or DeleteRecords moved the leader's start past everything it has): drops the whole log
+    /// and starts it again empty there (Kafka's `truncateFullyAndStartAt`; the caller holds
+    /// `append_turn`), so the next fetch asks from `offset`.
+    async fn restart_in_turn(&self, offset: u64) -> Result<(), NotApplied> {
+        let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
+        self.log
+            .truncate_fully_and_start_at(offset)
+            .await
+            .map_err(|e| NotApplied(format!("restarting the log empty at {offset}: {e}")))?;
+        // Pair assertion: storage did what the follower state is about to be told.
+        assert_eq!(
+            (self.log.log_start_offset(), self.log.log_end_offset()),
+            (offset, offset),
+            "{}: the restarted log",
+            self.tp
+        );
+        if let Role::Follower(f) = &mut *self.role.borrow_mut() {
+            f.on_restarted_at(offset);
+        }
+        tracing::warn!(
+            tp = %self.tp,
+            old_log_start = start,
+            old_log_end = end,
+            "replica restarted empty at the leader's log start {offset}: the records below were \
+             deleted on the leader"
+        );
         Ok(())
     }
 }

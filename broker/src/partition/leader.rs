@@ -6,9 +6,10 @@
 //! fetch offset up to the log end (the same log read consumers use, not capped by the high
 //! watermark); [`Partition::wait_for_in_sync`] — an acks=all request's wait, registered in the
 //! role's `AckWaiters` with its deadline and woken through a one-slot channel when released;
-//! [`Partition::release`], run after everything that can move the high watermark, the ISR or the
-//! role; and [`Partition::propose_isr_change`] / [`Partition::on_alter_answer`], the two ends of
-//! an AlterPartition (spool-core's `isr_change`).
+//! [`Partition::release`], run after everything that can move the high watermark, the low
+//! watermark (DeleteRecords' waiters, `delete`), the ISR or the role; and
+//! [`Partition::propose_isr_change`] / [`Partition::on_alter_answer`], the two ends of an
+//! AlterPartition (spool-core's `isr_change`).
 //!
 //! Promises: the high watermark moves only through the replica state (never past the ISR's
 //! smallest reported offset, never back); a waiter is answered exactly once — acknowledged,
@@ -109,6 +110,9 @@ impl Partition {
                 released.extend(l.waiters.on_below_min_isr());
             }
             released.extend(l.waiters.on_tick(now_ms));
+            let low = l.state.low_watermark(self.log.log_start_offset());
+            released.extend(l.delete_waiters.on_high_watermark(low));
+            released.extend(l.delete_waiters.on_tick(now_ms));
             (released, hw)
         };
         self.answer_released(&released);
@@ -211,6 +215,11 @@ impl Partition {
                         fetch.replica_broker_epoch,
                         progress_offset,
                         now_ms,
+                    );
+                    l.state.on_follower_log_start(
+                        fetch.replica_id,
+                        fetch.replica_broker_epoch,
+                        fetch.log_start_offset,
                     );
                 }
                 self.release(now_ms);

@@ -22,12 +22,19 @@
 //!
 //! Files: this one (the struct, produce, fetch, list offsets), [`role`] (taking the committed
 //! partition state: becoming leader or follower), [`leader`] (serving followers' fetches, the
-//! acks=all waiters, ISR proposals), [`follower`] (applying what the leader sent).
+//! acks=all waiters, ISR proposals), [`follower`] (applying what the leader sent), [`delete`]
+//! (DeleteRecords: the leader's log start, and the followers following it).
 
+mod delete;
+#[cfg(test)]
+mod delete_tests;
 mod follower;
 mod leader;
+#[cfg(test)]
+mod restart_tests;
 mod role;
 
+pub use delete::DELETE_TO_HIGH_WATERMARK;
 pub use follower::NotApplied;
 pub use role::{Committed, NO_LEADER};
 

@@ -66,8 +66,20 @@ impl Committed {
 pub(super) struct LeaderPart {
     pub state: ReplicaState,
     pub waiters: AckWaiters,
+    /// DeleteRecords requests waiting for the low watermark (the ISR's smallest log start) to
+    /// reach their offset (`delete`): the same table, fed the low watermark instead of the HW.
+    pub delete_waiters: AckWaiters,
     /// When the ISR change in flight was sent (monotonic ms), if one is.
     pub alter_sent_ms: Option<u64>,
+}
+
+impl LeaderPart {
+    /// Every waiter, acks=all and DeleteRecords, answered NOT_LEADER_OR_FOLLOWER.
+    fn on_leadership_lost(&mut self) -> Vec<spool_core::ack_wait::Released> {
+        let mut released = self.waiters.on_leadership_lost();
+        released.extend(self.delete_waiters.on_leadership_lost());
+        released
+    }
 }
 
 pub(super) enum Role {
@@ -164,9 +176,12 @@ impl Partition {
                 Role::Leader(l)
                     if c.leader == self.me && c.leader_epoch == l.state.leader_epoch() =>
                 {
+                    // A topic config change (min.insync.replicas) moves no epoch.
+                    let changed_min = l.state.set_min_insync_replicas(c.min_insync_replicas);
                     // An older or the same partition epoch changes nothing.
-                    c.partition_epoch > l.state.leadership().partition_epoch
-                        && l.state.on_partition_change(c.leadership(), now_ms)
+                    let changed_isr = c.partition_epoch > l.state.leadership().partition_epoch
+                        && l.state.on_partition_change(c.leadership(), now_ms);
+                    changed_min || changed_isr
                 }
                 Role::Leader(_) => return false,
                 Role::Follower(_) if c.leader == self.me => return false,
@@ -202,7 +217,7 @@ impl Partition {
         let mut role = self.role.borrow_mut();
         let hw = role.high_watermark().min(exposable);
         let released = match &mut *role {
-            Role::Leader(old) => old.waiters.on_leadership_lost(),
+            Role::Leader(old) => old.on_leadership_lost(),
             Role::Follower(_) => Vec::new(),
         };
         let state = ReplicaState::for_new_leader(
@@ -215,6 +230,7 @@ impl Partition {
         *role = Role::Leader(Box::new(LeaderPart {
             state,
             waiters: AckWaiters::default(),
+            delete_waiters: AckWaiters::default(),
             alter_sent_ms: None,
         }));
         drop(role);
@@ -252,7 +268,7 @@ impl Partition {
         let old = std::mem::replace(&mut *self.role.borrow_mut(), Role::Follower(f));
         if let Role::Leader(mut old) = old {
             // After the swap, so that no waiter can register in the old table once it is read.
-            let released = old.waiters.on_leadership_lost();
+            let released = old.on_leadership_lost();
             self.answer_released(&released);
         }
         tracing::info!(tp = %self.tp, leader = c.leader, epoch = c.leader_epoch, "following");

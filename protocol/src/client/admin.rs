@@ -1,5 +1,6 @@
-//! The admin client's sans-IO core: create, delete, list and describe topics; list and describe
-//! consumer groups, fetch and commit their offsets ([`groups`]).
+//! The admin client's sans-IO core: create, delete, list and describe topics; add partitions,
+//! alter configs, elect leaders and delete records ([`changes`]); list, describe and delete
+//! consumer groups, fetch, commit and delete their offsets ([`groups`]).
 //!
 //! Each operation is one request to any broker (the broker forwards to the controller; the client
 //! never needs to know which broker that is). An operation survives lost connections and
@@ -9,7 +10,9 @@
 
 use std::collections::BTreeMap;
 
+mod changes;
 mod groups;
+pub use changes::{ConfigChange, PartitionResult};
 pub use groups::{CommitResults, GroupDescription, ListedGroup, MemberDescription};
 
 use tracing::warn;
@@ -137,6 +140,66 @@ pub enum AdminOp {
         group_id: String,
         offsets: Vec<(TopicPartition, i64)>,
     },
+    /// Grows a topic to `count` partitions (Kafka's CreatePartitions; keys hash differently
+    /// afterwards).
+    CreatePartitions {
+        topic: String,
+        count: i32,
+        validate_only: bool,
+        timeout_ms: i32,
+    },
+    /// Changes a topic's configs, in order (Kafka's IncrementalAlterConfigs).
+    AlterConfigs {
+        topic: String,
+        changes: Vec<ConfigChange>,
+        validate_only: bool,
+    },
+    /// Elects the preferred leader (or, `unclean`, any live replica of a leaderless partition)
+    /// of these partitions, or of every partition (`None`).
+    ElectLeaders {
+        unclean: bool,
+        partitions: Option<Vec<TopicPartition>>,
+        timeout_ms: i32,
+    },
+    /// Deletes the records of a partition before `before_offset` (-1: the high watermark), on
+    /// its leader.
+    DeleteRecords {
+        partition: TopicPartition,
+        before_offset: i64,
+        timeout_ms: i32,
+    },
+    /// Deletes an empty group and its committed offsets (sent to its coordinator).
+    DeleteGroup {
+        group_id: String,
+    },
+    /// Deletes a group's committed offsets of these partitions.
+    DeleteOffsets {
+        group_id: String,
+        partitions: Vec<TopicPartition>,
+    },
+}
+
+impl AdminOp {
+    /// What the operation does, for its error messages.
+    pub fn describe(&self) -> String {
+        match self {
+            AdminOp::DeleteRecords {
+                partition,
+                before_offset,
+                ..
+            } => format!("delete records of {partition} before offset {before_offset}"),
+            AdminOp::DeleteGroup { group_id } => format!("delete group {group_id}"),
+            AdminOp::DeleteOffsets { group_id, .. } => {
+                format!("delete offsets of group {group_id}")
+            }
+            AdminOp::DescribeGroup { group_id }
+            | AdminOp::FetchOffsets { group_id, .. }
+            | AdminOp::CommitOffsets { group_id, .. } => {
+                format!("admin operation on group {group_id}")
+            }
+            _ => "admin operation".into(),
+        }
+    }
 }
 
 /// Per-topic outcome.
@@ -155,6 +218,15 @@ pub enum AdminOutcome {
     /// Committed offsets (-1: none), sorted.
     FetchOffsets(Vec<(TopicPartition, i64)>),
     CommitOffsets(CommitResults),
+    CreatePartitions(Vec<TopicResult<()>>),
+    AlterConfigs(Vec<TopicResult<()>>),
+    /// Per partition, sorted.
+    ElectLeaders(Vec<PartitionResult>),
+    /// The partition's log start offset afterwards.
+    DeleteRecords(i64),
+    DeleteGroup(Result<(), ClientError>),
+    /// The group's refusal, or one result per partition (sorted).
+    DeleteOffsets(Result<Vec<PartitionResult>, ClientError>),
 }
 
 pub type OpId = u64;
@@ -204,6 +276,8 @@ pub struct AdminCore {
     inflight: InFlight<(OpId, bool)>,
     /// Coordinators found, by group id.
     coordinators: BTreeMap<String, Addr>,
+    /// Partition leaders found, for operations sent to a leader.
+    leaders: BTreeMap<TopicPartition, Addr>,
     results: Vec<(OpId, Result<AdminOutcome, ClientError>)>,
     next_id: OpId,
 }
@@ -224,6 +298,7 @@ impl AdminCore {
             ops: BTreeMap::new(),
             inflight: InFlight::default(),
             coordinators: BTreeMap::new(),
+            leaders: BTreeMap::new(),
             results: Vec::new(),
             next_id: 0,
         })
@@ -262,7 +337,7 @@ impl AdminCore {
     }
 
     fn body(op: &AdminOp) -> RequestBodyT {
-        if let Some(b) = groups::body(op) {
+        if let Some(b) = groups::body(op).or_else(|| changes::body(op)) {
             return b;
         }
         match op {
@@ -321,7 +396,14 @@ impl AdminCore {
             AdminOp::ListGroups
             | AdminOp::DescribeGroup { .. }
             | AdminOp::FetchOffsets { .. }
-            | AdminOp::CommitOffsets { .. } => RequestBodyT::ListGroupsRequest(Box::default()),
+            | AdminOp::CommitOffsets { .. }
+            | AdminOp::DeleteGroup { .. }
+            | AdminOp::DeleteOffsets { .. } => RequestBodyT::ListGroupsRequest(Box::default()),
+            // Built by `changes::body` above.
+            AdminOp::CreatePartitions { .. }
+            | AdminOp::AlterConfigs { .. }
+            | AdminOp::ElectLeaders { .. }
+            | AdminOp::DeleteRecords { .. } => RequestBodyT::MetadataRequest(Box::default()),
         }
     }
 
@@ -460,7 +542,7 @@ impl AdminCore {
                 timeout_ms: self.config.operation_timeout_ms,
             }
         } else {
-            ClientError::broker(code, "admin operation")
+            ClientError::broker(code, st.op.describe())
         };
         self.ops.remove(&id);
         self.results.push((id, Err(error)));
@@ -502,24 +584,35 @@ impl ClientCore for AdminCore {
             let Some(st) = self.ops.get_mut(&id) else {
                 continue;
             };
-            // A group operation goes to the group's coordinator, found first.
-            let (addr, body, find) = match groups::coordinator_key(&st.op) {
-                Some(g) => match self.coordinators.get(g) {
-                    Some(c) => (c.clone(), Self::body(&st.op), false),
-                    None => {
+            // A group operation goes to the group's coordinator, a record deletion to the
+            // partition's leader: each found first.
+            let (addr, body, find) =
+                match (groups::coordinator_key(&st.op), changes::leader_key(&st.op)) {
+                    (Some(g), _) => match self.coordinators.get(g) {
+                        Some(c) => (c.clone(), Self::body(&st.op), false),
+                        None => {
+                            let Some(addr) = self.brokers.any_broker() else {
+                                break;
+                            };
+                            (addr, groups::find_coordinator(g), true)
+                        }
+                    },
+                    (None, Some(tp)) => match self.leaders.get(tp) {
+                        Some(l) => (l.clone(), Self::body(&st.op), false),
+                        None => {
+                            let Some(addr) = self.brokers.any_broker() else {
+                                break;
+                            };
+                            (addr, changes::find_leader(tp), true)
+                        }
+                    },
+                    (None, None) => {
                         let Some(addr) = self.brokers.any_broker() else {
                             break;
                         };
-                        (addr, groups::find_coordinator(g), true)
+                        (addr, Self::body(&st.op), false)
                     }
-                },
-                None => {
-                    let Some(addr) = self.brokers.any_broker() else {
-                        break;
-                    };
-                    (addr, Self::body(&st.op), false)
-                }
-            };
+                };
             st.in_flight = true;
             st.attempts += 1;
             let correlation_id =
@@ -556,6 +649,18 @@ impl ClientCore for AdminCore {
         let Some(st) = self.ops.get_mut(&id) else {
             return;
         };
+        if let (true, Some(tp)) = (find, changes::leader_key(&st.op)) {
+            let tp = tp.clone();
+            match changes::leader_addr(&response.header.body, &tp) {
+                Ok(l) => {
+                    self.leaders.insert(tp, l);
+                    st.in_flight = false;
+                    st.retry_at_ms = now_ms;
+                }
+                Err(code) => self.retry_or_fail(id, code, now_ms),
+            }
+            return;
+        }
         if find {
             let group = groups::coordinator_key(&st.op)
                 .unwrap_or_default()
@@ -571,7 +676,10 @@ impl ClientCore for AdminCore {
             }
             return;
         }
-        if let Some(result) = groups::outcome(&st.op, response.header.body.clone()) {
+        let body = response.header.body.clone();
+        let result =
+            groups::outcome(&st.op, body.clone()).or_else(|| changes::outcome(&st.op, body));
+        if let Some(result) = result {
             match result {
                 Ok(outcome) => {
                     self.ops.remove(&id);
@@ -581,6 +689,11 @@ impl ClientCore for AdminCore {
                     if groups::is_coordinator_error(code) {
                         if let Some(g) = groups::coordinator_key(&st.op) {
                             self.coordinators.remove(g);
+                        }
+                    }
+                    if changes::is_leader_error(code) {
+                        if let Some(tp) = changes::leader_key(&st.op) {
+                            self.leaders.remove(tp);
                         }
                     }
                     self.retry_or_fail(id, code, now_ms);
@@ -606,6 +719,7 @@ impl ClientCore for AdminCore {
 
     fn on_disconnect(&mut self, addr: &str, now_ms: u64) {
         self.coordinators.retain(|_, c| c != addr);
+        self.leaders.retain(|_, l| l != addr);
         for (id, _) in self.inflight.drain_addr(addr) {
             self.retry_or_fail(id, ErrorCode::NetworkException, now_ms);
         }

@@ -55,6 +55,7 @@ use super::replica_fetch_codec::{
     decode_replica_fetch, decode_replica_fetch_answer, encode_replica_fetch,
     encode_replica_fetch_answer,
 };
+use super::topic_admin_codec;
 use super::types::{
     ForwardAnswer, ForwardOp, ForwardTopic, ForwardTopicOutcome, Heartbeat, HeartbeatAnswer,
     InternalFrame, InternalMessage, Listener, RegisterBroker, RegisterBrokerAnswer,
@@ -374,6 +375,28 @@ fn encode_forward_op(
         ForwardOp::AlterPartition(op) => (
             fb::ForwardOp::AlterPartition,
             encode_alter_partition(fbb, op)?.as_union_value(),
+        ),
+        ForwardOp::CreatePartitions {
+            topics,
+            validate_only,
+        } => (
+            fb::ForwardOp::CreatePartitions,
+            topic_admin_codec::encode_create_partitions(fbb, topics, *validate_only)?
+                .as_union_value(),
+        ),
+        ForwardOp::AlterConfigs {
+            topics,
+            validate_only,
+        } => (
+            fb::ForwardOp::AlterConfigs,
+            topic_admin_codec::encode_alter_configs(fbb, topics, *validate_only)?.as_union_value(),
+        ),
+        ForwardOp::ElectLeaders {
+            unclean,
+            partitions,
+        } => (
+            fb::ForwardOp::ElectLeaders,
+            topic_admin_codec::encode_elect_leaders(fbb, *unclean, partitions)?.as_union_value(),
         ),
     })
 }
@@ -697,6 +720,33 @@ fn decode_forward_op(forward: fb::Forward<'_>) -> Result<ForwardOp, InternalErro
         fb::ForwardOp::AlterPartition => Ok(ForwardOp::AlterPartition(decode_alter_partition(
             forward.op_as_alter_partition().ok_or(MISSING)?,
         )?)),
+        fb::ForwardOp::CreatePartitions => {
+            let (topics, validate_only) = topic_admin_codec::decode_create_partitions(
+                forward.op_as_create_partitions().ok_or(MISSING)?,
+            )?;
+            Ok(ForwardOp::CreatePartitions {
+                topics,
+                validate_only,
+            })
+        }
+        fb::ForwardOp::AlterConfigs => {
+            let (topics, validate_only) = topic_admin_codec::decode_alter_configs(
+                forward.op_as_alter_configs().ok_or(MISSING)?,
+            )?;
+            Ok(ForwardOp::AlterConfigs {
+                topics,
+                validate_only,
+            })
+        }
+        fb::ForwardOp::ElectLeaders => {
+            let (unclean, partitions) = topic_admin_codec::decode_elect_leaders(
+                forward.op_as_elect_leaders().ok_or(MISSING)?,
+            )?;
+            Ok(ForwardOp::ElectLeaders {
+                unclean,
+                partitions,
+            })
+        }
         other => Err(InternalError::UnknownUnionType {
             union: "ForwardOp",
             type_id: other.0,

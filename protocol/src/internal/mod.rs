@@ -16,6 +16,7 @@ mod alter_partition_codec;
 pub mod codec;
 mod limits;
 mod replica_fetch_codec;
+mod topic_admin_codec;
 pub mod types;
 
 pub use codec::{

@@ -111,6 +111,55 @@ pub enum ForwardOp {
     },
     /// A partition leader's ISR change (KIP-497), for the active controller to decide.
     AlterPartition(AlterPartitionOp),
+    /// Kafka's CreatePartitions; answered with one topic outcome per topic.
+    CreatePartitions {
+        topics: Vec<ForwardNewPartitions>,
+        validate_only: bool,
+    },
+    /// AlterConfigs / IncrementalAlterConfigs on topics; one topic outcome per topic.
+    AlterConfigs {
+        topics: Vec<ForwardConfigAlteration>,
+        validate_only: bool,
+    },
+    /// Operator leader elections; one outcome per partition, in order, named by its topic.
+    ElectLeaders {
+        unclean: bool,
+        partitions: Vec<(String, i32)>,
+    },
+}
+
+/// One topic of a forwarded CreatePartitions: the total count wanted and, when given, one
+/// replica list per new partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardNewPartitions {
+    pub name: String,
+    pub count: i32,
+    pub assignments: Option<Vec<Vec<i32>>>,
+}
+
+/// One config operation's kind, as IncrementalAlterConfigs numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardConfigOpKind {
+    Set = 0,
+    Delete = 1,
+    Append = 2,
+    Subtract = 3,
+}
+
+/// One config operation: its key, kind and value (`None` for a delete).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardConfigOp {
+    pub key: String,
+    pub kind: ForwardConfigOpKind,
+    pub value: Option<String>,
+}
+
+/// One topic's forwarded config change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardConfigAlteration {
+    pub topic: String,
+    pub incremental: bool,
+    pub ops: Vec<ForwardConfigOp>,
 }
 
 /// A partition leader's AlterPartition, as forwarded: exactly the fields of

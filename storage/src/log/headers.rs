@@ -43,7 +43,7 @@ impl PartitionLog {
         for (seg, start, end) in plan {
             seg.ensure_written(end).await?;
             let mut cur = HeaderCursor::new(seg.reader(), start, end);
-            while let Some(h) = cur.peek(&seg, self.config.max_batch_bytes).await? {
+            while let Some(h) = cur.peek(&seg, self.config.get().max_batch_bytes).await? {
                 f(&h);
                 out.batches += 1;
                 out.bytes += h.total_bytes() as u64;

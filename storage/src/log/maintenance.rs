@@ -62,8 +62,8 @@ impl PartitionLog {
         let n = retention::segments_to_delete(
             &stats,
             active_bytes,
-            self.config.retention_ms,
-            self.config.retention_bytes,
+            self.config.get().retention_ms,
+            self.config.get().retention_bytes,
             now_ms,
         );
         let mut out = RetentionStats {
@@ -191,7 +191,7 @@ impl PartitionLog {
             (idx.lookup_offset(offset), idx.size_bytes)
         };
         let mut cur = HeaderCursor::new(target.reader(), from, size);
-        while let Some(h) = cur.peek(&target, self.config.max_batch_bytes).await? {
+        while let Some(h) = cur.peek(&target, self.config.get().max_batch_bytes).await? {
             if h.last_offset() as u64 >= offset {
                 break;
             }
@@ -207,8 +207,8 @@ impl PartitionLog {
             &reader,
             &target.log_path,
             target.base_offset,
-            self.config.index_interval_bytes,
-            self.config.max_batch_bytes,
+            self.config.get().index_interval_bytes,
+            self.config.get().max_batch_bytes,
         )
         .await?;
         if stop != ScanStop::End {
@@ -240,12 +240,12 @@ impl PartitionLog {
         self.check_open()?;
         let closed = self.closed_segments();
         let mut stats = CompactionStats::default();
-        let mut map = OffsetMap::new(self.config.compaction_keys_max);
+        let mut map = OffsetMap::new(self.config.get().compaction_keys_max);
         let mut images = Vec::with_capacity(closed.len());
         for seg in &closed {
             let size = seg.size_bytes();
             let image = Bytes::from(read_at(&seg.reader(), &seg.log_path, 0, size as usize).await?);
-            map.add_segment(&image, self.config.max_batch_bytes)
+            map.add_segment(&image, self.config.get().max_batch_bytes)
                 .map_err(|e| compaction_error(seg, e))?;
             images.push(image);
         }
@@ -255,8 +255,8 @@ impl PartitionLog {
                 &image,
                 &map,
                 now_ms,
-                self.config.delete_retention_ms,
-                self.config.max_batch_bytes,
+                self.config.get().delete_retention_ms,
+                self.config.get().max_batch_bytes,
             )
             .map_err(|e| compaction_error(seg, e))?;
             stats.records_kept += out.records_kept;
@@ -278,8 +278,8 @@ impl PartitionLog {
         let (index, stop) = scan_all(
             &image,
             seg.base_offset,
-            self.config.index_interval_bytes,
-            self.config.max_batch_bytes,
+            self.config.get().index_interval_bytes,
+            self.config.get().max_batch_bytes,
         );
         assert_eq!(stop, ScanStop::End, "a compacted image is whole batches");
         let cleaned = seg.log_path.with_extension("log.cleaned");
@@ -304,7 +304,7 @@ fn compaction_error(seg: &Segment, e: compaction::CompactionError) -> LogError {
     }
 }
 
-async fn delete_segment_files(seg: &Segment) -> Result<(), LogError> {
+pub(super) async fn delete_segment_files(seg: &Segment) -> Result<(), LogError> {
     let dir = seg.dir().to_path_buf();
     remove_if_exists(&seg.log_path).await?;
     remove_if_exists(&segment_file(&dir, seg.base_offset, "index")).await?;

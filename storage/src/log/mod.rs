@@ -2,7 +2,8 @@
 //!
 //! Owns the ordered segments (closed ones read-only, the last one active), the log start and end
 //! offsets, the durable offset, the tail cache and the leader-epoch cache, and drives the
-//! writer, recovery, retention and compaction. Promises:
+//! writer, recovery, retention, compaction and a follower's restart past its end (`start_at`).
+//! Promises:
 //! - `append` assigns offsets by writing `baseOffset` and `partitionLeaderEpoch` into the batch
 //!   header in place (no re-encoding) and returns them; appends are applied in call order.
 //! - `sync_to(o)` returns once every offset below `o` is fdatasynced (group commit: concurrent
@@ -22,8 +23,9 @@ mod headers;
 mod maintenance;
 mod open;
 mod read;
+mod start_at;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -85,7 +87,9 @@ impl LogState {
 
 pub struct PartitionLog {
     dir: PathBuf,
-    config: LogConfig,
+    /// The settings in force: a `Cell`, so a topic config change applies to the open log
+    /// ([`Self::set_topic_settings`]) and no borrow is ever held across an await.
+    config: Cell<LogConfig>,
     st: RefCell<LogState>,
     append_lock: Semaphore,
     maintenance_lock: Semaphore,
@@ -93,6 +97,9 @@ pub struct PartitionLog {
     lock: RefCell<Option<std::fs::File>>,
     /// fdatasyncs of this log's segments (a probe for group commit).
     fdatasyncs: Rc<std::cell::Cell<u64>>,
+    /// Where a test stops [`PartitionLog::truncate_fully_and_start_at`], as a crash would.
+    #[cfg(test)]
+    crash_after: std::cell::Cell<Option<start_at::StartAtStep>>,
 }
 
 /// Who decides a batch's offsets and epoch.
@@ -109,8 +116,27 @@ impl PartitionLog {
         &self.dir
     }
 
-    pub fn config(&self) -> &LogConfig {
-        &self.config
+    /// The settings in force now (a copy).
+    pub fn config(&self) -> LogConfig {
+        self.config.get()
+    }
+
+    /// A topic config change, applied to the open log (Kafka applies topic configs live): the
+    /// segment roll size and time, retention, the cleanup policy and `delete.retention.ms` take
+    /// `topic`'s values from the next append or maintenance pass on. The largest batch accepted
+    /// only grows here: batches already in the log must stay readable, and the broker checks a
+    /// lowered `max.message.bytes` itself before appending. Buffer and index settings are the
+    /// broker's, not the topic's, and stay as opened.
+    pub fn set_topic_settings(&self, topic: &LogConfig) {
+        let mut c = self.config.get();
+        c.segment_bytes = topic.segment_bytes;
+        c.segment_ms = topic.segment_ms;
+        c.retention_ms = topic.retention_ms;
+        c.retention_bytes = topic.retention_bytes;
+        c.cleanup_policy = topic.cleanup_policy;
+        c.delete_retention_ms = topic.delete_retention_ms;
+        c.max_batch_bytes = c.max_batch_bytes.max(topic.max_batch_bytes);
+        self.config.set(c);
     }
 
     pub fn log_start_offset(&self) -> u64 {
@@ -178,7 +204,7 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
-        let header = batch::validate(&batch_bytes, self.config.max_batch_bytes)?;
+        let header = batch::validate(&batch_bytes, self.config.get().max_batch_bytes)?;
         self.append_validated(batch_bytes, header, Stamp::Leader(leader_epoch), now_ms)
             .await
     }
@@ -192,7 +218,7 @@ impl PartitionLog {
         batch_bytes: BytesMut,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
-        let header = batch::validate(&batch_bytes, self.config.max_batch_bytes)?;
+        let header = batch::validate(&batch_bytes, self.config.get().max_batch_bytes)?;
         self.append_validated(batch_bytes, header, Stamp::AsReplicated, now_ms)
             .await
     }
@@ -348,8 +374,8 @@ impl PartitionLog {
         if size == 0 {
             return Ok(());
         }
-        let by_size = size + incoming_bytes > self.config.segment_bytes;
-        let by_time = match (self.config.segment_ms, active.first_append_ms.get()) {
+        let by_size = size + incoming_bytes > self.config.get().segment_bytes;
+        let by_time = match (self.config.get().segment_ms, active.first_append_ms.get()) {
             (Some(ms), Some(first)) => now_ms.saturating_sub(first) >= ms,
             _ => false,
         };
@@ -386,7 +412,7 @@ impl PartitionLog {
             0,
             base,
             &[],
-            &self.config,
+            &self.config.get(),
             Rc::clone(&self.fdatasyncs),
         )
         .await?;
@@ -395,7 +421,7 @@ impl PartitionLog {
         let seg = Segment::new(
             base,
             path,
-            SegmentIndex::new(base, self.config.index_interval_bytes),
+            SegmentIndex::new(base, self.config.get().index_interval_bytes),
             reader,
         );
         *seg.writer.borrow_mut() = Some(writer);
@@ -408,7 +434,14 @@ impl PartitionLog {
     }
 
     pub(crate) async fn persist_log_start(&self) -> Result<(), LogError> {
-        let text = format!("{}\n", self.st.borrow().log_start_offset);
+        let start = self.st.borrow().log_start_offset;
+        self.write_log_start(start).await
+    }
+
+    /// Writes `offset` to the log-start checkpoint (atomically, fsynced), whatever the
+    /// in-memory start is.
+    pub(crate) async fn write_log_start(&self, offset: u64) -> Result<(), LogError> {
+        let text = format!("{offset}\n");
         write_file_atomically(
             &self.dir.join(LOG_START_CHECKPOINT),
             text.into_bytes(),
@@ -440,5 +473,9 @@ impl PartitionLog {
     }
 }
 
+#[cfg(test)]
+mod delete_tests;
+#[cfg(test)]
+mod start_at_tests;
 #[cfg(test)]
 mod tests;

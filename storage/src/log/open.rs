@@ -6,13 +6,15 @@
 //! synced and trimmed when they rolled), and only the active segment is scanned: the first
 //! invalid or incomplete batch and everything after it are truncated. A closed segment whose
 //! index is missing or corrupt is rebuilt from its log; if that scan finds anything but a clean
-//! end (or never-written zeroes), open fails with the file and position.
+//! end (or never-written zeroes), open fails with the file and position. A log-start checkpoint
+//! past every segment's end is an interrupted `truncate_fully_and_start_at`, which open finishes
+//! (start_at.rs): the log comes back empty at that start.
 //!
 //! The directory steps io_uring cannot do (create it, resolve it, take the lock file, look for
 //! the clean marker, list it) run as one call on glommio's blocking pool, so opening a partition
 //! never blocks the core's reactor; everything after goes through glommio's async file API.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -164,7 +166,7 @@ impl PartitionLog {
         }
         let log = Rc::new(Self {
             dir: dir.clone(),
-            config: config.clone(),
+            config: Cell::new(config),
             st: RefCell::new(LogState {
                 segments,
                 log_start_offset: 0,
@@ -178,8 +180,25 @@ impl PartitionLog {
             maintenance_lock: Semaphore::new(1),
             lock: RefCell::new(Some(lock)),
             fdatasyncs: Rc::default(),
+            #[cfg(test)]
+            crash_after: std::cell::Cell::new(None),
         });
-        if bases.is_empty() {
+        let loaded_end = log
+            .st
+            .borrow()
+            .segments
+            .values()
+            .next_back()
+            .map(|s| s.next_offset());
+        let interrupted_restart =
+            log_start_checkpoint.filter(|start| loaded_end.is_some_and(|end| *start > end));
+        if let Some(start) = interrupted_restart {
+            // A log start past every segment's end is only ever written by
+            // `truncate_fully_and_start_at` (start_at.rs): finish it, so the old records (maybe
+            // with gaps by now) are never served.
+            tracing::warn!(dir = %dir.display(), log_start = start, log_end = ?loaded_end, "finishing an interrupted restart of the log at its checkpointed start");
+            log.finish_start_at(start).await?;
+        } else if bases.is_empty() {
             let base = log_start_checkpoint.unwrap_or(0);
             let seg = log.create_segment(base).await?;
             log.st.borrow_mut().segments.insert(base, seg);
@@ -228,7 +247,7 @@ impl PartitionLog {
             end,
             seg.next_offset(),
             &tail_block,
-            &self.config,
+            &self.config.get(),
             Rc::clone(&self.fdatasyncs),
         )
         .await?;

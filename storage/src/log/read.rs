@@ -148,7 +148,7 @@ impl PartitionLog {
         let mut cur = HeaderCursor::new(Rc::clone(&file), start_pos, end_pos);
         let mut first_pos = None;
         let mut taken = 0u64;
-        while let Some(h) = cur.peek(seg, self.config.max_batch_bytes).await? {
+        while let Some(h) = cur.peek(seg, self.config.get().max_batch_bytes).await? {
             let last = h.last_offset() as u64;
             if first_pos.is_none() {
                 if last < offset {
@@ -200,7 +200,7 @@ impl PartitionLog {
                             reason: "segment shorter than its index".into(),
                         });
                     }
-                    for item in BatchIter::new(&data, self.config.max_batch_bytes) {
+                    for item in BatchIter::new(&data, self.config.get().max_batch_bytes) {
                         if let Err((p, e)) = item {
                             return Err(LogError::Corrupt {
                                 file: path,
@@ -241,7 +241,7 @@ impl PartitionLog {
             };
             seg.ensure_written(end).await?;
             let mut cur = HeaderCursor::new(seg.reader(), pos, end);
-            while let Some(h) = cur.peek(&seg, self.config.max_batch_bytes).await? {
+            while let Some(h) = cur.peek(&seg, self.config.get().max_batch_bytes).await? {
                 if h.max_timestamp >= timestamp_ms && h.last_offset() as u64 >= log_start {
                     let found = self
                         .first_record_at_or_after(&seg, cur.position, &h, timestamp_ms, log_start)
@@ -268,7 +268,7 @@ impl PartitionLog {
     ) -> Result<Option<(u64, i64)>, LogError> {
         let bytes =
             Bytes::from(read_at(&seg.reader(), &seg.log_path, position, h.total_bytes()).await?);
-        let recs = match records::read_batch(&bytes, self.config.max_batch_bytes) {
+        let recs = match records::read_batch(&bytes, self.config.get().max_batch_bytes) {
             Ok((_, recs)) => recs,
             Err(crate::batch::BatchError::UnsupportedCompression(_)) => {
                 return Ok(Some((

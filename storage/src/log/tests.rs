@@ -12,7 +12,7 @@ use crate::records::{read_batch, BatchBuilder};
 
 use crate::test_util::run;
 
-fn small_config() -> LogConfig {
+pub(super) fn small_config() -> LogConfig {
     LogConfig {
         segment_bytes: 4096,
         index_interval_bytes: 512,
@@ -24,7 +24,7 @@ fn small_config() -> LogConfig {
 }
 
 /// A batch of `n` records "key{i % keys}" → "value-{tag}-{i}", timestamps from `ts`.
-fn batch(n: usize, tag: u64, ts: i64) -> BytesMut {
+pub(super) fn batch(n: usize, tag: u64, ts: i64) -> BytesMut {
     let mut b = BatchBuilder::new(ts);
     for i in 0..n {
         b.push(
@@ -37,7 +37,7 @@ fn batch(n: usize, tag: u64, ts: i64) -> BytesMut {
 }
 
 /// Every record in the log from `from`, as (offset, value), read through `read_copy`.
-async fn read_all(log: &PartitionLog, from: u64) -> Vec<(u64, Option<Bytes>)> {
+pub(super) async fn read_all(log: &PartitionLog, from: u64) -> Vec<(u64, Option<Bytes>)> {
     let mut out = Vec::new();
     let mut next = from;
     while next < log.log_end_offset() {
@@ -179,9 +179,7 @@ fn cut_recovery_case(batch_sizes: Vec<usize>, synced: usize, cut_frac: f64, zero
         let mut batches = Vec::new();
         let mut ends = Vec::new();
         {
-            let (log, _) = PartitionLog::open(dir.path(), config.clone())
-                .await
-                .unwrap();
+            let (log, _) = PartitionLog::open(dir.path(), config).await.unwrap();
             for (i, &n) in batch_sizes.iter().enumerate() {
                 log.append(batch(n, i as u64, 0), 0, 0).await.unwrap();
                 batches.push((n, i as u64));
@@ -410,9 +408,7 @@ fn retention_truncation_and_delete_records_keep_the_log_consistent() {
             retention_ms: Some(1_000),
             ..small_config()
         };
-        let (log, _) = PartitionLog::open(dir.path(), config.clone())
-            .await
-            .unwrap();
+        let (log, _) = PartitionLog::open(dir.path(), config).await.unwrap();
         for tag in 0..150u64 {
             let epoch = if tag < 100 { 1 } else { 2 };
             log.append(batch(5, tag, tag as i64), epoch, 0)
@@ -513,9 +509,7 @@ fn compaction_keeps_the_newest_record_per_key_at_its_offset() {
             cleanup_policy: CleanupPolicy::Compact,
             ..small_config()
         };
-        let (log, _) = PartitionLog::open(dir.path(), config.clone())
-            .await
-            .unwrap();
+        let (log, _) = PartitionLog::open(dir.path(), config).await.unwrap();
         let mut newest = std::collections::BTreeMap::new();
         let closed_end = loop {
             let tag = log.log_end_offset();
@@ -583,6 +577,49 @@ fn segment_ms_rolls_by_age_of_the_first_append() {
             vec![0, 2],
             "rolled once the first append is segment.ms old"
         );
+    });
+}
+
+#[test]
+fn topic_settings_apply_to_the_open_log_and_the_largest_batch_only_grows() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            max_batch_bytes: 64 << 10,
+            ..small_config()
+        };
+        let (log, _) = PartitionLog::open(dir.path(), config).await.unwrap();
+        log.append(batch(4, 0, 0), 0, 0).await.unwrap();
+        // segment.bytes and retention.bytes lowered on the open log: the next append rolls, and
+        // retention deletes the closed segment.
+        let lowered = LogConfig {
+            segment_bytes: 4096,
+            retention_bytes: Some(1),
+            max_batch_bytes: 1024,
+            ..config
+        };
+        log.set_topic_settings(&lowered);
+        let now = log.config();
+        assert_eq!((now.segment_bytes, now.retention_bytes), (4096, Some(1)));
+        assert_eq!(
+            now.max_batch_bytes,
+            64 << 10,
+            "a lowered max.message.bytes must leave stored batches readable"
+        );
+        log.append(batch(200, 1, 0), 0, 0).await.unwrap();
+        log.append(batch(4, 2, 0), 0, 0).await.unwrap();
+        assert!(log.segment_count() > 1, "{:?}", log.segment_base_offsets());
+        log.enforce_retention(0).await.unwrap();
+        assert!(
+            log.log_start_offset() > 0,
+            "retention.bytes acted on the open log"
+        );
+        log.set_topic_settings(&LogConfig {
+            max_batch_bytes: 1 << 20,
+            ..lowered
+        });
+        assert_eq!(log.config().max_batch_bytes, 1 << 20, "raised: taken");
     });
 }
 

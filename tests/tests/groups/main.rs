@@ -10,6 +10,7 @@
 //! - [`fencing`]: a member paused past its session is fenced, gives up its partitions and
 //!   rejoins, and its zombie commits move nothing backwards;
 //! - [`admin`]: `spool group describe` lag, `group list`, `reset-offsets`;
+//! - [`deletes`]: `group delete` and `group delete-offsets`, refused while members are in;
 //! - [`slow_handler`]: a handler slower than the session keeps its partitions (the client's
 //!   background heartbeat).
 //!
@@ -17,6 +18,7 @@
 //! Member output is the CLI contract's (see `spool_tests::group_consumer`).
 
 mod admin;
+mod deletes;
 mod fencing;
 mod membership;
 mod offsets;

@@ -58,6 +58,18 @@ pub(super) enum Pending {
         group: String,
         after_sync: Option<i32>,
     },
+    /// One offsets partition's share of DeleteGroups request `id` (`super::delete`).
+    DeleteGroups {
+        id: RequestId,
+        groups: Vec<String>,
+    },
+    /// OffsetDelete tombstones for `partitions` of `group` (`super::delete`).
+    DeleteOffsets {
+        id: RequestId,
+        group: String,
+        results: Vec<(String, i32, ErrorCode)>,
+        partitions: Vec<(String, i32)>,
+    },
     Nothing,
 }
 
@@ -66,7 +78,9 @@ pub struct Coordinator {
     config: CoordinatorConfig,
     pub(super) groups: HashMap<String, Group>,
     pub(super) partitions: HashMap<i32, Load>,
-    pending: BTreeMap<PersistToken, Pending>,
+    pub(super) pending: BTreeMap<PersistToken, Pending>,
+    /// DeleteGroups requests waiting on their appends.
+    pub(super) deletes: HashMap<RequestId, DeleteWait>,
     next_token: PersistToken,
     member_seed: u64,
     member_seq: u64,
@@ -114,6 +128,7 @@ impl Coordinator {
             groups: HashMap::new(),
             partitions: HashMap::new(),
             pending: BTreeMap::new(),
+            deletes: HashMap::new(),
             next_token: 1,
             member_seed,
             member_seq: 0,
@@ -153,7 +168,7 @@ impl Coordinator {
     }
 
     /// Whether requests for `group_id` may be served here now.
-    fn check(&self, group_id: &str) -> Result<i32, ErrorCode> {
+    pub(super) fn check(&self, group_id: &str) -> Result<i32, ErrorCode> {
         if group_id.is_empty() || group_id.len() > GROUP_ID_BYTES_MAX {
             return Err(ErrorCode::InvalidGroupId);
         }
@@ -257,6 +272,8 @@ impl Coordinator {
                 out.push(Action::Respond(id, Response::Leave(top, per_member)));
             }
             Input::Commit(id, a) => self.commit(id, a, now_ms, &mut out),
+            Input::DeleteGroups(id, groups) => self.delete_groups(id, groups, now_ms, &mut out),
+            Input::DeleteOffsets(id, a) => self.delete_offsets(id, a, &mut out),
         }
         out
     }
@@ -297,6 +314,15 @@ impl Coordinator {
         // Kept for DescribeGroups and written in group records: bounded, cut on a char boundary.
         args.client_id = args.client_id.chars().take(NAME_BYTES_MAX / 4).collect();
         args.client_host = args.client_host.chars().take(NAME_BYTES_MAX / 4).collect();
+        if self
+            .groups
+            .get(&args.group_id)
+            .is_some_and(|g| g.state() == GroupState::Dead)
+        {
+            // Being deleted (Kafka's answer for a Dead group): the member retries and joins the
+            // group afresh once the deletion is durable.
+            return refuse(out, ErrorCode::CoordinatorNotAvailable, &args.member_id);
+        }
         if !self.groups.contains_key(&args.group_id) {
             if !args.member_id.is_empty() {
                 return refuse(out, ErrorCode::UnknownMemberId, &args.member_id);
@@ -437,6 +463,15 @@ impl Coordinator {
                     self.effects(&group, fx, &mut out);
                 }
             }
+            Some(Pending::DeleteGroups { id, groups }) => {
+                self.delete_groups_persisted(id, groups, result, now_ms, &mut out)
+            }
+            Some(Pending::DeleteOffsets {
+                id,
+                group,
+                results,
+                partitions,
+            }) => self.delete_offsets_persisted(id, group, results, partitions, result, &mut out),
             Some(Pending::Nothing) | None => {}
         }
         out
@@ -546,6 +581,7 @@ impl Coordinator {
             .groups
             .values()
             .filter(|g| self.partitions.get(&g.partition) == Some(&Load::Active))
+            .filter(|g| g.state() != GroupState::Dead)
             .map(|g| {
                 (
                     g.id.clone(),
@@ -570,7 +606,13 @@ impl Coordinator {
                 }
             }
         }
+        self.abandon_deletes(&mut out);
         for (_, p) in std::mem::take(&mut self.pending) {
+            if let Pending::DeleteOffsets { id, .. } = p {
+                let r = Response::DeleteOffsets(ErrorCode::CoordinatorNotAvailable, Vec::new());
+                out.push(Action::Respond(id, r));
+                continue;
+            }
             if let Pending::Commit { id, results, .. } = p {
                 let r = results
                     .into_iter()

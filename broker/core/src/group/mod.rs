@@ -6,6 +6,8 @@
 //! - [`state`] (and `join`, its join phase): one group's membership state machine (sans-IO);
 //! - [`coordinator`] (and `load`, its replay side): one core's groups and offsets, loading,
 //!   appends in flight (sans-IO);
+//! - `delete`: DeleteGroups and OffsetDelete (tombstones through the commit path), with
+//!   [`subscription`] (which topics a consumer group's members read);
 //! - [`records`]: the key/value records in `__consumer_offsets` (Kafka's layout);
 //!
 //! The glommio side (ticking the coordinator, appending its records to the partition before
@@ -13,10 +15,12 @@
 //! has a runtime, a clock or entropy: time comes in as `now_ms`, member-id entropy as a seed.
 
 pub mod coordinator;
+mod delete;
 mod join;
 mod load;
 pub mod records;
 pub mod state;
+pub mod subscription;
 pub mod types;
 
 #[cfg(test)]

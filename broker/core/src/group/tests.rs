@@ -10,6 +10,8 @@ use spool_error_code::ErrorCode;
 use super::records::{self, OffsetValue};
 use super::*;
 
+mod delete;
+
 const GROUP: &str = "g";
 const SESSION_MS: i32 = 10_000;
 const REBALANCE_MS: i32 = 60_000;

@@ -64,6 +64,14 @@ pub struct CommitArgs {
     pub offsets: Vec<(String, i32, OffsetValue)>,
 }
 
+/// OffsetDelete for one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteOffsetsArgs {
+    pub group_id: String,
+    /// (topic, partition), in request order.
+    pub partitions: Vec<(String, i32)>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
     Join(RequestId, JoinArgs),
@@ -71,6 +79,9 @@ pub enum Input {
     Heartbeat(RequestId, HeartbeatArgs),
     Leave(RequestId, LeaveArgs),
     Commit(RequestId, CommitArgs),
+    /// DeleteGroups for the groups this core coordinates (any of them may be named twice).
+    DeleteGroups(RequestId, Vec<String>),
+    DeleteOffsets(RequestId, DeleteOffsetsArgs),
 }
 
 /// A JoinGroup answer; `members` is filled for the leader only.
@@ -130,6 +141,11 @@ pub enum Response {
     Leave(ErrorCode, Vec<(String, Option<String>, ErrorCode)>),
     /// Per partition (topic, partition, error), in request order.
     Commit(Vec<(String, i32, ErrorCode)>),
+    /// Per group (group id, error), in request order.
+    DeleteGroups(Vec<(String, ErrorCode)>),
+    /// Top-level error (the partitions are empty when it is set), then per partition (topic,
+    /// partition, error) in request order.
+    DeleteOffsets(ErrorCode, Vec<(String, i32, ErrorCode)>),
 }
 
 impl Response {
@@ -143,6 +159,10 @@ impl Response {
             Response::Commit(ps) => {
                 Response::Commit(ps.iter().map(|(t, p, _)| (t.clone(), *p, error)).collect())
             }
+            Response::DeleteGroups(gs) => {
+                Response::DeleteGroups(gs.iter().map(|(g, _)| (g.clone(), error)).collect())
+            }
+            Response::DeleteOffsets(..) => Response::DeleteOffsets(error, Vec::new()),
         }
     }
 }
@@ -239,6 +259,10 @@ pub enum GroupCall {
     Describe(String),
     /// Every group this core coordinates.
     List,
+    /// DeleteGroups for groups this core coordinates: answered [`Response::DeleteGroups`].
+    DeleteGroups(Vec<String>),
+    /// OffsetDelete: answered [`Response::DeleteOffsets`].
+    DeleteOffsets(DeleteOffsetsArgs),
 }
 
 /// The coordinator core's answer to a [`GroupCall`].
@@ -250,4 +274,16 @@ pub enum GroupAnswer {
     Listed(Vec<(String, String, GroupState)>),
     /// The coordinator stopped before answering.
     Unavailable,
+}
+
+/// A DeleteGroups request waiting on its appends (one per offsets partition it touched): kept
+/// by the coordinator, decided by `super::delete`.
+#[derive(Debug)]
+pub(super) struct DeleteWait {
+    /// Per group, in request order; NONE for groups whose tombstones are in flight.
+    pub(super) results: Vec<(String, ErrorCode)>,
+    /// Groups whose tombstones are in flight.
+    pub(super) in_flight: std::collections::BTreeSet<String>,
+    /// Appends not yet reported.
+    pub(super) remaining: usize,
 }

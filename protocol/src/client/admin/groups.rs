@@ -1,5 +1,6 @@
 //! The admin client's consumer-group operations: list and describe groups, fetch a group's
-//! committed offsets, and commit offsets from outside any generation (reset-offsets).
+//! committed offsets, commit offsets from outside any generation (reset-offsets), delete a group
+//! and delete a group's offsets of some partitions.
 //!
 //! Every operation but ListGroups goes to the group's coordinator, found with FindCoordinator
 //! and cached per group; NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS
@@ -9,7 +10,10 @@
 use crate::client::group::protocol::Assignment;
 use crate::client::group::requests::{self as rq, Identity};
 use crate::client::{ClientError, TopicPartition};
-use crate::wire::{DescribeGroupsRequestT, RequestBodyT, ResponseBodyT};
+use crate::wire::{
+    DeleteGroupsRequestT, DescribeGroupsRequestT, OffsetDeleteRequestT, PartitionRefT,
+    RequestBodyT, ResponseBodyT,
+};
 use crate::ErrorCode;
 
 /// A group as ListGroups reports it.
@@ -53,7 +57,9 @@ pub(crate) fn coordinator_key(op: &super::AdminOp) -> Option<&str> {
     match op {
         super::AdminOp::DescribeGroup { group_id }
         | super::AdminOp::FetchOffsets { group_id, .. }
-        | super::AdminOp::CommitOffsets { group_id, .. } => Some(group_id),
+        | super::AdminOp::CommitOffsets { group_id, .. }
+        | super::AdminOp::DeleteGroup { group_id }
+        | super::AdminOp::DeleteOffsets { group_id, .. } => Some(group_id),
         _ => None,
     }
 }
@@ -96,6 +102,30 @@ pub(crate) fn body(op: &super::AdminOp) -> Option<RequestBodyT> {
             },
             offsets,
         ),
+        super::AdminOp::DeleteGroup { group_id } => {
+            let mut r = DeleteGroupsRequestT::default();
+            r.group_ids = Some(vec![group_id.clone()]);
+            RequestBodyT::DeleteGroupsRequest(Box::new(r))
+        }
+        super::AdminOp::DeleteOffsets {
+            group_id,
+            partitions,
+        } => {
+            let mut r = OffsetDeleteRequestT::default();
+            r.group_id = group_id.clone();
+            r.partitions = Some(
+                partitions
+                    .iter()
+                    .map(|tp| {
+                        let mut p = PartitionRefT::default();
+                        p.topic = tp.topic.clone();
+                        p.partition = tp.partition;
+                        p
+                    })
+                    .collect(),
+            );
+            RequestBodyT::OffsetDeleteRequest(Box::new(r))
+        }
         _ => return None,
     })
 }
@@ -198,6 +228,38 @@ pub(crate) fn outcome(
             }
             results.sort_by(|a, b| a.0.cmp(&b.0));
             Ok(AdminOutcome::CommitOffsets(results))
+        }
+        (AdminOp::DeleteGroup { group_id }, ResponseBodyT::DeleteGroupsResponse(r)) => {
+            let Some(g) = r.results.iter().flatten().find(|g| &g.group_id == group_id) else {
+                return Some(Err(ErrorCode::UnknownServerError));
+            };
+            let code = ErrorCode::from(g.error_code);
+            if is_coordinator_error(code) {
+                return Some(Err(code));
+            }
+            Ok(AdminOutcome::DeleteGroup(if code.is_ok() {
+                Ok(())
+            } else {
+                Err(ClientError::broker(
+                    code,
+                    format!("delete group {group_id}"),
+                ))
+            }))
+        }
+        (AdminOp::DeleteOffsets { group_id, .. }, ResponseBodyT::OffsetDeleteResponse(r)) => {
+            let code = ErrorCode::from(r.error_code);
+            if is_coordinator_error(code) {
+                return Some(Err(code));
+            }
+            if !code.is_ok() {
+                return Some(Ok(AdminOutcome::DeleteOffsets(Err(ClientError::broker(
+                    code,
+                    format!("delete offsets of group {group_id}"),
+                )))));
+            }
+            Ok(AdminOutcome::DeleteOffsets(Ok(
+                super::changes::partition_results(r.partitions, "delete the offset of"),
+            )))
         }
         _ => return None,
     })

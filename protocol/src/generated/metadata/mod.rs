@@ -32,6 +32,10 @@ pub mod spool {
     pub use self::producer_id_block_generated::*;
     mod cluster_id_generated;
     pub use self::cluster_id_generated::*;
+    mod add_partitions_generated;
+    pub use self::add_partitions_generated::*;
+    mod set_topic_configs_generated;
+    pub use self::set_topic_configs_generated::*;
     mod metadata_record_generated;
     pub use self::metadata_record_generated::*;
   } // metadata

@@ -60,6 +60,21 @@ impl<'a> Forward<'a> {
             .expect("Invalid union table, expected `ForwardOp::AlterPartition`.")
             .unpack()
       )),
+      ForwardOp::CreatePartitions => ForwardOpT::CreatePartitions(alloc::boxed::Box::new(
+        self.op_as_create_partitions()
+            .expect("Invalid union table, expected `ForwardOp::CreatePartitions`.")
+            .unpack()
+      )),
+      ForwardOp::AlterConfigs => ForwardOpT::AlterConfigs(alloc::boxed::Box::new(
+        self.op_as_alter_configs()
+            .expect("Invalid union table, expected `ForwardOp::AlterConfigs`.")
+            .unpack()
+      )),
+      ForwardOp::ElectLeaders => ForwardOpT::ElectLeaders(alloc::boxed::Box::new(
+        self.op_as_elect_leaders()
+            .expect("Invalid union table, expected `ForwardOp::ElectLeaders`.")
+            .unpack()
+      )),
       _ => ForwardOpT::NONE,
     };
     ForwardT {
@@ -141,6 +156,51 @@ impl<'a> Forward<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn op_as_create_partitions(&self) -> Option<CreatePartitions<'a>> {
+    if self.op_type() == ForwardOp::CreatePartitions {
+      self.op().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { CreatePartitions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn op_as_alter_configs(&self) -> Option<AlterConfigs<'a>> {
+    if self.op_type() == ForwardOp::AlterConfigs {
+      self.op().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AlterConfigs::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn op_as_elect_leaders(&self) -> Option<ElectLeaders<'a>> {
+    if self.op_type() == ForwardOp::ElectLeaders {
+      self.op().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ElectLeaders::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for Forward<'_> {
@@ -155,6 +215,9 @@ impl ::flatbuffers::Verifiable for Forward<'_> {
           ForwardOp::DeleteTopics => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DeleteTopics>>("ForwardOp::DeleteTopics", pos),
           ForwardOp::AllocateProducerIds => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AllocateProducerIds>>("ForwardOp::AllocateProducerIds", pos),
           ForwardOp::AlterPartition => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AlterPartition>>("ForwardOp::AlterPartition", pos),
+          ForwardOp::CreatePartitions => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<CreatePartitions>>("ForwardOp::CreatePartitions", pos),
+          ForwardOp::AlterConfigs => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AlterConfigs>>("ForwardOp::AlterConfigs", pos),
+          ForwardOp::ElectLeaders => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ElectLeaders>>("ForwardOp::ElectLeaders", pos),
           _ => Ok(()),
         }
      })?
@@ -232,6 +295,27 @@ impl ::core::fmt::Debug for Forward<'_> {
         },
         ForwardOp::AlterPartition => {
           if let Some(x) = self.op_as_alter_partition() {
+            ds.field("op", &x)
+          } else {
+            ds.field("op", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ForwardOp::CreatePartitions => {
+          if let Some(x) = self.op_as_create_partitions() {
+            ds.field("op", &x)
+          } else {
+            ds.field("op", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ForwardOp::AlterConfigs => {
+          if let Some(x) = self.op_as_alter_configs() {
+            ds.field("op", &x)
+          } else {
+            ds.field("op", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ForwardOp::ElectLeaders => {
+          if let Some(x) = self.op_as_elect_leaders() {
             ds.field("op", &x)
           } else {
             ds.field("op", &"InvalidFlatbuffer: Union discriminant does not match value.")

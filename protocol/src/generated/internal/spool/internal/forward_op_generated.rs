@@ -5,15 +5,18 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_FORWARD_OP: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_FORWARD_OP: u8 = 4;
+pub const ENUM_MAX_FORWARD_OP: u8 = 7;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_FORWARD_OP: [ForwardOp; 5] = [
+pub const ENUM_VALUES_FORWARD_OP: [ForwardOp; 8] = [
   ForwardOp::NONE,
   ForwardOp::CreateTopics,
   ForwardOp::DeleteTopics,
   ForwardOp::AllocateProducerIds,
   ForwardOp::AlterPartition,
+  ForwardOp::CreatePartitions,
+  ForwardOp::AlterConfigs,
+  ForwardOp::ElectLeaders,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -26,15 +29,21 @@ impl ForwardOp {
   pub const DeleteTopics: Self = Self(2);
   pub const AllocateProducerIds: Self = Self(3);
   pub const AlterPartition: Self = Self(4);
+  pub const CreatePartitions: Self = Self(5);
+  pub const AlterConfigs: Self = Self(6);
+  pub const ElectLeaders: Self = Self(7);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 4;
+  pub const ENUM_MAX: u8 = 7;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::CreateTopics,
     Self::DeleteTopics,
     Self::AllocateProducerIds,
     Self::AlterPartition,
+    Self::CreatePartitions,
+    Self::AlterConfigs,
+    Self::ElectLeaders,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -44,6 +53,9 @@ impl ForwardOp {
       Self::DeleteTopics => Some("DeleteTopics"),
       Self::AllocateProducerIds => Some("AllocateProducerIds"),
       Self::AlterPartition => Some("AlterPartition"),
+      Self::CreatePartitions => Some("CreatePartitions"),
+      Self::AlterConfigs => Some("AlterConfigs"),
+      Self::ElectLeaders => Some("ElectLeaders"),
       _ => None,
     }
   }
@@ -109,6 +121,9 @@ pub enum ForwardOpT {
   DeleteTopics(alloc::boxed::Box<DeleteTopicsT>),
   AllocateProducerIds(alloc::boxed::Box<AllocateProducerIdsT>),
   AlterPartition(alloc::boxed::Box<AlterPartitionT>),
+  CreatePartitions(alloc::boxed::Box<CreatePartitionsT>),
+  AlterConfigs(alloc::boxed::Box<AlterConfigsT>),
+  ElectLeaders(alloc::boxed::Box<ElectLeadersT>),
 }
 impl Default for ForwardOpT {
   fn default() -> Self {
@@ -123,6 +138,9 @@ impl ForwardOpT {
       Self::DeleteTopics(_) => ForwardOp::DeleteTopics,
       Self::AllocateProducerIds(_) => ForwardOp::AllocateProducerIds,
       Self::AlterPartition(_) => ForwardOp::AlterPartition,
+      Self::CreatePartitions(_) => ForwardOp::CreatePartitions,
+      Self::AlterConfigs(_) => ForwardOp::AlterConfigs,
+      Self::ElectLeaders(_) => ForwardOp::ElectLeaders,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -132,6 +150,9 @@ impl ForwardOpT {
       Self::DeleteTopics(v) => Some(v.pack(fbb).as_union_value()),
       Self::AllocateProducerIds(v) => Some(v.pack(fbb).as_union_value()),
       Self::AlterPartition(v) => Some(v.pack(fbb).as_union_value()),
+      Self::CreatePartitions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AlterConfigs(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ElectLeaders(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned CreateTopicsT, setting the union to NONE.
@@ -217,5 +238,68 @@ impl ForwardOpT {
   /// If the union variant matches, return a mutable reference to the AlterPartitionT.
   pub fn as_alter_partition_mut(&mut self) -> Option<&mut AlterPartitionT> {
     if let Self::AlterPartition(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned CreatePartitionsT, setting the union to NONE.
+  pub fn take_create_partitions(&mut self) -> Option<alloc::boxed::Box<CreatePartitionsT>> {
+    if let Self::CreatePartitions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::CreatePartitions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the CreatePartitionsT.
+  pub fn as_create_partitions(&self) -> Option<&CreatePartitionsT> {
+    if let Self::CreatePartitions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the CreatePartitionsT.
+  pub fn as_create_partitions_mut(&mut self) -> Option<&mut CreatePartitionsT> {
+    if let Self::CreatePartitions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AlterConfigsT, setting the union to NONE.
+  pub fn take_alter_configs(&mut self) -> Option<alloc::boxed::Box<AlterConfigsT>> {
+    if let Self::AlterConfigs(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AlterConfigs(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AlterConfigsT.
+  pub fn as_alter_configs(&self) -> Option<&AlterConfigsT> {
+    if let Self::AlterConfigs(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AlterConfigsT.
+  pub fn as_alter_configs_mut(&mut self) -> Option<&mut AlterConfigsT> {
+    if let Self::AlterConfigs(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ElectLeadersT, setting the union to NONE.
+  pub fn take_elect_leaders(&mut self) -> Option<alloc::boxed::Box<ElectLeadersT>> {
+    if let Self::ElectLeaders(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ElectLeaders(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ElectLeadersT.
+  pub fn as_elect_leaders(&self) -> Option<&ElectLeadersT> {
+    if let Self::ElectLeaders(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ElectLeadersT.
+  pub fn as_elect_leaders_mut(&mut self) -> Option<&mut ElectLeadersT> {
+    if let Self::ElectLeaders(v) = self { Some(v.as_mut()) } else { None }
   }
 }

@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_METADATA_RECORD_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_METADATA_RECORD_BODY: u8 = 9;
+pub const ENUM_MAX_METADATA_RECORD_BODY: u8 = 11;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_METADATA_RECORD_BODY: [MetadataRecordBody; 10] = [
+pub const ENUM_VALUES_METADATA_RECORD_BODY: [MetadataRecordBody; 12] = [
   MetadataRecordBody::NONE,
   MetadataRecordBody::RegisterBroker,
   MetadataRecordBody::BrokerHeartbeat,
@@ -19,6 +19,8 @@ pub const ENUM_VALUES_METADATA_RECORD_BODY: [MetadataRecordBody; 10] = [
   MetadataRecordBody::PartitionChange,
   MetadataRecordBody::ProducerIdBlock,
   MetadataRecordBody::ClusterId,
+  MetadataRecordBody::AddPartitions,
+  MetadataRecordBody::SetTopicConfigs,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -36,9 +38,11 @@ impl MetadataRecordBody {
   pub const PartitionChange: Self = Self(7);
   pub const ProducerIdBlock: Self = Self(8);
   pub const ClusterId: Self = Self(9);
+  pub const AddPartitions: Self = Self(10);
+  pub const SetTopicConfigs: Self = Self(11);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 9;
+  pub const ENUM_MAX: u8 = 11;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::RegisterBroker,
@@ -50,6 +54,8 @@ impl MetadataRecordBody {
     Self::PartitionChange,
     Self::ProducerIdBlock,
     Self::ClusterId,
+    Self::AddPartitions,
+    Self::SetTopicConfigs,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -64,6 +70,8 @@ impl MetadataRecordBody {
       Self::PartitionChange => Some("PartitionChange"),
       Self::ProducerIdBlock => Some("ProducerIdBlock"),
       Self::ClusterId => Some("ClusterId"),
+      Self::AddPartitions => Some("AddPartitions"),
+      Self::SetTopicConfigs => Some("SetTopicConfigs"),
       _ => None,
     }
   }
@@ -134,6 +142,8 @@ pub enum MetadataRecordBodyT {
   PartitionChange(alloc::boxed::Box<PartitionChangeT>),
   ProducerIdBlock(alloc::boxed::Box<ProducerIdBlockT>),
   ClusterId(alloc::boxed::Box<ClusterIdT>),
+  AddPartitions(alloc::boxed::Box<AddPartitionsT>),
+  SetTopicConfigs(alloc::boxed::Box<SetTopicConfigsT>),
 }
 impl Default for MetadataRecordBodyT {
   fn default() -> Self {
@@ -153,6 +163,8 @@ impl MetadataRecordBodyT {
       Self::PartitionChange(_) => MetadataRecordBody::PartitionChange,
       Self::ProducerIdBlock(_) => MetadataRecordBody::ProducerIdBlock,
       Self::ClusterId(_) => MetadataRecordBody::ClusterId,
+      Self::AddPartitions(_) => MetadataRecordBody::AddPartitions,
+      Self::SetTopicConfigs(_) => MetadataRecordBody::SetTopicConfigs,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -167,6 +179,8 @@ impl MetadataRecordBodyT {
       Self::PartitionChange(v) => Some(v.pack(fbb).as_union_value()),
       Self::ProducerIdBlock(v) => Some(v.pack(fbb).as_union_value()),
       Self::ClusterId(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AddPartitions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SetTopicConfigs(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned RegisterBrokerT, setting the union to NONE.
@@ -357,5 +371,47 @@ impl MetadataRecordBodyT {
   /// If the union variant matches, return a mutable reference to the ClusterIdT.
   pub fn as_cluster_id_mut(&mut self) -> Option<&mut ClusterIdT> {
     if let Self::ClusterId(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AddPartitionsT, setting the union to NONE.
+  pub fn take_add_partitions(&mut self) -> Option<alloc::boxed::Box<AddPartitionsT>> {
+    if let Self::AddPartitions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AddPartitions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AddPartitionsT.
+  pub fn as_add_partitions(&self) -> Option<&AddPartitionsT> {
+    if let Self::AddPartitions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AddPartitionsT.
+  pub fn as_add_partitions_mut(&mut self) -> Option<&mut AddPartitionsT> {
+    if let Self::AddPartitions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SetTopicConfigsT, setting the union to NONE.
+  pub fn take_set_topic_configs(&mut self) -> Option<alloc::boxed::Box<SetTopicConfigsT>> {
+    if let Self::SetTopicConfigs(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SetTopicConfigs(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SetTopicConfigsT.
+  pub fn as_set_topic_configs(&self) -> Option<&SetTopicConfigsT> {
+    if let Self::SetTopicConfigs(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SetTopicConfigsT.
+  pub fn as_set_topic_configs_mut(&mut self) -> Option<&mut SetTopicConfigsT> {
+    if let Self::SetTopicConfigs(v) = self { Some(v.as_mut()) } else { None }
   }
 }

@@ -84,6 +84,16 @@ impl<'a> MetadataRecord<'a> {
             .expect("Invalid union table, expected `MetadataRecordBody::ClusterId`.")
             .unpack()
       )),
+      MetadataRecordBody::AddPartitions => MetadataRecordBodyT::AddPartitions(alloc::boxed::Box::new(
+        self.body_as_add_partitions()
+            .expect("Invalid union table, expected `MetadataRecordBody::AddPartitions`.")
+            .unpack()
+      )),
+      MetadataRecordBody::SetTopicConfigs => MetadataRecordBodyT::SetTopicConfigs(alloc::boxed::Box::new(
+        self.body_as_set_topic_configs()
+            .expect("Invalid union table, expected `MetadataRecordBody::SetTopicConfigs`.")
+            .unpack()
+      )),
       _ => MetadataRecordBodyT::NONE,
     };
     MetadataRecordT {
@@ -231,6 +241,34 @@ impl<'a> MetadataRecord<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_add_partitions(&self) -> Option<AddPartitions<'a>> {
+    if self.body_type() == MetadataRecordBody::AddPartitions {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { AddPartitions::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_set_topic_configs(&self) -> Option<SetTopicConfigs<'a>> {
+    if self.body_type() == MetadataRecordBody::SetTopicConfigs {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { SetTopicConfigs::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for MetadataRecord<'_> {
@@ -250,6 +288,8 @@ impl ::flatbuffers::Verifiable for MetadataRecord<'_> {
           MetadataRecordBody::PartitionChange => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<PartitionChange>>("MetadataRecordBody::PartitionChange", pos),
           MetadataRecordBody::ProducerIdBlock => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ProducerIdBlock>>("MetadataRecordBody::ProducerIdBlock", pos),
           MetadataRecordBody::ClusterId => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ClusterId>>("MetadataRecordBody::ClusterId", pos),
+          MetadataRecordBody::AddPartitions => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AddPartitions>>("MetadataRecordBody::AddPartitions", pos),
+          MetadataRecordBody::SetTopicConfigs => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<SetTopicConfigs>>("MetadataRecordBody::SetTopicConfigs", pos),
           _ => Ok(()),
         }
      })?
@@ -363,6 +403,20 @@ impl ::core::fmt::Debug for MetadataRecord<'_> {
         },
         MetadataRecordBody::ClusterId => {
           if let Some(x) = self.body_as_cluster_id() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        MetadataRecordBody::AddPartitions => {
+          if let Some(x) = self.body_as_add_partitions() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        MetadataRecordBody::SetTopicConfigs => {
+          if let Some(x) = self.body_as_set_topic_configs() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")

@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_API_KEY: i16 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_API_KEY: i16 = 22;
+pub const ENUM_MAX_API_KEY: i16 = 47;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_API_KEY: [ApiKey; 17] = [
+pub const ENUM_VALUES_API_KEY: [ApiKey; 23] = [
   ApiKey::Produce,
   ApiKey::Fetch,
   ApiKey::ListOffsets,
@@ -25,7 +25,13 @@ pub const ENUM_VALUES_API_KEY: [ApiKey; 17] = [
   ApiKey::ApiVersions,
   ApiKey::CreateTopics,
   ApiKey::DeleteTopics,
+  ApiKey::DeleteRecords,
   ApiKey::InitProducerId,
+  ApiKey::CreatePartitions,
+  ApiKey::DeleteGroups,
+  ApiKey::ElectLeaders,
+  ApiKey::IncrementalAlterConfigs,
+  ApiKey::OffsetDelete,
 ];
 
 /// Kafka's API keys for the APIs the native protocol carries.
@@ -50,10 +56,16 @@ impl ApiKey {
   pub const ApiVersions: Self = Self(18);
   pub const CreateTopics: Self = Self(19);
   pub const DeleteTopics: Self = Self(20);
+  pub const DeleteRecords: Self = Self(21);
   pub const InitProducerId: Self = Self(22);
+  pub const CreatePartitions: Self = Self(37);
+  pub const DeleteGroups: Self = Self(42);
+  pub const ElectLeaders: Self = Self(43);
+  pub const IncrementalAlterConfigs: Self = Self(44);
+  pub const OffsetDelete: Self = Self(47);
 
   pub const ENUM_MIN: i16 = 0;
-  pub const ENUM_MAX: i16 = 22;
+  pub const ENUM_MAX: i16 = 47;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::Produce,
     Self::Fetch,
@@ -71,7 +83,13 @@ impl ApiKey {
     Self::ApiVersions,
     Self::CreateTopics,
     Self::DeleteTopics,
+    Self::DeleteRecords,
     Self::InitProducerId,
+    Self::CreatePartitions,
+    Self::DeleteGroups,
+    Self::ElectLeaders,
+    Self::IncrementalAlterConfigs,
+    Self::OffsetDelete,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -92,7 +110,13 @@ impl ApiKey {
       Self::ApiVersions => Some("ApiVersions"),
       Self::CreateTopics => Some("CreateTopics"),
       Self::DeleteTopics => Some("DeleteTopics"),
+      Self::DeleteRecords => Some("DeleteRecords"),
       Self::InitProducerId => Some("InitProducerId"),
+      Self::CreatePartitions => Some("CreatePartitions"),
+      Self::DeleteGroups => Some("DeleteGroups"),
+      Self::ElectLeaders => Some("ElectLeaders"),
+      Self::IncrementalAlterConfigs => Some("IncrementalAlterConfigs"),
+      Self::OffsetDelete => Some("OffsetDelete"),
       _ => None,
     }
   }

@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_REQUEST_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_REQUEST_BODY: u8 = 17;
+pub const ENUM_MAX_REQUEST_BODY: u8 = 23;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_REQUEST_BODY: [RequestBody; 18] = [
+pub const ENUM_VALUES_REQUEST_BODY: [RequestBody; 24] = [
   RequestBody::NONE,
   RequestBody::ApiVersionsRequest,
   RequestBody::MetadataRequest,
@@ -27,6 +27,12 @@ pub const ENUM_VALUES_REQUEST_BODY: [RequestBody; 18] = [
   RequestBody::DescribeGroupsRequest,
   RequestBody::ListGroupsRequest,
   RequestBody::InitProducerIdRequest,
+  RequestBody::DeleteRecordsRequest,
+  RequestBody::CreatePartitionsRequest,
+  RequestBody::DeleteGroupsRequest,
+  RequestBody::ElectLeadersRequest,
+  RequestBody::IncrementalAlterConfigsRequest,
+  RequestBody::OffsetDeleteRequest,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -52,9 +58,15 @@ impl RequestBody {
   pub const DescribeGroupsRequest: Self = Self(15);
   pub const ListGroupsRequest: Self = Self(16);
   pub const InitProducerIdRequest: Self = Self(17);
+  pub const DeleteRecordsRequest: Self = Self(18);
+  pub const CreatePartitionsRequest: Self = Self(19);
+  pub const DeleteGroupsRequest: Self = Self(20);
+  pub const ElectLeadersRequest: Self = Self(21);
+  pub const IncrementalAlterConfigsRequest: Self = Self(22);
+  pub const OffsetDeleteRequest: Self = Self(23);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 17;
+  pub const ENUM_MAX: u8 = 23;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::ApiVersionsRequest,
@@ -74,6 +86,12 @@ impl RequestBody {
     Self::DescribeGroupsRequest,
     Self::ListGroupsRequest,
     Self::InitProducerIdRequest,
+    Self::DeleteRecordsRequest,
+    Self::CreatePartitionsRequest,
+    Self::DeleteGroupsRequest,
+    Self::ElectLeadersRequest,
+    Self::IncrementalAlterConfigsRequest,
+    Self::OffsetDeleteRequest,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -96,6 +114,12 @@ impl RequestBody {
       Self::DescribeGroupsRequest => Some("DescribeGroupsRequest"),
       Self::ListGroupsRequest => Some("ListGroupsRequest"),
       Self::InitProducerIdRequest => Some("InitProducerIdRequest"),
+      Self::DeleteRecordsRequest => Some("DeleteRecordsRequest"),
+      Self::CreatePartitionsRequest => Some("CreatePartitionsRequest"),
+      Self::DeleteGroupsRequest => Some("DeleteGroupsRequest"),
+      Self::ElectLeadersRequest => Some("ElectLeadersRequest"),
+      Self::IncrementalAlterConfigsRequest => Some("IncrementalAlterConfigsRequest"),
+      Self::OffsetDeleteRequest => Some("OffsetDeleteRequest"),
       _ => None,
     }
   }
@@ -174,6 +198,12 @@ pub enum RequestBodyT {
   DescribeGroupsRequest(alloc::boxed::Box<DescribeGroupsRequestT>),
   ListGroupsRequest(alloc::boxed::Box<ListGroupsRequestT>),
   InitProducerIdRequest(alloc::boxed::Box<InitProducerIdRequestT>),
+  DeleteRecordsRequest(alloc::boxed::Box<DeleteRecordsRequestT>),
+  CreatePartitionsRequest(alloc::boxed::Box<CreatePartitionsRequestT>),
+  DeleteGroupsRequest(alloc::boxed::Box<DeleteGroupsRequestT>),
+  ElectLeadersRequest(alloc::boxed::Box<ElectLeadersRequestT>),
+  IncrementalAlterConfigsRequest(alloc::boxed::Box<IncrementalAlterConfigsRequestT>),
+  OffsetDeleteRequest(alloc::boxed::Box<OffsetDeleteRequestT>),
 }
 impl Default for RequestBodyT {
   fn default() -> Self {
@@ -201,6 +231,12 @@ impl RequestBodyT {
       Self::DescribeGroupsRequest(_) => RequestBody::DescribeGroupsRequest,
       Self::ListGroupsRequest(_) => RequestBody::ListGroupsRequest,
       Self::InitProducerIdRequest(_) => RequestBody::InitProducerIdRequest,
+      Self::DeleteRecordsRequest(_) => RequestBody::DeleteRecordsRequest,
+      Self::CreatePartitionsRequest(_) => RequestBody::CreatePartitionsRequest,
+      Self::DeleteGroupsRequest(_) => RequestBody::DeleteGroupsRequest,
+      Self::ElectLeadersRequest(_) => RequestBody::ElectLeadersRequest,
+      Self::IncrementalAlterConfigsRequest(_) => RequestBody::IncrementalAlterConfigsRequest,
+      Self::OffsetDeleteRequest(_) => RequestBody::OffsetDeleteRequest,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -223,6 +259,12 @@ impl RequestBodyT {
       Self::DescribeGroupsRequest(v) => Some(v.pack(fbb).as_union_value()),
       Self::ListGroupsRequest(v) => Some(v.pack(fbb).as_union_value()),
       Self::InitProducerIdRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DeleteRecordsRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::CreatePartitionsRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DeleteGroupsRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ElectLeadersRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::IncrementalAlterConfigsRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::OffsetDeleteRequest(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned ApiVersionsRequestT, setting the union to NONE.
@@ -581,5 +623,131 @@ impl RequestBodyT {
   /// If the union variant matches, return a mutable reference to the InitProducerIdRequestT.
   pub fn as_init_producer_id_request_mut(&mut self) -> Option<&mut InitProducerIdRequestT> {
     if let Self::InitProducerIdRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DeleteRecordsRequestT, setting the union to NONE.
+  pub fn take_delete_records_request(&mut self) -> Option<alloc::boxed::Box<DeleteRecordsRequestT>> {
+    if let Self::DeleteRecordsRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DeleteRecordsRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DeleteRecordsRequestT.
+  pub fn as_delete_records_request(&self) -> Option<&DeleteRecordsRequestT> {
+    if let Self::DeleteRecordsRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DeleteRecordsRequestT.
+  pub fn as_delete_records_request_mut(&mut self) -> Option<&mut DeleteRecordsRequestT> {
+    if let Self::DeleteRecordsRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned CreatePartitionsRequestT, setting the union to NONE.
+  pub fn take_create_partitions_request(&mut self) -> Option<alloc::boxed::Box<CreatePartitionsRequestT>> {
+    if let Self::CreatePartitionsRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::CreatePartitionsRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the CreatePartitionsRequestT.
+  pub fn as_create_partitions_request(&self) -> Option<&CreatePartitionsRequestT> {
+    if let Self::CreatePartitionsRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the CreatePartitionsRequestT.
+  pub fn as_create_partitions_request_mut(&mut self) -> Option<&mut CreatePartitionsRequestT> {
+    if let Self::CreatePartitionsRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DeleteGroupsRequestT, setting the union to NONE.
+  pub fn take_delete_groups_request(&mut self) -> Option<alloc::boxed::Box<DeleteGroupsRequestT>> {
+    if let Self::DeleteGroupsRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DeleteGroupsRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DeleteGroupsRequestT.
+  pub fn as_delete_groups_request(&self) -> Option<&DeleteGroupsRequestT> {
+    if let Self::DeleteGroupsRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DeleteGroupsRequestT.
+  pub fn as_delete_groups_request_mut(&mut self) -> Option<&mut DeleteGroupsRequestT> {
+    if let Self::DeleteGroupsRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ElectLeadersRequestT, setting the union to NONE.
+  pub fn take_elect_leaders_request(&mut self) -> Option<alloc::boxed::Box<ElectLeadersRequestT>> {
+    if let Self::ElectLeadersRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ElectLeadersRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ElectLeadersRequestT.
+  pub fn as_elect_leaders_request(&self) -> Option<&ElectLeadersRequestT> {
+    if let Self::ElectLeadersRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ElectLeadersRequestT.
+  pub fn as_elect_leaders_request_mut(&mut self) -> Option<&mut ElectLeadersRequestT> {
+    if let Self::ElectLeadersRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned IncrementalAlterConfigsRequestT, setting the union to NONE.
+  pub fn take_incremental_alter_configs_request(&mut self) -> Option<alloc::boxed::Box<IncrementalAlterConfigsRequestT>> {
+    if let Self::IncrementalAlterConfigsRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::IncrementalAlterConfigsRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the IncrementalAlterConfigsRequestT.
+  pub fn as_incremental_alter_configs_request(&self) -> Option<&IncrementalAlterConfigsRequestT> {
+    if let Self::IncrementalAlterConfigsRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the IncrementalAlterConfigsRequestT.
+  pub fn as_incremental_alter_configs_request_mut(&mut self) -> Option<&mut IncrementalAlterConfigsRequestT> {
+    if let Self::IncrementalAlterConfigsRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned OffsetDeleteRequestT, setting the union to NONE.
+  pub fn take_offset_delete_request(&mut self) -> Option<alloc::boxed::Box<OffsetDeleteRequestT>> {
+    if let Self::OffsetDeleteRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::OffsetDeleteRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the OffsetDeleteRequestT.
+  pub fn as_offset_delete_request(&self) -> Option<&OffsetDeleteRequestT> {
+    if let Self::OffsetDeleteRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the OffsetDeleteRequestT.
+  pub fn as_offset_delete_request_mut(&mut self) -> Option<&mut OffsetDeleteRequestT> {
+    if let Self::OffsetDeleteRequest(v) = self { Some(v.as_mut()) } else { None }
   }
 }

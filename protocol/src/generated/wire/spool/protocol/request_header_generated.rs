@@ -138,6 +138,36 @@ impl<'a> RequestHeader<'a> {
             .expect("Invalid union table, expected `RequestBody::InitProducerIdRequest`.")
             .unpack()
       )),
+      RequestBody::DeleteRecordsRequest => RequestBodyT::DeleteRecordsRequest(alloc::boxed::Box::new(
+        self.body_as_delete_records_request()
+            .expect("Invalid union table, expected `RequestBody::DeleteRecordsRequest`.")
+            .unpack()
+      )),
+      RequestBody::CreatePartitionsRequest => RequestBodyT::CreatePartitionsRequest(alloc::boxed::Box::new(
+        self.body_as_create_partitions_request()
+            .expect("Invalid union table, expected `RequestBody::CreatePartitionsRequest`.")
+            .unpack()
+      )),
+      RequestBody::DeleteGroupsRequest => RequestBodyT::DeleteGroupsRequest(alloc::boxed::Box::new(
+        self.body_as_delete_groups_request()
+            .expect("Invalid union table, expected `RequestBody::DeleteGroupsRequest`.")
+            .unpack()
+      )),
+      RequestBody::ElectLeadersRequest => RequestBodyT::ElectLeadersRequest(alloc::boxed::Box::new(
+        self.body_as_elect_leaders_request()
+            .expect("Invalid union table, expected `RequestBody::ElectLeadersRequest`.")
+            .unpack()
+      )),
+      RequestBody::IncrementalAlterConfigsRequest => RequestBodyT::IncrementalAlterConfigsRequest(alloc::boxed::Box::new(
+        self.body_as_incremental_alter_configs_request()
+            .expect("Invalid union table, expected `RequestBody::IncrementalAlterConfigsRequest`.")
+            .unpack()
+      )),
+      RequestBody::OffsetDeleteRequest => RequestBodyT::OffsetDeleteRequest(alloc::boxed::Box::new(
+        self.body_as_offset_delete_request()
+            .expect("Invalid union table, expected `RequestBody::OffsetDeleteRequest`.")
+            .unpack()
+      )),
       _ => RequestBodyT::NONE,
     };
     RequestHeaderT {
@@ -429,6 +459,90 @@ impl<'a> RequestHeader<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_delete_records_request(&self) -> Option<DeleteRecordsRequest<'a>> {
+    if self.body_type() == RequestBody::DeleteRecordsRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { DeleteRecordsRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_create_partitions_request(&self) -> Option<CreatePartitionsRequest<'a>> {
+    if self.body_type() == RequestBody::CreatePartitionsRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { CreatePartitionsRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_delete_groups_request(&self) -> Option<DeleteGroupsRequest<'a>> {
+    if self.body_type() == RequestBody::DeleteGroupsRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { DeleteGroupsRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_elect_leaders_request(&self) -> Option<ElectLeadersRequest<'a>> {
+    if self.body_type() == RequestBody::ElectLeadersRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { ElectLeadersRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_incremental_alter_configs_request(&self) -> Option<IncrementalAlterConfigsRequest<'a>> {
+    if self.body_type() == RequestBody::IncrementalAlterConfigsRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { IncrementalAlterConfigsRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_offset_delete_request(&self) -> Option<OffsetDeleteRequest<'a>> {
+    if self.body_type() == RequestBody::OffsetDeleteRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { OffsetDeleteRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for RequestHeader<'_> {
@@ -460,6 +574,12 @@ impl ::flatbuffers::Verifiable for RequestHeader<'_> {
           RequestBody::DescribeGroupsRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DescribeGroupsRequest>>("RequestBody::DescribeGroupsRequest", pos),
           RequestBody::ListGroupsRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ListGroupsRequest>>("RequestBody::ListGroupsRequest", pos),
           RequestBody::InitProducerIdRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<InitProducerIdRequest>>("RequestBody::InitProducerIdRequest", pos),
+          RequestBody::DeleteRecordsRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DeleteRecordsRequest>>("RequestBody::DeleteRecordsRequest", pos),
+          RequestBody::CreatePartitionsRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<CreatePartitionsRequest>>("RequestBody::CreatePartitionsRequest", pos),
+          RequestBody::DeleteGroupsRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DeleteGroupsRequest>>("RequestBody::DeleteGroupsRequest", pos),
+          RequestBody::ElectLeadersRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ElectLeadersRequest>>("RequestBody::ElectLeadersRequest", pos),
+          RequestBody::IncrementalAlterConfigsRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<IncrementalAlterConfigsRequest>>("RequestBody::IncrementalAlterConfigsRequest", pos),
+          RequestBody::OffsetDeleteRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<OffsetDeleteRequest>>("RequestBody::OffsetDeleteRequest", pos),
           _ => Ok(()),
         }
      })?
@@ -657,6 +777,48 @@ impl ::core::fmt::Debug for RequestHeader<'_> {
         },
         RequestBody::InitProducerIdRequest => {
           if let Some(x) = self.body_as_init_producer_id_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::DeleteRecordsRequest => {
+          if let Some(x) = self.body_as_delete_records_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::CreatePartitionsRequest => {
+          if let Some(x) = self.body_as_create_partitions_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::DeleteGroupsRequest => {
+          if let Some(x) = self.body_as_delete_groups_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::ElectLeadersRequest => {
+          if let Some(x) = self.body_as_elect_leaders_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::IncrementalAlterConfigsRequest => {
+          if let Some(x) = self.body_as_incremental_alter_configs_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::OffsetDeleteRequest => {
+          if let Some(x) = self.body_as_offset_delete_request() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")

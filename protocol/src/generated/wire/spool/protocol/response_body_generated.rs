@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_RESPONSE_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_RESPONSE_BODY: u8 = 17;
+pub const ENUM_MAX_RESPONSE_BODY: u8 = 23;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_RESPONSE_BODY: [ResponseBody; 18] = [
+pub const ENUM_VALUES_RESPONSE_BODY: [ResponseBody; 24] = [
   ResponseBody::NONE,
   ResponseBody::ApiVersionsResponse,
   ResponseBody::MetadataResponse,
@@ -27,6 +27,12 @@ pub const ENUM_VALUES_RESPONSE_BODY: [ResponseBody; 18] = [
   ResponseBody::DescribeGroupsResponse,
   ResponseBody::ListGroupsResponse,
   ResponseBody::InitProducerIdResponse,
+  ResponseBody::DeleteRecordsResponse,
+  ResponseBody::CreatePartitionsResponse,
+  ResponseBody::DeleteGroupsResponse,
+  ResponseBody::ElectLeadersResponse,
+  ResponseBody::IncrementalAlterConfigsResponse,
+  ResponseBody::OffsetDeleteResponse,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -52,9 +58,15 @@ impl ResponseBody {
   pub const DescribeGroupsResponse: Self = Self(15);
   pub const ListGroupsResponse: Self = Self(16);
   pub const InitProducerIdResponse: Self = Self(17);
+  pub const DeleteRecordsResponse: Self = Self(18);
+  pub const CreatePartitionsResponse: Self = Self(19);
+  pub const DeleteGroupsResponse: Self = Self(20);
+  pub const ElectLeadersResponse: Self = Self(21);
+  pub const IncrementalAlterConfigsResponse: Self = Self(22);
+  pub const OffsetDeleteResponse: Self = Self(23);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 17;
+  pub const ENUM_MAX: u8 = 23;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::ApiVersionsResponse,
@@ -74,6 +86,12 @@ impl ResponseBody {
     Self::DescribeGroupsResponse,
     Self::ListGroupsResponse,
     Self::InitProducerIdResponse,
+    Self::DeleteRecordsResponse,
+    Self::CreatePartitionsResponse,
+    Self::DeleteGroupsResponse,
+    Self::ElectLeadersResponse,
+    Self::IncrementalAlterConfigsResponse,
+    Self::OffsetDeleteResponse,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -96,6 +114,12 @@ impl ResponseBody {
       Self::DescribeGroupsResponse => Some("DescribeGroupsResponse"),
       Self::ListGroupsResponse => Some("ListGroupsResponse"),
       Self::InitProducerIdResponse => Some("InitProducerIdResponse"),
+      Self::DeleteRecordsResponse => Some("DeleteRecordsResponse"),
+      Self::CreatePartitionsResponse => Some("CreatePartitionsResponse"),
+      Self::DeleteGroupsResponse => Some("DeleteGroupsResponse"),
+      Self::ElectLeadersResponse => Some("ElectLeadersResponse"),
+      Self::IncrementalAlterConfigsResponse => Some("IncrementalAlterConfigsResponse"),
+      Self::OffsetDeleteResponse => Some("OffsetDeleteResponse"),
       _ => None,
     }
   }
@@ -174,6 +198,12 @@ pub enum ResponseBodyT {
   DescribeGroupsResponse(alloc::boxed::Box<DescribeGroupsResponseT>),
   ListGroupsResponse(alloc::boxed::Box<ListGroupsResponseT>),
   InitProducerIdResponse(alloc::boxed::Box<InitProducerIdResponseT>),
+  DeleteRecordsResponse(alloc::boxed::Box<DeleteRecordsResponseT>),
+  CreatePartitionsResponse(alloc::boxed::Box<CreatePartitionsResponseT>),
+  DeleteGroupsResponse(alloc::boxed::Box<DeleteGroupsResponseT>),
+  ElectLeadersResponse(alloc::boxed::Box<ElectLeadersResponseT>),
+  IncrementalAlterConfigsResponse(alloc::boxed::Box<IncrementalAlterConfigsResponseT>),
+  OffsetDeleteResponse(alloc::boxed::Box<OffsetDeleteResponseT>),
 }
 impl Default for ResponseBodyT {
   fn default() -> Self {
@@ -201,6 +231,12 @@ impl ResponseBodyT {
       Self::DescribeGroupsResponse(_) => ResponseBody::DescribeGroupsResponse,
       Self::ListGroupsResponse(_) => ResponseBody::ListGroupsResponse,
       Self::InitProducerIdResponse(_) => ResponseBody::InitProducerIdResponse,
+      Self::DeleteRecordsResponse(_) => ResponseBody::DeleteRecordsResponse,
+      Self::CreatePartitionsResponse(_) => ResponseBody::CreatePartitionsResponse,
+      Self::DeleteGroupsResponse(_) => ResponseBody::DeleteGroupsResponse,
+      Self::ElectLeadersResponse(_) => ResponseBody::ElectLeadersResponse,
+      Self::IncrementalAlterConfigsResponse(_) => ResponseBody::IncrementalAlterConfigsResponse,
+      Self::OffsetDeleteResponse(_) => ResponseBody::OffsetDeleteResponse,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -223,6 +259,12 @@ impl ResponseBodyT {
       Self::DescribeGroupsResponse(v) => Some(v.pack(fbb).as_union_value()),
       Self::ListGroupsResponse(v) => Some(v.pack(fbb).as_union_value()),
       Self::InitProducerIdResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DeleteRecordsResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::CreatePartitionsResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DeleteGroupsResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ElectLeadersResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::IncrementalAlterConfigsResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::OffsetDeleteResponse(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned ApiVersionsResponseT, setting the union to NONE.
@@ -581,5 +623,131 @@ impl ResponseBodyT {
   /// If the union variant matches, return a mutable reference to the InitProducerIdResponseT.
   pub fn as_init_producer_id_response_mut(&mut self) -> Option<&mut InitProducerIdResponseT> {
     if let Self::InitProducerIdResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DeleteRecordsResponseT, setting the union to NONE.
+  pub fn take_delete_records_response(&mut self) -> Option<alloc::boxed::Box<DeleteRecordsResponseT>> {
+    if let Self::DeleteRecordsResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DeleteRecordsResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DeleteRecordsResponseT.
+  pub fn as_delete_records_response(&self) -> Option<&DeleteRecordsResponseT> {
+    if let Self::DeleteRecordsResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DeleteRecordsResponseT.
+  pub fn as_delete_records_response_mut(&mut self) -> Option<&mut DeleteRecordsResponseT> {
+    if let Self::DeleteRecordsResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned CreatePartitionsResponseT, setting the union to NONE.
+  pub fn take_create_partitions_response(&mut self) -> Option<alloc::boxed::Box<CreatePartitionsResponseT>> {
+    if let Self::CreatePartitionsResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::CreatePartitionsResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the CreatePartitionsResponseT.
+  pub fn as_create_partitions_response(&self) -> Option<&CreatePartitionsResponseT> {
+    if let Self::CreatePartitionsResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the CreatePartitionsResponseT.
+  pub fn as_create_partitions_response_mut(&mut self) -> Option<&mut CreatePartitionsResponseT> {
+    if let Self::CreatePartitionsResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DeleteGroupsResponseT, setting the union to NONE.
+  pub fn take_delete_groups_response(&mut self) -> Option<alloc::boxed::Box<DeleteGroupsResponseT>> {
+    if let Self::DeleteGroupsResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DeleteGroupsResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DeleteGroupsResponseT.
+  pub fn as_delete_groups_response(&self) -> Option<&DeleteGroupsResponseT> {
+    if let Self::DeleteGroupsResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DeleteGroupsResponseT.
+  pub fn as_delete_groups_response_mut(&mut self) -> Option<&mut DeleteGroupsResponseT> {
+    if let Self::DeleteGroupsResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ElectLeadersResponseT, setting the union to NONE.
+  pub fn take_elect_leaders_response(&mut self) -> Option<alloc::boxed::Box<ElectLeadersResponseT>> {
+    if let Self::ElectLeadersResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ElectLeadersResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ElectLeadersResponseT.
+  pub fn as_elect_leaders_response(&self) -> Option<&ElectLeadersResponseT> {
+    if let Self::ElectLeadersResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ElectLeadersResponseT.
+  pub fn as_elect_leaders_response_mut(&mut self) -> Option<&mut ElectLeadersResponseT> {
+    if let Self::ElectLeadersResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned IncrementalAlterConfigsResponseT, setting the union to NONE.
+  pub fn take_incremental_alter_configs_response(&mut self) -> Option<alloc::boxed::Box<IncrementalAlterConfigsResponseT>> {
+    if let Self::IncrementalAlterConfigsResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::IncrementalAlterConfigsResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the IncrementalAlterConfigsResponseT.
+  pub fn as_incremental_alter_configs_response(&self) -> Option<&IncrementalAlterConfigsResponseT> {
+    if let Self::IncrementalAlterConfigsResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the IncrementalAlterConfigsResponseT.
+  pub fn as_incremental_alter_configs_response_mut(&mut self) -> Option<&mut IncrementalAlterConfigsResponseT> {
+    if let Self::IncrementalAlterConfigsResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned OffsetDeleteResponseT, setting the union to NONE.
+  pub fn take_offset_delete_response(&mut self) -> Option<alloc::boxed::Box<OffsetDeleteResponseT>> {
+    if let Self::OffsetDeleteResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::OffsetDeleteResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the OffsetDeleteResponseT.
+  pub fn as_offset_delete_response(&self) -> Option<&OffsetDeleteResponseT> {
+    if let Self::OffsetDeleteResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the OffsetDeleteResponseT.
+  pub fn as_offset_delete_response_mut(&mut self) -> Option<&mut OffsetDeleteResponseT> {
+    if let Self::OffsetDeleteResponse(v) = self { Some(v.as_mut()) } else { None }
   }
 }

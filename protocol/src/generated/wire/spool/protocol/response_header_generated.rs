@@ -139,6 +139,36 @@ impl<'a> ResponseHeader<'a> {
             .expect("Invalid union table, expected `ResponseBody::InitProducerIdResponse`.")
             .unpack()
       )),
+      ResponseBody::DeleteRecordsResponse => ResponseBodyT::DeleteRecordsResponse(alloc::boxed::Box::new(
+        self.body_as_delete_records_response()
+            .expect("Invalid union table, expected `ResponseBody::DeleteRecordsResponse`.")
+            .unpack()
+      )),
+      ResponseBody::CreatePartitionsResponse => ResponseBodyT::CreatePartitionsResponse(alloc::boxed::Box::new(
+        self.body_as_create_partitions_response()
+            .expect("Invalid union table, expected `ResponseBody::CreatePartitionsResponse`.")
+            .unpack()
+      )),
+      ResponseBody::DeleteGroupsResponse => ResponseBodyT::DeleteGroupsResponse(alloc::boxed::Box::new(
+        self.body_as_delete_groups_response()
+            .expect("Invalid union table, expected `ResponseBody::DeleteGroupsResponse`.")
+            .unpack()
+      )),
+      ResponseBody::ElectLeadersResponse => ResponseBodyT::ElectLeadersResponse(alloc::boxed::Box::new(
+        self.body_as_elect_leaders_response()
+            .expect("Invalid union table, expected `ResponseBody::ElectLeadersResponse`.")
+            .unpack()
+      )),
+      ResponseBody::IncrementalAlterConfigsResponse => ResponseBodyT::IncrementalAlterConfigsResponse(alloc::boxed::Box::new(
+        self.body_as_incremental_alter_configs_response()
+            .expect("Invalid union table, expected `ResponseBody::IncrementalAlterConfigsResponse`.")
+            .unpack()
+      )),
+      ResponseBody::OffsetDeleteResponse => ResponseBodyT::OffsetDeleteResponse(alloc::boxed::Box::new(
+        self.body_as_offset_delete_response()
+            .expect("Invalid union table, expected `ResponseBody::OffsetDeleteResponse`.")
+            .unpack()
+      )),
       _ => ResponseBodyT::NONE,
     };
     ResponseHeaderT {
@@ -458,6 +488,96 @@ impl<'a> ResponseHeader<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_delete_records_response(&self) -> Option<DeleteRecordsResponse<'a>> {
+    if self.body_type() == ResponseBody::DeleteRecordsResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DeleteRecordsResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_create_partitions_response(&self) -> Option<CreatePartitionsResponse<'a>> {
+    if self.body_type() == ResponseBody::CreatePartitionsResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { CreatePartitionsResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_delete_groups_response(&self) -> Option<DeleteGroupsResponse<'a>> {
+    if self.body_type() == ResponseBody::DeleteGroupsResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DeleteGroupsResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_elect_leaders_response(&self) -> Option<ElectLeadersResponse<'a>> {
+    if self.body_type() == ResponseBody::ElectLeadersResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ElectLeadersResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_incremental_alter_configs_response(&self) -> Option<IncrementalAlterConfigsResponse<'a>> {
+    if self.body_type() == ResponseBody::IncrementalAlterConfigsResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { IncrementalAlterConfigsResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_offset_delete_response(&self) -> Option<OffsetDeleteResponse<'a>> {
+    if self.body_type() == ResponseBody::OffsetDeleteResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { OffsetDeleteResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for ResponseHeader<'_> {
@@ -490,6 +610,12 @@ impl ::flatbuffers::Verifiable for ResponseHeader<'_> {
           ResponseBody::DescribeGroupsResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DescribeGroupsResponse>>("ResponseBody::DescribeGroupsResponse", pos),
           ResponseBody::ListGroupsResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ListGroupsResponse>>("ResponseBody::ListGroupsResponse", pos),
           ResponseBody::InitProducerIdResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<InitProducerIdResponse>>("ResponseBody::InitProducerIdResponse", pos),
+          ResponseBody::DeleteRecordsResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DeleteRecordsResponse>>("ResponseBody::DeleteRecordsResponse", pos),
+          ResponseBody::CreatePartitionsResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<CreatePartitionsResponse>>("ResponseBody::CreatePartitionsResponse", pos),
+          ResponseBody::DeleteGroupsResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DeleteGroupsResponse>>("ResponseBody::DeleteGroupsResponse", pos),
+          ResponseBody::ElectLeadersResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ElectLeadersResponse>>("ResponseBody::ElectLeadersResponse", pos),
+          ResponseBody::IncrementalAlterConfigsResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<IncrementalAlterConfigsResponse>>("ResponseBody::IncrementalAlterConfigsResponse", pos),
+          ResponseBody::OffsetDeleteResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<OffsetDeleteResponse>>("ResponseBody::OffsetDeleteResponse", pos),
           _ => Ok(()),
         }
      })?
@@ -693,6 +819,48 @@ impl ::core::fmt::Debug for ResponseHeader<'_> {
         },
         ResponseBody::InitProducerIdResponse => {
           if let Some(x) = self.body_as_init_producer_id_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::DeleteRecordsResponse => {
+          if let Some(x) = self.body_as_delete_records_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::CreatePartitionsResponse => {
+          if let Some(x) = self.body_as_create_partitions_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::DeleteGroupsResponse => {
+          if let Some(x) = self.body_as_delete_groups_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::ElectLeadersResponse => {
+          if let Some(x) = self.body_as_elect_leaders_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::IncrementalAlterConfigsResponse => {
+          if let Some(x) = self.body_as_incremental_alter_configs_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::OffsetDeleteResponse => {
+          if let Some(x) = self.body_as_offset_delete_response() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")

@@ -1,0 +1,145 @@
+//! DeleteRecords across a leader and a follower [`Partition`] on one executor, the follower's
+//! fetches handed to the leader by hand (no network): the leader answers only once the
+//! follower has reported a log start at or past the offset, the follower follows the leader's
+//! log start, and after a failover the new leader starts where the deletion left the log.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use spool_protocol::ErrorCode;
+use spool_storage::records::BatchBuilder;
+use spool_storage::{Durability, LogConfig, PartitionLog};
+
+use super::{Committed, Partition};
+use crate::requests::{TopicPartition, EARLIEST_TIMESTAMP};
+use crate::test_executor::run;
+
+const LEADER: i32 = 1;
+const FOLLOWER: i32 = 2;
+
+async fn replica(dir: &std::path::Path, me: i32) -> Rc<Partition> {
+    let (log, _) = PartitionLog::open(dir, LogConfig::default()).await.unwrap();
+    Partition::new(
+        TopicPartition::new("t", 0),
+        log,
+        me,
+        Durability::Replicated,
+        false,
+    )
+}
+
+fn committed(leader: i32, leader_epoch: i32, broker_epoch: i64) -> Committed {
+    Committed {
+        leader,
+        leader_epoch,
+        partition_epoch: leader_epoch,
+        replicas: vec![LEADER, FOLLOWER],
+        isr: vec![LEADER, FOLLOWER],
+        min_insync_replicas: 1,
+        broker_epoch,
+    }
+}
+
+fn one_record_batch(i: u64) -> Bytes {
+    let mut b = BatchBuilder::new(0);
+    b.push(0, None, Some(Bytes::from(format!("v-{i}"))));
+    b.build().unwrap().freeze()
+}
+
+/// Waits (a bounded number of 1 ms turns, for the deleting task's file I/O) until `cond` holds.
+async fn until(what: &str, cond: impl Fn() -> bool) {
+    for _ in 0..10_000 {
+        if cond() {
+            return;
+        }
+        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    panic!("{what}: not within 10 s");
+}
+
+/// One fetch of the follower's, served by the leader and applied.
+async fn fetch_once(leader: &Partition, follower: &Partition) {
+    let (to, fetch) = follower.next_replica_fetch().expect("the follower fetches");
+    assert_eq!(to, LEADER);
+    let answer = leader
+        .serve_replica_fetch(&fetch, &BTreeMap::new(), 1 << 20, 0)
+        .await;
+    follower
+        .on_replica_answer(leader.leader_epoch(), &answer, 0)
+        .await
+        .unwrap();
+}
+
+#[test]
+fn the_leader_answers_once_the_follower_follows_and_a_failover_keeps_the_start() {
+    run(|| async {
+        let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let leader = replica(ld.path(), LEADER).await;
+        let follower = replica(fd.path(), FOLLOWER).await;
+        leader.learn(&committed(LEADER, 1, 10), 0).await;
+        follower.learn(&committed(LEADER, 1, 20), 0).await;
+        for i in 0..10 {
+            let r = leader
+                .produce(one_record_batch(i), 1, 1000, 1 << 20, 0)
+                .await;
+            assert_eq!(r.error, ErrorCode::None);
+        }
+        // Twice: the follower copies the records, then reports its end (the HW moves to 10).
+        fetch_once(&leader, &follower).await;
+        fetch_once(&leader, &follower).await;
+        assert_eq!(leader.high_watermark(), 10);
+
+        assert_eq!(
+            follower.delete_records(1, 1000).await,
+            Err(ErrorCode::NotLeaderOrFollower)
+        );
+        assert_eq!(
+            leader.delete_records(11, 1000).await,
+            Err(ErrorCode::OffsetOutOfRange),
+            "past the high watermark"
+        );
+        assert_eq!(
+            leader.delete_records(-2, 1000).await,
+            Err(ErrorCode::OffsetOutOfRange)
+        );
+
+        let l = Rc::clone(&leader);
+        let deleting = glommio::spawn_local(async move { l.delete_records(4, 60_000).await });
+        until("the leader's log start moved", || {
+            leader.log.log_start_offset() == 4
+        })
+        .await;
+        assert_eq!(
+            leader.low_watermark(),
+            Some(0),
+            "the follower has not followed yet"
+        );
+        fetch_once(&leader, &follower).await;
+        assert_eq!(follower.log.log_start_offset(), 4, "the follower followed");
+        assert_eq!(
+            leader.low_watermark(),
+            Some(0),
+            "…but has not reported it yet"
+        );
+        fetch_once(&leader, &follower).await;
+        assert_eq!(leader.low_watermark(), Some(4));
+        assert_eq!(deleting.await, Ok(4), "answered at the new low watermark");
+
+        // -1: the high watermark. The follower stops fetching: the answer times out, though
+        // the leader's own log start is durable.
+        assert_eq!(
+            leader.delete_records(-1, 20).await,
+            Err(ErrorCode::RequestTimedOut)
+        );
+        assert_eq!(leader.log.log_start_offset(), 10);
+        fetch_once(&leader, &follower).await;
+        assert_eq!(follower.log.log_start_offset(), 10);
+
+        // Failover: the follower leads; its earliest offset is where the deletion left it.
+        follower.learn(&committed(FOLLOWER, 2, 20), 0).await;
+        assert!(follower.is_leader());
+        let earliest = follower.list_offsets(EARLIEST_TIMESTAMP).await;
+        assert_eq!((earliest.error, earliest.offset), (ErrorCode::None, 10));
+    });
+}
