@@ -83,6 +83,16 @@ async fn one(
     {
         return Err(ErrorCode::UnknownTopicOrPartition);
     }
+    // Kafka refuses a log that is only compacted (its offsets are keys' histories) and allows
+    // `compact,delete`: decided from the topic's policy, which the storage layer folds into one.
+    let deletes = shard.image.borrow().topic(&tp.topic).map(|t| {
+        crate::topic_config::resolved(&shard.config, t)
+            .cleanup_policy
+            .delete
+    });
+    if deletes == Some(false) {
+        return Err(ErrorCode::PolicyViolation);
+    }
     if let Some(code) = shard.not_leader(&tp) {
         return Err(code);
     }

@@ -342,16 +342,19 @@ impl MetadataImage {
         Ok(())
     }
 
-    fn apply_add_partitions(&mut self, r: &AddPartitionsT) -> Result<(), ErrorCode> {
-        let topic_id = TopicId::from(&r.topic_id);
+    /// The topic a record names by id (UNKNOWN_TOPIC_OR_PARTITION when none has it).
+    fn topic_by_id_mut(&mut self, topic_id: TopicId) -> Result<&mut TopicImage, ErrorCode> {
         let name = self
             .topic_names_by_id
             .get(&topic_id)
             .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-        let topic = self
-            .topics
+        self.topics
             .get_mut(name)
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+            .ok_or(ErrorCode::UnknownTopicOrPartition)
+    }
+
+    fn apply_add_partitions(&mut self, r: &AddPartitionsT) -> Result<(), ErrorCode> {
+        let topic = self.topic_by_id_mut(TopicId::from(&r.topic_id))?;
         let assignments = r.partitions.as_deref().unwrap_or_default();
         if assignments.is_empty() {
             return Err(ErrorCode::InvalidPartitions);
@@ -366,15 +369,7 @@ impl MetadataImage {
     }
 
     fn apply_set_topic_configs(&mut self, r: &SetTopicConfigsT) -> Result<(), ErrorCode> {
-        let topic_id = TopicId::from(&r.topic_id);
-        let name = self
-            .topic_names_by_id
-            .get(&topic_id)
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-        let topic = self
-            .topics
-            .get_mut(name)
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let topic = self.topic_by_id_mut(TopicId::from(&r.topic_id))?;
         let configs = config_map(r.configs.as_deref().unwrap_or_default());
         topic.config =
             TopicConfig::from_pairs(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())));

@@ -3,9 +3,10 @@
 //! [`batches_below`] walks a partition directory's `*.log` segments in offset order, batch by
 //! batch (each batch: base offset i64, length i32, then `length` bytes), and returns the bytes of
 //! the whole batches whose base offset is below `offset`. A preallocated segment's zero tail, or
-//! a batch cut short, ends the walk.
+//! a batch cut short, ends the walk. [`persisted_log_start`] reads the log start a partition
+//! has checkpointed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// See the module docs.
 pub fn batches_below(partition_dir: &Path, offset: i64) -> Vec<u8> {
@@ -40,4 +41,24 @@ pub fn batches_below(partition_dir: &Path, offset: i64) -> Vec<u8> {
         }
     }
     out
+}
+
+/// The log start `dir` (a broker's data directory) has persisted for `topic`-`partition`.
+pub fn persisted_log_start(dir: &Path, topic: &str, partition: i32) -> Option<u64> {
+    let want = format!("{topic}-{partition}");
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).ok()?.flatten() {
+            let path = e.path();
+            if !path.is_dir() {
+                continue;
+            }
+            if path.file_name().is_some_and(|n| n == want.as_str()) {
+                let text = std::fs::read_to_string(path.join("log-start-offset-checkpoint"));
+                return text.ok()?.trim().parse().ok();
+            }
+            stack.push(path);
+        }
+    }
+    None
 }

@@ -171,6 +171,32 @@ fn topic_changes_through_the_cli() {
         &["high watermark"],
     );
 
+    // Kafka's rule: a compacted-only log keeps keys' histories, so it refuses; compact,delete
+    // deletes.
+    for (topic, policy) in [("keyed", "compact"), ("keyed-and-aged", "compact,delete")] {
+        let config = format!("cleanup.policy={policy}");
+        spool_ok(&broker, &["topic", "create", topic, "-c", &config], "");
+        spool_ok(
+            &broker,
+            &["produce", topic, "--key-separator", ":"],
+            "k:v\nk:w\n",
+        );
+    }
+    let delete = |topic: &'static str| -> Vec<&'static str> {
+        vec![
+            "topic",
+            "delete-records",
+            topic,
+            "--partition",
+            "0",
+            "--before",
+            "1",
+        ]
+    };
+    refused(&broker, &delete("keyed"), &["POLICY_VIOLATION"]);
+    let out = spool_ok(&broker, &delete("keyed-and-aged"), "");
+    assert!(out.contains("log start 1"), "{out}");
+
     // One broker leads everything already: nothing to elect, and that is not a failure.
     let out = spool_ok(&broker, &["topic", "elect-leaders", "changes"], "");
     assert_eq!(out.lines().count(), 4, "one line per partition: {out}");

@@ -7,7 +7,6 @@
 //! Every wait is on a condition with a deadline; nothing sleeps to hope.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,6 +18,7 @@ use spool_tests::client::{create_topic, producer};
 use spool_tests::cluster::Cluster;
 use spool_tests::kafka_call::kafka_call;
 use spool_tests::kafka_clients::start_broker;
+use spool_tests::log_files::persisted_log_start;
 use spool_tests::replicated::{cluster_with_topic_on, wait_re_led};
 use spool_tests::{Broker, BrokerOptions};
 
@@ -116,26 +116,6 @@ fn fetch_at(addr: SocketAddr, topic: &str, partition: i32, offset: i64) -> (i16,
         .filter(|b| b.len() >= 8)
         .map(|b| i64::from_be_bytes(b[..8].try_into().expect("8 bytes")));
     (p.error_code, base)
-}
-
-/// The log start `dir` (a broker's data directory) has persisted for `topic`-`partition`.
-fn persisted_log_start(dir: &Path, topic: &str, partition: i32) -> Option<u64> {
-    let want = format!("{topic}-{partition}");
-    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).ok()?.flatten() {
-            let path = e.path();
-            if !path.is_dir() {
-                continue;
-            }
-            if path.file_name().is_some_and(|n| n == want.as_str()) {
-                let text = std::fs::read_to_string(path.join("log-start-offset-checkpoint"));
-                return text.ok()?.trim().parse().ok();
-            }
-            stack.push(path);
-        }
-    }
-    None
 }
 
 #[test]

@@ -7,14 +7,13 @@
 //!
 //! Every wait is on a condition with a deadline; nothing sleeps to hope.
 
-use std::path::{Path, PathBuf};
-
 use bytes::Bytes;
 use spool_protocol::client::producer::Acks;
 use spool_protocol::client::ProducerRecord;
 use spool_tests::cli::spool_ok;
 use spool_tests::client::producer;
 use spool_tests::cluster::Cluster;
+use spool_tests::log_files::persisted_log_start;
 use spool_tests::replicated::cluster_with_topic_on;
 use spool_tests::Broker;
 
@@ -27,26 +26,6 @@ fn produce_batches(broker: &Broker, topic: &str, partition: i32, range: std::ops
         p.send(r).expect("queued");
         p.flush(30_000).expect("acknowledged");
     }
-}
-
-/// The log start `dir` (a broker's data directory) has persisted for `topic`-`partition`.
-fn persisted_log_start(dir: &Path, topic: &str, partition: i32) -> Option<u64> {
-    let want = format!("{topic}-{partition}");
-    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).ok()?.flatten() {
-            let path = e.path();
-            if !path.is_dir() {
-                continue;
-            }
-            if path.file_name().is_some_and(|n| n == want.as_str()) {
-                let text = std::fs::read_to_string(path.join("log-start-offset-checkpoint"));
-                return text.ok()?.trim().parse().ok();
-            }
-            stack.push(path);
-        }
-    }
-    None
 }
 
 #[test]

@@ -16,12 +16,8 @@
 //! start never moves back. A waiting request costs a table entry and a channel slot — no task,
 //! no lock, no `RefCell` borrow across an await (the acks=all pattern of `leader.rs`).
 
-use std::time::Duration;
-
-use glommio::channels::local_channel;
 use spool_core::ack_wait::{Acks, Admission};
 use spool_protocol::ErrorCode;
-use spool_storage::CleanupPolicy;
 
 use super::follower::NotApplied;
 use super::role::Role;
@@ -38,10 +34,6 @@ impl Partition {
             Role::Leader(l) => (l.state.high_watermark(), l.state.leader_epoch()),
             Role::Follower(_) => return Err(ErrorCode::NotLeaderOrFollower),
         };
-        // Kafka refuses on a log that is only compacted: its offsets are keys' histories.
-        if self.log.config().cleanup_policy == CleanupPolicy::Compact {
-            return Err(ErrorCode::PolicyViolation);
-        }
         let target = match offset {
             DELETE_TO_HIGH_WATERMARK => hw,
             o if o < 0 || o as u64 > hw => return Err(ErrorCode::OffsetOutOfRange),
@@ -110,21 +102,7 @@ impl Partition {
         if let Some(r) = released {
             return code_to_result(r.result);
         }
-        let (tx, rx) = local_channel::new_bounded(1);
-        self.ack_senders.borrow_mut().insert(request_id, tx);
-        let answered = futures_lite::future::or(async { Some(rx.recv().await) }, async {
-            glommio::timer::sleep(Duration::from_millis(deadline_ms - now_ms)).await;
-            None
-        })
-        .await;
-        let code = match answered {
-            Some(code) => code,
-            None => {
-                self.release(crate::clock::monotonic_ms());
-                futures_lite::future::poll_once(rx.recv()).await.flatten()
-            }
-        };
-        self.ack_senders.borrow_mut().remove(&request_id);
+        let code = self.await_release(request_id, deadline_ms, now_ms).await;
         code_to_result(code.unwrap_or(ErrorCode::RequestTimedOut))
     }
 

@@ -3,31 +3,14 @@
 //! follower has reported a log start at or past the offset, the follower follows the leader's
 //! log start, and after a failover the new leader starts where the deletion left the log.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use bytes::Bytes;
 use spool_protocol::ErrorCode;
-use spool_storage::records::BatchBuilder;
-use spool_storage::{Durability, LogConfig, PartitionLog};
 
-use super::{Committed, Partition};
-use crate::requests::{TopicPartition, EARLIEST_TIMESTAMP};
+use super::pair_support::{fetch_once, one_record_batch, replica, FOLLOWER, LEADER};
+use super::Committed;
+use crate::requests::EARLIEST_TIMESTAMP;
 use crate::test_executor::run;
-
-const LEADER: i32 = 1;
-const FOLLOWER: i32 = 2;
-
-async fn replica(dir: &std::path::Path, me: i32) -> Rc<Partition> {
-    let (log, _) = PartitionLog::open(dir, LogConfig::default()).await.unwrap();
-    Partition::new(
-        TopicPartition::new("t", 0),
-        log,
-        me,
-        Durability::Replicated,
-        false,
-    )
-}
 
 fn committed(leader: i32, leader_epoch: i32, broker_epoch: i64) -> Committed {
     Committed {
@@ -41,12 +24,6 @@ fn committed(leader: i32, leader_epoch: i32, broker_epoch: i64) -> Committed {
     }
 }
 
-fn one_record_batch(i: u64) -> Bytes {
-    let mut b = BatchBuilder::new(0);
-    b.push(0, None, Some(Bytes::from(format!("v-{i}"))));
-    b.build().unwrap().freeze()
-}
-
 /// Waits (a bounded number of 1 ms turns, for the deleting task's file I/O) until `cond` holds.
 async fn until(what: &str, cond: impl Fn() -> bool) {
     for _ in 0..10_000 {
@@ -56,19 +33,6 @@ async fn until(what: &str, cond: impl Fn() -> bool) {
         glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
     }
     panic!("{what}: not within 10 s");
-}
-
-/// One fetch of the follower's, served by the leader and applied.
-async fn fetch_once(leader: &Partition, follower: &Partition) {
-    let (to, fetch) = follower.next_replica_fetch().expect("the follower fetches");
-    assert_eq!(to, LEADER);
-    let answer = leader
-        .serve_replica_fetch(&fetch, &BTreeMap::new(), 1 << 20, 0)
-        .await;
-    follower
-        .on_replica_answer(leader.leader_epoch(), &answer, 0)
-        .await
-        .unwrap();
 }
 
 #[test]

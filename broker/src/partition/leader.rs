@@ -162,6 +162,23 @@ impl Partition {
         if let Some(r) = released {
             return r.result;
         }
+        // No code: the partition was closed (topic deleted, broker stopping) or the request is
+        // still in the table past its deadline by a clock tick; either way it is not known to be
+        // on the in-sync replicas.
+        self.await_release(request_id, deadline_ms, now_ms)
+            .await
+            .unwrap_or(ErrorCode::RequestTimedOut)
+    }
+
+    /// Waits for the waiter table to release `request_id` (registered in one of the leader's
+    /// tables, acks=all or DeleteRecords): its code, or `None` when the partition closed first.
+    /// Past `deadline_ms` the table is told the time, so it releases the request as timed out.
+    pub(super) async fn await_release(
+        &self,
+        request_id: u64,
+        deadline_ms: u64,
+        now_ms: u64,
+    ) -> Option<ErrorCode> {
         let (tx, rx) = local_channel::new_bounded(1);
         self.ack_senders.borrow_mut().insert(request_id, tx);
         let answered = futures_lite::future::or(async { Some(rx.recv().await) }, async {
@@ -172,16 +189,12 @@ impl Partition {
         let code = match answered {
             Some(code) => code,
             None => {
-                // The deadline passed: the waiter table releases it as timed out.
                 self.release(crate::clock::monotonic_ms());
                 futures_lite::future::poll_once(rx.recv()).await.flatten()
             }
         };
         self.ack_senders.borrow_mut().remove(&request_id);
-        // No code: the partition was closed (topic deleted, broker stopping) or the request is
-        // still in the table past its deadline by a clock tick; either way it is not known to be
-        // on the in-sync replicas.
-        code.unwrap_or(ErrorCode::RequestTimedOut)
+        code
     }
 
     /// A follower's fetch of this partition (module docs). `broker_epochs` are the registered

@@ -31,6 +31,8 @@ mod delete_tests;
 mod follower;
 mod leader;
 #[cfg(test)]
+mod pair_support;
+#[cfg(test)]
 mod restart_tests;
 mod role;
 

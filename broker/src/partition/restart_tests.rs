@@ -5,33 +5,17 @@
 //! empty at the leader's start, fetches what follows, and is then eligible to rejoin the ISR.
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
-use bytes::Bytes;
 use spool_core::isr_change::{BrokerStatus, ProposeInput};
 use spool_protocol::ErrorCode;
-use spool_storage::records::BatchBuilder;
-use spool_storage::{Durability, LogConfig, PartitionLog};
 
+use super::pair_support::{fetch_once, one_record_batch, replica, FOLLOWER, LEADER};
 use super::{Committed, Partition};
-use crate::requests::{TopicPartition, EARLIEST_TIMESTAMP};
+use crate::requests::EARLIEST_TIMESTAMP;
 use crate::test_executor::run;
 
-const LEADER: i32 = 1;
-const FOLLOWER: i32 = 2;
 const LEADER_BROKER_EPOCH: i64 = 10;
 const FOLLOWER_BROKER_EPOCH: i64 = 20;
-
-async fn replica(dir: &std::path::Path, me: i32) -> Rc<Partition> {
-    let (log, _) = PartitionLog::open(dir, LogConfig::default()).await.unwrap();
-    Partition::new(
-        TopicPartition::new("t", 0),
-        log,
-        me,
-        Durability::Replicated,
-        false,
-    )
-}
 
 /// The follower is out of the ISR (it was away), so the leader's HW — and DeleteRecords —
 /// moves without it.
@@ -47,12 +31,6 @@ fn committed(broker_epoch: i64) -> Committed {
     }
 }
 
-fn one_record_batch(i: u64) -> Bytes {
-    let mut b = BatchBuilder::new(0);
-    b.push(0, None, Some(Bytes::from(format!("v-{i}"))));
-    b.build().unwrap().freeze()
-}
-
 async fn produce(leader: &Partition, records: std::ops::Range<u64>) {
     for i in records {
         let r = leader
@@ -60,19 +38,6 @@ async fn produce(leader: &Partition, records: std::ops::Range<u64>) {
             .await;
         assert_eq!(r.error, ErrorCode::None);
     }
-}
-
-/// One fetch of the follower's, served by the leader and applied.
-async fn fetch_once(leader: &Partition, follower: &Partition) {
-    let (to, fetch) = follower.next_replica_fetch().expect("the follower fetches");
-    assert_eq!(to, LEADER);
-    let answer = leader
-        .serve_replica_fetch(&fetch, &BTreeMap::new(), 1 << 20, 0)
-        .await;
-    follower
-        .on_replica_answer(leader.leader_epoch(), &answer, 0)
-        .await
-        .unwrap();
 }
 
 /// The ISR change the leader would ask the controller for now (both brokers registered).

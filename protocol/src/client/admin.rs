@@ -202,6 +202,21 @@ impl AdminOp {
     }
 }
 
+/// The broker's refusal of `what` on `name` (a topic, a partition), with its message when it
+/// sent one: the error every per-item admin result carries.
+pub(crate) fn err(
+    code: ErrorCode,
+    message: &Option<String>,
+    what: &str,
+    name: &str,
+) -> ClientError {
+    let context = match message {
+        Some(m) if !m.is_empty() => format!("{what} {name}: {m}"),
+        _ => format!("{what} {name}"),
+    };
+    ClientError::broker(code, context)
+}
+
 /// Per-topic outcome.
 pub type TopicResult<T> = (String, Result<T, ClientError>);
 
@@ -408,13 +423,6 @@ impl AdminCore {
     }
 
     fn outcome(op: &AdminOp, body: ResponseBodyT) -> Option<AdminOutcome> {
-        let err = |code: ErrorCode, msg: &Option<String>, what: &str, name: &str| {
-            let context = match msg {
-                Some(m) if !m.is_empty() => format!("{what} {name}: {m}"),
-                _ => format!("{what} {name}"),
-            };
-            ClientError::broker(code, context)
-        };
         Some(match (op, body) {
             (AdminOp::CreateTopics { .. }, ResponseBodyT::CreateTopicsResponse(r)) => {
                 AdminOutcome::CreateTopics(

@@ -184,11 +184,7 @@ fn topic_results(topics: Option<Vec<TopicErrorT>>, what: &str) -> Vec<TopicResul
             let res = if code.is_ok() {
                 Ok(())
             } else {
-                let context = match &t.error_message {
-                    Some(m) if !m.is_empty() => format!("{what} {}: {m}", t.name),
-                    _ => format!("{what} {}", t.name),
-                };
-                Err(ClientError::broker(code, context))
+                Err(super::err(code, &t.error_message, what, &t.name))
             };
             (t.name, res)
         })
@@ -208,11 +204,7 @@ pub(crate) fn partition_results(
             let res = if code.is_ok() {
                 Ok(())
             } else {
-                let context = match &p.error_message {
-                    Some(m) if !m.is_empty() => format!("{what} {tp}: {m}"),
-                    _ => format!("{what} {tp}"),
-                };
-                Err(ClientError::broker(code, context))
+                Err(super::err(code, &p.error_message, what, &tp.to_string()))
             };
             (tp, res)
         })
