@@ -28,7 +28,7 @@ import time
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import KafkaError
+from aiokafka.errors import IllegalStateError, KafkaError
 
 REQUEST_TIMEOUT_MS = 30_000
 
@@ -129,17 +129,27 @@ async def group_mode(args, deadline):
     await a.start()
     await b.start()
     try:
-        # Both members must hold partitions before the reading counts as shared.
-        while not (a.assignment() and b.assignment()):
+        # Both members must hold partitions, between them every partition once (the rebalance
+        # that the second member's join starts has settled), before the reading counts as
+        # shared.
+        def settled():
+            pa = {tp.partition for tp in a.assignment()}
+            pb = {tp.partition for tp in b.assignment()}
+            return pa and pb and not (pa & pb) and len(pa | pb) == args.partitions
+
+        while not settled():
             left(deadline)
             await asyncio.gather(a.getmany(timeout_ms=100), b.getmany(timeout_ms=100))
-            if a.assignment() and b.assignment():
-                break
-        # Reading starts over from the committed offsets (none yet: earliest) after the
-        # rebalance settles, so what was fetched above before it is read again below.
+        # Reading starts over from the committed offsets (none yet: earliest), so what was
+        # fetched above before it is read again below. A partition taken away meanwhile (a
+        # late rebalance) is not sought: its new owner starts from the committed offset anyway.
         for c in (a, b):
-            for tp in c.assignment():
-                c.seek(tp, (await c.committed(tp)) or 0)
+            for tp in list(c.assignment()):
+                committed = (await c.committed(tp)) or 0
+                try:
+                    c.seek(tp, committed)
+                except IllegalStateError:
+                    pass
         emit(
             "assigned",
             a=sorted(tp.partition for tp in a.assignment()),
