@@ -192,10 +192,14 @@ fn print_partition_results(
     for (tp, r) in results {
         match r {
             Ok(()) => println!("{tp}: {ok}"),
-            Err(e) if e.error_code().is_some_and(&benign) => println!("{tp}: {e}"),
+            Err(e) if e.error_code().is_some_and(&benign) => match e.error_code() {
+                Some(code) => println!("{tp}: nothing to do ({})", code.name()),
+                None => println!("{tp}: {e}"),
+            },
+            // The error names the partition itself.
             Err(e) => {
                 failed += 1;
-                eprintln!("{tp}: {e}");
+                eprintln!("{e}");
             }
         }
     }
