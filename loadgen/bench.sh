@@ -10,28 +10,40 @@
 #            iperf3 over loopback                                           -> loopback_mbps
 #   broker:  `spool serve` in a temporary directory on the measured disk, 127.0.0.1, ports
 #            19193/19744 (not the defaults), restarted fresh for each configuration:
-#            durability fsync, every core: produce max (1 KiB, acks=1, 8 partitions),
+#            durability fsync, every CPU of its set: produce max (1 KiB, acks=1, 8 partitions),
 #              e2e at half that rate, produce max to 1,000 partitions, catch-up consume of
 #              the ≥ 2 GiB the produce run left behind;
 #            durability replicated: e2e at the same half rate;
 #            --cores 1: produce max again (cores_2_over_1).
+#   CPUs:    the broker (`serve --cpuset`) and spool-loadgen (`--cpuset`) run on disjoint CPUs:
+#            the first half of this process's allowed CPUs for the broker, the rest for loadgen
+#            (2 CPUs: one each; 1 CPU: shared, and the report says so).
+#   cost:    CPU seconds per GB moved: the broker's from /proc/PID/stat (utime + stime) before
+#            and after each produce-max and catch-up consume run, loadgen's from its own `cpu_s`
+#            (getrusage) -> broker_cpu_s_per_gb_produce / _fetch, loadgen_cpu_s_per_gb_produce.
 #
 # MB/s are 10^6 bytes per second throughout (as fio reports them). Everything targets loopback,
 # every run is bounded in time, and the script kills only the processes it started (by PID) and
 # removes its directory on exit. Installs fio and iperf3 with apt-get if missing.
 #
 # Usage: loadgen/bench.sh [--rounds N] [--seconds S] [--keep]
+#        loadgen/bench.sh --cost PID LOADGEN-ARGS...
+#   --cost runs no bench: one `spool-loadgen LOADGEN-ARGS` (binary $LOADGEN, default the release
+#   build; --brokers from $BROKERS) against the running broker process PID, then prints both
+#   processes' CPU seconds per GB with the same arithmetic the bench uses.
 set -euo pipefail
 
 ROUNDS=3
 SECONDS_PER_RUN=8
 KEEP=0
+COST_PID=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
     --seconds) SECONDS_PER_RUN="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --cost) COST_PID="${2:?--cost needs a broker PID}"; shift 2; break ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -42,7 +54,8 @@ HOST=127.0.0.1
 NATIVE_PORT=19193
 ADMIN_PORT=19744
 IPERF_PORT=15201
-BROKERS="$HOST:$NATIVE_PORT"
+BROKERS="${BROKERS:-$HOST:$NATIVE_PORT}"
+CLK_TCK="$(getconf CLK_TCK)"
 # Messages of the catch-up topic: 2.2 M × 1 KiB ≈ 2.25 GB ≥ 2 GiB.
 CATCHUP_MESSAGES=2200000
 
@@ -78,15 +91,11 @@ need() {
       || { echo "bench.sh: cannot install $pkg" >&2; exit 1; }
   fi
 }
-need fio fio
-need iperf3 iperf3
 need python3 python3
-
-# ---- build ----
-log "building release binaries (spool, spool-loadgen)"
-cargo build --release -q -p spool-broker --bin spool -p spool-loadgen --bin spool-loadgen
-SPOOL="$ROOT/target/release/spool"
-LOADGEN="$ROOT/target/release/spool-loadgen"
+if [[ -z "$COST_PID" ]]; then
+  need fio fio
+  need iperf3 iperf3
+fi
 
 # ---- helpers ----
 # json FILE EXPR: evaluates EXPR over the parsed file `d`; nan when the file or key is missing.
@@ -147,7 +156,7 @@ start_broker() { # name, extra serve flags...
   rm -rf "$WORK"/data-*
   mkdir -p "$dir"
   "$SPOOL" serve --data-dir "$dir" --host "$HOST" --native-port "$NATIVE_PORT" \
-    --admin-port "$ADMIN_PORT" "$@" >"$LOG/broker-$name.log" 2>&1 &
+    --admin-port "$ADMIN_PORT" --cpuset "$BROKER_CPUS" "$@" >"$LOG/broker-$name.log" 2>&1 &
   BROKER_PID=$!
   local i
   for i in $(seq 1 300); do
@@ -180,15 +189,94 @@ stop_broker() {
 
 loadgen() { # name, args... ; output in $LOG/name.txt, bounded by timeout
   local name="$1"; shift
-  if ! timeout 180 "$LOADGEN" "$@" --brokers "$BROKERS" --quiet --json "$LOG/$name.json" \
+  local pin=()
+  if [[ -n "${LOADGEN_CPUS:-}" ]]; then pin=(--cpuset "$LOADGEN_CPUS"); fi
+  if ! timeout 180 "$LOADGEN" "$@" "${pin[@]}" --brokers "$BROKERS" --quiet --json "$LOG/$name.json" \
       >"$LOG/$name.txt" 2>"$LOG/$name.err"; then
     log "loadgen $name failed (see below); continuing"
     tail -5 "$LOG/$name.txt" "$LOG/$name.err" >&2 || true
   fi
 }
 
+# ---- CPU cost ----
+# proc_cpu_s PID: the process's user + system CPU seconds so far (/proc/PID/stat fields 14 and
+# 15, in clock ticks); nan when it is gone. The command name (field 2) may hold spaces, so the
+# fields are counted after its closing parenthesis (there, utime is the 12th, stime the 13th).
+proc_cpu_s() {
+  local rest
+  rest=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null) || { echo nan; return 0; }
+  awk -v t="$CLK_TCK" '{ printf "%.3f\n", ($12 + $13) / t }' <<<"$rest"
+}
+
+# cpu_s_per_gb CPU_S BYTES: CPU seconds per GB (10^9 B) moved; nan when nothing moved.
+cpu_s_per_gb() { python3 -c "import sys
+try:
+    c, n = float(sys.argv[1]), float(sys.argv[2])
+    print(f'{c / (n / 1e9):.3f}' if n > 0 and c == c else 'nan')
+except ValueError:
+    print('nan')" "$1" "$2"; }
+
+# costed_loadgen NAME BROKER_PID ARGS...: `loadgen NAME ARGS...` with the broker's CPU read
+# around it; writes "broker_cpu_s=… loadgen_cpu_s=… bytes=… broker_cpu_s_per_gb=…
+# loadgen_cpu_s_per_gb=…" to $LOG/NAME.cost, over
+# the bytes the run moved (produced for produce and e2e, consumed for consume; runs without a
+# warm-up, so every byte moved is counted).
+costed_loadgen() {
+  local name="$1" pid="$2"; shift 2
+  local before after mode bytes
+  before=$(proc_cpu_s "$pid")
+  loadgen "$name" "$@"
+  after=$(proc_cpu_s "$pid")
+  mode=$(field "$LOG/$name.txt" mode)
+  if [[ "$mode" == consume ]]; then bytes=$(field "$LOG/$name.txt" consume_bytes)
+  else bytes=$(field "$LOG/$name.txt" produce_bytes); fi
+  local broker_s
+  broker_s=$(python3 -c "a, b = float('$before'), float('$after'); print(f'{b - a:.3f}')")
+  echo "broker_cpu_s=$broker_s loadgen_cpu_s=$(field "$LOG/$name.txt" cpu_s) bytes=$bytes" \
+    "broker_cpu_s_per_gb=$(cpu_s_per_gb "$broker_s" "$bytes")" \
+    "loadgen_cpu_s_per_gb=$(cpu_s_per_gb "$(field "$LOG/$name.txt" cpu_s)" "$bytes")" \
+    >"$LOG/$name.cost"
+}
+
+# cost NAME KEY: one figure of costed_loadgen's record (nan when missing).
+cost() {
+  local v
+  v=$(tr ' ' '\n' <"$LOG/$1.cost" 2>/dev/null | awk -F= -v k="$2" '$1==k {print $2}' || true)
+  echo "${v:-nan}"
+}
+
+if [[ -n "$COST_PID" ]]; then
+  LOADGEN="${LOADGEN:-$ROOT/target/release/spool-loadgen}"
+  kill -0 "$COST_PID" 2>/dev/null || { echo "bench.sh: no process $COST_PID" >&2; exit 2; }
+  costed_loadgen cost "$COST_PID" "$@"
+  cat "$LOG/cost.txt" "$LOG/cost.err"
+  echo "COST $(cat "$LOG/cost.cost")"
+  exit 0
+fi
+
+# ---- CPUs ----
+# The allowed CPUs (this shell's affinity mask), split: broker first half, loadgen the rest.
+read -r BROKER_CPUS LOADGEN_CPUS CPU_NOTE < <(python3 -c "import os
+c = sorted(os.sched_getaffinity(0))
+if len(c) == 1:
+    print(c[0], c[0], 'shared')
+else:
+    h = (len(c) + 1) // 2
+    print(','.join(map(str, c[:h])), ','.join(map(str, c[h:])), 'disjoint')")
+if [[ "$CPU_NOTE" == shared ]]; then
+  log "one CPU only: the broker and loadgen share CPU $BROKER_CPUS (figures include the client)"
+else
+  log "broker on CPUs $BROKER_CPUS, loadgen on CPUs $LOADGEN_CPUS"
+fi
+
+# ---- build ----
+log "building release binaries (spool, spool-loadgen)"
+cargo build --release -q -p spool-broker --bin spool -p spool-loadgen --bin spool-loadgen
+SPOOL="$ROOT/target/release/spool"
+LOADGEN="$ROOT/target/release/spool-loadgen"
+
 # ---- rounds ----
-declare -a DISK FSYNC LOOP PROD P99H E2EH P99N CONS P1000 C1 C2
+declare -a DISK FSYNC LOOP PROD P99H E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF
 # 1 KiB messages, acks=1, two producers on two client executors. The producer keeps one batch in
 # flight per partition and, with durability fsync, a batch is acknowledged after its fdatasync:
 # throughput is about partitions × batch size / sync latency, so throughput runs use 512 KiB
@@ -203,17 +291,23 @@ for round in $(seq 1 "$ROUNDS"); do
   LOOP+=("$(limit_loopback_mbps)")
   log "  disk ${DISK[-1]} MB/s, fsync p99 ${FSYNC[-1]} ms, loopback ${LOOP[-1]} MB/s"
 
-  log "round $round: broker (durability fsync, every core)"
+  log "round $round: broker (durability fsync, CPUs $BROKER_CPUS)"
   start_broker fsync --durability fsync
   # Produce max; it also fills the catch-up topic (≥ 2 GiB retained).
-  loadgen "produce-$round" produce --topic p8 --partitions 8 "${COMMON[@]}" "${MAX[@]}" \
-    --messages "$CATCHUP_MESSAGES"
+  costed_loadgen "produce-$round" "$BROKER_PID" produce --topic p8 --partitions 8 "${COMMON[@]}" \
+    "${MAX[@]}" --messages "$CATCHUP_MESSAGES"
   PROD+=("$(field "$LOG/produce-$round.txt" produce_mbps)")
+  BCPUP+=("$(cost "produce-$round" broker_cpu_s_per_gb)")
+  LCPUP+=("$(cost "produce-$round" loadgen_cpu_s_per_gb)")
   rate=$(field "$LOG/produce-$round.txt" produce_msgs_per_s)
   half=$(python3 -c "r=float('$rate'); print(max(1, int(r / 2)) if r == r else 1000)")
   log "  produce ${PROD[-1]} MB/s ($rate msg/s); half load $half msg/s"
-  loadgen "consume-$round" consume --topic p8 --partitions 8 --consumers 2 --cores 2
+  costed_loadgen "consume-$round" "$BROKER_PID" consume --topic p8 --partitions 8 --consumers 2 \
+    --cores 2
   CONS+=("$(field "$LOG/consume-$round.txt" consume_mbps)")
+  BCPUF+=("$(cost "consume-$round" broker_cpu_s_per_gb)")
+  LCPUF+=("$(cost "consume-$round" loadgen_cpu_s_per_gb)")
+  log "  CPU s/GB: produce broker ${BCPUP[-1]} loadgen ${LCPUP[-1]}; fetch broker ${BCPUF[-1]} loadgen ${LCPUF[-1]}"
   loadgen "e2e-half-$round" e2e --topic half --partitions 8 "${COMMON[@]}" "${HALF[@]}" --consumers 2 \
     --rate "$half" --warmup 2 --duration "$SECONDS_PER_RUN"
   P99H+=("$(field "$LOG/e2e-half-$round.txt" produce_p99_ms)")
@@ -249,6 +343,8 @@ disk=$(median "${DISK[@]}"); fsync=$(median "${FSYNC[@]}"); loop=$(median "${LOO
 prod=$(median "${PROD[@]}"); p99h=$(median "${P99H[@]}"); e2eh=$(median "${E2EH[@]}")
 p99n=$(median "${P99N[@]}"); cons=$(median "${CONS[@]}"); p1000=$(median "${P1000[@]}")
 c1=$(median "${C1[@]}"); c2=$(median "${C2[@]}")
+bcpup=$(median "${BCPUP[@]}"); bcpuf=$(median "${BCPUF[@]}")
+lcpup=$(median "${LCPUP[@]}"); lcpuf=$(median "${LCPUF[@]}")
 ratio() { python3 -c "a=float('$1'); b=float('$2'); print(f'{a/b:.3f}' if b > 0 and a == a else 'nan')"; }
 produce_ratio=$(ratio "$prod" "$disk")
 consume_ratio=$(ratio "$cons" "$loop")
@@ -257,7 +353,8 @@ p1000_ratio=$(ratio "$p1000" "$prod")
 
 echo
 echo "spool bench — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $ROUNDS rounds, medians (MB = 10^6 B)"
-echo "per-round samples: disk ${DISK[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | e2e_p99_half ${E2EH[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | cores1 ${C1[*]} | cores2 ${C2[*]}"
+echo "CPUs: broker --cpuset $BROKER_CPUS, loadgen --cpuset $LOADGEN_CPUS ($CPU_NOTE)"
+echo "per-round samples: disk ${DISK[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | e2e_p99_half ${E2EH[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
 printf '| %-34s | %12s | %-40s |\n' figure value "compared with / target"
 printf '|%s|%s|%s|\n' "------------------------------------" "--------------" "------------------------------------------"
 row() { printf '| %-34s | %12s | %-40s |\n' "$1" "$2" "$3"; }
@@ -272,7 +369,11 @@ row produce_p99_ms_half_load_nofsync "$(r "$p99n" 2)" "durability replicated; ta
 row consume_mbps "$(r "$cons" 1)" "catch-up read of >= 2 GiB"
 row consume_ratio "$consume_ratio" "/ loopback_mbps; target >= 0.5"
 row partitions_1000_mbps "$(r "$p1000" 1)" "ratio to produce_mbps $p1000_ratio; target >= 0.7"
-row cores_2_over_1 "$cores_ratio" "$(r "$c2" 1) / $(r "$c1" 1) MB/s (serve --cores 2 / 1)"
+row cores_2_over_1 "$cores_ratio" "$(r "$c2" 1) / $(r "$c1" 1) MB/s (--cpuset $BROKER_CPUS / --cores 1)"
+row broker_cpu_s_per_gb_produce "$(r "$bcpup" 3)" "/proc/PID/stat, produce max; target <= 0.5"
+row broker_cpu_s_per_gb_fetch "$(r "$bcpuf" 3)" "/proc/PID/stat, catch-up; target <= 0.2"
+row loadgen_cpu_s_per_gb_produce "$(r "$lcpup" 3)" "getrusage, produce max; target <= 0.4"
+row loadgen_cpu_s_per_gb_fetch "$(r "$lcpuf" 3)" "getrusage, catch-up consume"
 echo
 echo "RESULT disk_write_mbps=$(r "$disk" 1)"
 echo "RESULT fsync_p99_ms=$(r "$fsync" 2)"
@@ -286,4 +387,7 @@ echo "RESULT consume_mbps=$(r "$cons" 1)"
 echo "RESULT consume_ratio=$consume_ratio"
 echo "RESULT partitions_1000_mbps=$(r "$p1000" 1)"
 echo "RESULT cores_2_over_1=$cores_ratio"
+echo "RESULT broker_cpu_s_per_gb_produce=$(r "$bcpup" 3)"
+echo "RESULT broker_cpu_s_per_gb_fetch=$(r "$bcpuf" 3)"
+echo "RESULT loadgen_cpu_s_per_gb_produce=$(r "$lcpup" 3)"
 log "done in ${SECONDS}s"

@@ -23,9 +23,14 @@ pub struct ServeArgs {
     /// Where partition logs and the raft metadata log live.
     #[arg(long, env = "SPOOL_DATA_DIR", default_value = "./spool-data")]
     pub data_dir: PathBuf,
-    /// Executors (one pinned per core); default: every core.
+    /// Executors (one pinned per CPU); default: one per CPU of `--cpuset` (with it, the first N
+    /// of the set).
     #[arg(long, env = "SPOOL_CORES")]
     pub cores: Option<usize>,
+    /// CPUs to pin the executors to, one per listed CPU in ascending order (a Linux CPU list:
+    /// `0-3,8,10-11`); default: every CPU this process may run on (its affinity mask).
+    #[arg(long, env = "SPOOL_CPUSET")]
+    pub cpuset: Option<crate::cpuset::CpuList>,
     /// Address every listener binds.
     #[arg(long, env = "SPOOL_HOST", default_value = "127.0.0.1")]
     pub host: String,
@@ -186,6 +191,8 @@ pub const FETCH_MAX_BYTES_DEFAULT: i32 = 55 << 20;
 pub struct BrokerConfig {
     pub data_dir: PathBuf,
     pub cores: usize,
+    /// The CPU executor `i` is pinned to is `cpus[i]`; `cpus.len() == cores`.
+    pub cpus: Vec<usize>,
     pub host: String,
     pub native_port: u16,
     pub admin_port: u16,
@@ -256,15 +263,17 @@ impl BrokerConfig {
 
 impl BrokerConfig {
     pub fn from_args(a: &ServeArgs) -> Result<Self, String> {
-        let available = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        let cores = a.cores.unwrap_or(available);
-        if cores == 0 || cores > available {
-            return Err(format!(
-                "--cores must be between 1 and {available} (this machine's cores), got {cores}"
-            ));
-        }
+        let allowed = crate::cpuset::allowed().map_err(|e| format!("--cpuset: {e}"))?;
+        let cpus = crate::cpuset::choose(a.cpuset.as_ref(), a.cores, &allowed).map_err(|e| {
+            match (&a.cpuset, e) {
+                (None, crate::cpuset::CpuSetError::WrongCount { cores, cpus }) => format!(
+                    "--cores must be between 1 and {cpus} (the CPUs this process may run on), got {cores}"
+                ),
+                (Some(list), e) => format!("--cpuset {list}: {e}"),
+                (None, e) => format!("--cpuset: {e}"),
+            }
+        })?;
+        let cores = cpus.len();
         if a.min_insync_replicas == 0 {
             return Err("--min-insync-replicas must be at least 1".into());
         }
@@ -382,6 +391,7 @@ impl BrokerConfig {
         Ok(Self {
             data_dir: a.data_dir.clone(),
             cores,
+            cpus,
             host: a.host.clone(),
             native_port: a.native_port,
             admin_port: a.admin_port,
@@ -431,5 +441,81 @@ impl BrokerConfig {
             fetch_max_bytes: a.fetch_max_bytes,
             incarnation: spool_raft::Uuid128::default(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn config(args: &[&str]) -> Result<BrokerConfig, String> {
+        let mut argv = vec!["spool"];
+        argv.extend_from_slice(args);
+        let w = <Wrapper as clap::Parser>::try_parse_from(argv).map_err(|e| e.to_string())?;
+        BrokerConfig::from_args(&w.serve)
+    }
+
+    #[test]
+    fn executors_default_to_the_affinity_mask_and_cpuset_narrows_it() {
+        let allowed = crate::cpuset::allowed().expect("affinity");
+        let c = config(&[]).expect("defaults");
+        assert_eq!((c.cores, &c.cpus), (allowed.len(), &allowed));
+        let c = config(&["--cores", "1"]).expect("one core");
+        assert_eq!(c.cpus, vec![allowed[0]]);
+        let last = allowed[allowed.len() - 1].to_string();
+        let c = config(&["--cpuset", &last]).expect("last allowed CPU");
+        assert_eq!((c.cores, c.cpus), (1, vec![allowed[allowed.len() - 1]]));
+    }
+
+    #[test]
+    fn a_broker_started_under_taskset_keeps_to_its_mask() {
+        let allowed = crate::cpuset::allowed().expect("affinity");
+        let last = allowed[allowed.len() - 1];
+        // As `taskset -c LAST spool serve`: a thread restricted to the last CPU reads its mask.
+        let cpus = std::thread::spawn(move || {
+            crate::cpuset::restrict_current_thread(&[last]).expect("restrict");
+            let c = config(&[]).expect("defaults");
+            let e = config(&["--cores", "2"]).map(|_| ()).unwrap_err();
+            (c.cpus, e)
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(cpus.0, vec![last]);
+        assert!(cpus.1.contains("between 1 and 1"), "{}", cpus.1);
+    }
+
+    #[test]
+    fn bad_cpuset_or_cores_is_refused_naming_the_flag() {
+        let allowed = crate::cpuset::allowed().expect("affinity");
+        let first = allowed[0].to_string();
+        let outside = (allowed[allowed.len() - 1] + 1).to_string();
+        for (args, wanted) in [
+            (
+                vec!["--cpuset", "3-1"],
+                "'3-1' for '--cpuset <CPUSET>': range 3-1 runs backwards",
+            ),
+            (vec!["--cpuset", "x"], "--cpuset <CPUSET>': `x` is neither"),
+            (
+                vec!["--cpuset", &outside],
+                "not in this process's allowed CPUs",
+            ),
+            (
+                vec!["--cpuset", &first, "--cores", "2"],
+                "--cores 2 must be",
+            ),
+            (vec!["--cores", "0"], "--cores must be between 1 and"),
+        ] {
+            let e = config(&args).expect_err("must fail");
+            assert!(e.contains(wanted), "{args:?}: {e}");
+        }
+        let too_many = (allowed.len() + 1).to_string();
+        let e = config(&["--cores", &too_many]).expect_err("more than allowed");
+        assert!(e.contains("the CPUs this process may run on"), "{e}");
     }
 }

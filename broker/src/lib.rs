@@ -35,6 +35,7 @@ pub mod controlled_shutdown;
 pub mod controller;
 pub mod controller_calls;
 pub mod controller_metrics;
+pub mod cpuset;
 pub mod delete_records;
 pub mod fail_stop;
 pub mod frame_io;

@@ -100,6 +100,14 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     };
     let config = std::sync::Arc::new(config);
     let phases = std::sync::Arc::new(ShutdownPhases::default());
+    // Threads started from here on (glommio's helpers included) inherit the set, so nothing of
+    // the broker runs outside it; each executor is then pinned to its own CPU of the set.
+    crate::cpuset::restrict_current_thread(&config.cpus).map_err(|e| e.to_string())?;
+    tracing::info!(
+        cpus = %crate::cpuset::format(&config.cpus),
+        "{} executors pinned one per CPU, in order",
+        config.cores
+    );
     let mesh = MeshBuilder::<Envelope, _>::full(config.cores, MESH_CHANNEL_CAPACITY);
     // Every handle is cloned before any executor starts (DESIGN §12: joining while handles are
     // still being cloned can hang the join).
@@ -110,12 +118,13 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         let config = std::sync::Arc::clone(&config);
         let phases = std::sync::Arc::clone(&phases);
         let gate = std::sync::Arc::clone(&gate);
-        let h = LocalExecutorBuilder::new(Placement::Fixed(core))
+        let cpu = config.cpus[core];
+        let h = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("spool-core-{core}"))
             .spawn(
                 move || async move { run_core(core, (*config).clone(), mesh, phases, gate).await },
             )
-            .map_err(|e| format!("cannot start executor on core {core}: {e}"))?;
+            .map_err(|e| format!("cannot start executor {core} on CPU {cpu}: {e}"))?;
         handles.push(h);
     }
     let mut first_error = None;

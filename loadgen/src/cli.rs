@@ -105,6 +105,10 @@ pub struct Opts {
     /// Client executors (threads), one glommio executor each; clients are spread over them.
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
+    /// Pin the client executors to these CPUs (a Linux CPU list: `0-3,8`), executor `i` to the
+    /// set's `i mod size`-th CPU in ascending order; default: unbound.
+    #[arg(long)]
+    pub cpuset: Option<crate::cpuset::CpuList>,
     /// Check that every acknowledged message arrives exactly once and in order per partition
     /// (e2e only); exits 3 on any loss, duplicate, reordering or failed send.
     #[arg(long)]
@@ -166,6 +170,8 @@ pub struct Settings {
     pub bound: Bound,
     pub warmup: Duration,
     pub drain_timeout: Duration,
+    /// `--cpuset`, checked against this process's allowed CPUs; `None`: unbound executors.
+    pub cpus: Option<Vec<usize>>,
 }
 
 fn seconds(flag: &str, v: f64) -> Result<Duration, String> {
@@ -228,6 +234,17 @@ impl Settings {
             (None, Some(d)) => Bound::Duration(seconds("duration", d)?),
             (None, None) => Bound::Duration(Duration::from_secs(10)),
         };
+        let cpus = match &opts.cpuset {
+            None => None,
+            Some(list) => {
+                let allowed =
+                    crate::cpuset::allowed().map_err(|e| format!("--cpuset {list}: {e}"))?;
+                Some(
+                    crate::cpuset::choose(Some(list), None, &allowed)
+                        .map_err(|e| format!("--cpuset {list}: {e}"))?,
+                )
+            }
+        };
         let warmup = seconds("warmup", opts.warmup)?;
         let drain_timeout = seconds("drain-timeout", opts.drain_timeout)?;
         Ok(Self {
@@ -244,6 +261,7 @@ impl Settings {
             bound,
             warmup,
             drain_timeout,
+            cpus,
             opts,
         })
     }
@@ -283,12 +301,27 @@ mod tests {
             (&["x", "produce", "--cores", "0"][..], "--cores"),
             (&["x", "produce", "--warmup", "nan"][..], "--warmup"),
             (&["x", "produce", "--messages", "0"][..], "--messages"),
+            (&["x", "produce", "--cpuset", "3-1"][..], "runs backwards"),
+            (&["x", "produce", "--cpuset", "x"][..], "`x` is neither"),
         ] {
             let e = parse(args).expect_err("must fail");
             assert!(e.contains(flag), "{e}");
         }
         assert!(parse(&["x", "produce", "--keys", "zipf:1"]).is_err());
         assert!(parse(&["x", "produce", "--messages", "5", "--duration", "1"]).is_err());
+    }
+
+    #[test]
+    fn cpuset_is_checked_against_the_allowed_cpus() {
+        assert_eq!(parse(&["x", "produce"]).expect("ok").cpus, None);
+        let allowed = crate::cpuset::allowed().expect("affinity");
+        let first = allowed[0].to_string();
+        let s = parse(&["x", "produce", "--cpuset", &first]).expect("ok");
+        assert_eq!(s.cpus, Some(vec![allowed[0]]));
+        // One past the last allowed CPU is never allowed.
+        let outside = (allowed[allowed.len() - 1] + 1).to_string();
+        let e = parse(&["x", "produce", "--cpuset", &outside]).expect_err("outside");
+        assert!(e.contains("not in this process's allowed CPUs"), "{e}");
     }
 
     #[test]

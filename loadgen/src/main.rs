@@ -6,6 +6,11 @@
 mod cli;
 mod consumer;
 mod core_state;
+mod cpu_time;
+// The CPU-list parser the broker's `--cpuset` uses: included by path (std and libc only), so this
+// crate needs no dependency on the broker.
+#[path = "../../broker/src/cpuset.rs"]
+mod cpuset;
 mod keys;
 mod payload;
 mod producer;

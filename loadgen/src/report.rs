@@ -1,5 +1,6 @@
 //! The final report of a run: text on stdout (ending in one `LOADGEN key=value …` line that
-//! scripts grep), JSON (`--json FILE`) and HdrHistogram percentile distributions (`--hgrm`), the
+//! scripts grep; it includes the bytes moved and the process's own CPU seconds, `cpu_s`, so a
+//! script can state the load generator's cost per GB), JSON (`--json FILE`) and HdrHistogram percentile distributions (`--hgrm`), the
 //! format HdrHistogram's plotter reads. Values in the `.hgrm` files are milliseconds.
 
 use std::fmt::Write as _;
@@ -20,6 +21,8 @@ pub struct Outcome<'a> {
     pub window: Duration,
     pub verify: Option<VerifyReport>,
     pub errors: &'a [String],
+    /// This process's CPU seconds (user + system, all threads) over the whole run.
+    pub cpu_s: f64,
 }
 
 const PERCENTILES: [(&str, f64); 5] = [
@@ -127,7 +130,7 @@ impl Outcome<'_> {
         let l = &self.totals.latencies;
         let _ = writeln!(
             out,
-            "LOADGEN mode={} produce_msgs_per_s={pm:.0} produce_mbps={pmb:.2} produce_p50_ms={:.3} produce_p99_ms={:.3} produce_p999_ms={:.3} ack_gap_max_ms={:.3} e2e_p50_ms={:.3} e2e_p99_ms={:.3} consume_msgs_per_s={cm:.0} consume_mbps={cmb:.2} errors={}",
+            "LOADGEN mode={} produce_msgs_per_s={pm:.0} produce_mbps={pmb:.2} produce_p50_ms={:.3} produce_p99_ms={:.3} produce_p999_ms={:.3} ack_gap_max_ms={:.3} e2e_p50_ms={:.3} e2e_p99_ms={:.3} consume_msgs_per_s={cm:.0} consume_mbps={cmb:.2} produce_bytes={} consume_bytes={} cpu_s={:.3} errors={}",
             s.kind.name(),
             pct_ms(&l.produce_us, 50.0),
             pct_ms(&l.produce_us, 99.0),
@@ -135,6 +138,9 @@ impl Outcome<'_> {
             self.totals.ack_gap_max_us as f64 / 1000.0,
             pct_ms(&l.e2e_us, 50.0),
             pct_ms(&l.e2e_us, 99.0),
+            self.totals.acked_bytes,
+            self.totals.consumed_bytes,
+            self.cpu_s,
             self.errors.len() as u64 + self.totals.failed_sends,
         );
         out
@@ -173,6 +179,7 @@ impl Outcome<'_> {
                 "duplicated": v.duplicated, "reordered": v.reordered,
                 "failed_sends": v.failed_sends, "foreign": v.foreign, "passed": v.passed(),
             })),
+            "cpu_s": self.cpu_s,
             "errors": self.errors,
         })
     }
@@ -253,6 +260,36 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::stats::{new_histogram, record};
+
+    #[test]
+    fn loadgen_line_carries_bytes_moved_and_cpu_seconds_for_bench_sh() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["x", "e2e"]).expect("flags");
+        let settings = Settings::from_cli(cli).expect("valid");
+        let totals = Totals {
+            acked_bytes: 123_000,
+            consumed_bytes: 45_000,
+            ..Totals::default()
+        };
+        let outcome = Outcome {
+            settings: &settings,
+            totals: &totals,
+            window: Duration::from_secs(1),
+            verify: None,
+            errors: &[],
+            cpu_s: 1.25,
+        };
+        let text = outcome.text();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("LOADGEN "))
+            .expect("line");
+        let fields: Vec<&str> = line.split(' ').collect();
+        for f in ["produce_bytes=123000", "consume_bytes=45000", "cpu_s=1.250"] {
+            assert!(fields.contains(&f), "{f} in {line}");
+        }
+        assert_eq!(outcome.json()["cpu_s"], 1.25);
+    }
 
     #[test]
     fn hgrm_has_header_rows_ending_at_100_percent_and_footer() {

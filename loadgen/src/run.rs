@@ -1,7 +1,7 @@
 //! Runs one load: makes sure the topic exists, starts one glommio executor per `--cores` (thread
-//! per core; unpinned, because the broker under test usually pins the same machine's cores) with
-//! its share of producers and consumers, prints progress, then merges the executors' histograms,
-//! counters and verification bookkeeping into the report.
+//! per core; unpinned unless `--cpuset` names CPUs, because the broker under test usually pins
+//! the same machine's cores) with its share of producers and consumers, prints progress, then
+//! merges the executors' histograms, counters and verification bookkeeping into the report.
 
 use std::cell::RefCell;
 use std::process::ExitCode;
@@ -26,10 +26,18 @@ pub const EXIT_VERIFY_FAILED: u8 = 3;
 /// Bound on creating (or describing) the topic, retries included.
 const ADMIN_TIMEOUT_MS: u64 = 15_000;
 
+/// Where client executor `i` runs: unbound, or the `--cpuset` CPUs round robin.
+fn placement(settings: &Settings, i: usize) -> Placement {
+    match &settings.cpus {
+        Some(cpus) if !cpus.is_empty() => Placement::Fixed(cpus[i % cpus.len()]),
+        _ => Placement::Unbound,
+    }
+}
+
 fn ensure_topic(settings: &Settings) -> Result<(), String> {
     let brokers: Vec<String> = settings.brokers().iter().map(|s| s.to_string()).collect();
     let o = settings.opts.clone();
-    let handle = LocalExecutorBuilder::new(Placement::Unbound)
+    let handle = LocalExecutorBuilder::new(placement(settings, 0))
         .name("loadgen-admin")
         .spawn(move || async move {
             let refs: Vec<&str> = brokers.iter().map(String::as_str).collect();
@@ -128,6 +136,10 @@ async fn core_main(core: usize, sh: Arc<Shared>) -> CoreResult {
 }
 
 pub fn run(settings: Settings) -> Result<ExitCode, String> {
+    if let Some(cpus) = &settings.cpus {
+        // Every thread started from here on (progress, glommio's helpers) inherits the set.
+        crate::cpuset::restrict_current_thread(cpus).map_err(|e| e.to_string())?;
+    }
     ensure_topic(&settings)?;
     let sh = Arc::new(Shared::new(settings));
     let stop = Arc::new(AtomicBool::new(false));
@@ -140,7 +152,7 @@ pub fn run(settings: Settings) -> Result<ExitCode, String> {
     let mut handles = Vec::new();
     for core in 0..sh.settings.opts.cores {
         let sh = sh.clone();
-        let h = LocalExecutorBuilder::new(Placement::Unbound)
+        let h = LocalExecutorBuilder::new(placement(&sh.settings, core))
             .name(&format!("loadgen-{core}"))
             .spawn(move || async move { core_main(core, sh).await })
             .map_err(|e| format!("cannot start client executor {core}: {e}"))?;
@@ -176,6 +188,7 @@ pub fn run(settings: Settings) -> Result<ExitCode, String> {
         window,
         verify,
         errors: &errors,
+        cpu_s: crate::cpu_time::process_cpu_s(),
     };
     print!("{}", outcome.text());
     write_files(&outcome)?;
@@ -186,4 +199,29 @@ pub fn run(settings: Settings) -> Result<ExitCode, String> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn settings(args: &[&str]) -> Settings {
+        Settings::from_cli(crate::cli::Cli::try_parse_from(args).expect("flags")).expect("valid")
+    }
+
+    #[test]
+    fn executors_go_round_robin_over_the_cpuset_or_unbound() {
+        let s = settings(&["x", "produce", "--cores", "3"]);
+        assert_eq!(placement(&s, 2), Placement::Unbound);
+        let allowed = crate::cpuset::allowed().expect("affinity");
+        let list = crate::cpuset::format(&allowed);
+        let s = settings(&["x", "produce", "--cores", "3", "--cpuset", &list]);
+        for i in 0..3 {
+            assert_eq!(
+                placement(&s, i),
+                Placement::Fixed(allowed[i % allowed.len()])
+            );
+        }
+    }
 }
