@@ -89,50 +89,47 @@ pub async fn run(
             if let Some(k) = keygen.next_index(&mut rng) {
                 rec = rec.with_key(KeyGen::key_bytes(k));
             }
-            match producer.send(rec).await {
-                Ok(delivery) => {
-                    outstanding.set(outstanding.get() + 1);
-                    let (st, live, outstanding) = (st.clone(), live.clone(), outstanding.clone());
-                    let bytes = o.message_bytes as u64;
-                    let verify = o.verify;
-                    glommio::spawn_local(async move {
-                        let result = delivery.await;
-                        let now = Instant::now();
-                        let latency_us = now.saturating_duration_since(intended).as_micros() as u64;
-                        let mut st = st.borrow_mut();
-                        match result {
-                            Ok(_) => {
-                                Live::add(&live.acked_msgs, 1);
-                                Live::add(&live.acked_bytes, bytes);
-                                live.record_produce(latency_us);
-                                if now >= measure_from {
-                                    st.totals.acked_msgs += 1;
-                                    st.totals.acked_bytes += bytes;
-                                    record(&mut st.totals.latencies.produce_us, latency_us);
-                                    st.totals.touch(now);
-                                    st.totals.on_ack(now);
-                                }
-                                if verify {
-                                    st.acks.ack(id as u32, seq);
-                                }
-                            }
-                            Err(e) => {
-                                Live::add(&live.errors, 1);
-                                st.totals.failed_sends += 1;
-                                st.acks.failed_sends += 1;
-                                st.error(format!("producer {id} seq {seq}: {e}"));
-                            }
+            outstanding.set(outstanding.get() + 1);
+            let (st2, live, outstanding2) = (st.clone(), live.clone(), outstanding.clone());
+            let bytes = o.message_bytes as u64;
+            let verify = o.verify;
+            // A callback, not a task awaiting a future: nothing spawned or locked per record.
+            let on_delivery = move |result: Result<_, _>| {
+                let now = Instant::now();
+                let latency_us = now.saturating_duration_since(intended).as_micros() as u64;
+                let mut st = st2.borrow_mut();
+                match result {
+                    Ok(_) => {
+                        Live::add(&live.acked_msgs, 1);
+                        Live::add(&live.acked_bytes, bytes);
+                        live.record_produce(latency_us);
+                        if now >= measure_from {
+                            st.totals.acked_msgs += 1;
+                            st.totals.acked_bytes += bytes;
+                            record(&mut st.totals.latencies.produce_us, latency_us);
+                            st.totals.touch(now);
+                            st.totals.on_ack(now);
                         }
-                        outstanding.set(outstanding.get() - 1);
-                    })
-                    .detach();
+                        if verify {
+                            st.acks.ack(id as u32, seq);
+                        }
+                    }
+                    Err(e) => {
+                        Live::add(&live.errors, 1);
+                        st.totals.failed_sends += 1;
+                        st.acks.failed_sends += 1;
+                        st.error(format!("producer {id} seq {seq}: {e}"));
+                    }
                 }
-                Err(e) => {
-                    let mut st = st.borrow_mut();
-                    st.totals.failed_sends += 1;
-                    st.acks.failed_sends += 1;
-                    st.error(format!("producer {id} send seq {seq}: {e}"));
-                }
+                outstanding2.set(outstanding2.get() - 1);
+            };
+            if let Err(e) = producer.send_with(rec, on_delivery).await {
+                // The callback was dropped unrun: the record was never queued.
+                outstanding.set(outstanding.get() - 1);
+                let mut st = st.borrow_mut();
+                st.totals.failed_sends += 1;
+                st.acks.failed_sends += 1;
+                st.error(format!("producer {id} send seq {seq}: {e}"));
             }
             seq += 1;
             if seq % yield_every == 0 {

@@ -125,6 +125,10 @@ impl Accumulator {
     }
 
     /// Appends a record whose `record_bytes` were already reserved (see [`Self::reserve`]).
+    /// Returns whether the append can have changed what is ready to send or when: it opened a
+    /// batch (a new linger deadline; the batch before it, if any, is full), filled its batch, or
+    /// filled the buffer. Only these appends need the driver of the core woken; the others
+    /// change nothing it would act on before the deadline it already waits for.
     #[allow(clippy::too_many_arguments)]
     pub fn append_reserved(
         &mut self,
@@ -136,10 +140,14 @@ impl Accumulator {
         headers: Vec<RecordHeader>,
         record_bytes: usize,
         now_ms: u64,
-    ) {
+    ) -> bool {
         let batch_bytes = self.config.batch_bytes;
         let compression = self.config.compression;
-        let queue = self.open.entry(tp.clone()).or_default();
+        // The key is cloned only for a partition seen for the first time, not once per record.
+        if !self.open.contains_key(tp) {
+            self.open.insert(tp.clone(), VecDeque::new());
+        }
+        let queue = self.open.get_mut(tp).expect("inserted just above");
         let fits = queue.back().is_some_and(|b| {
             b.builder.is_empty() || b.builder.estimated_bytes() + record_bytes <= batch_bytes
         });
@@ -152,9 +160,9 @@ impl Accumulator {
             });
         }
         // A batch was pushed just above when none fit.
-        let Some(batch) = queue.back_mut() else {
-            return;
-        };
+        let batch = queue
+            .back_mut()
+            .expect("a batch was pushed just above when none fit");
         let base_timestamp_ms = batch.builder.base_timestamp;
         batch.builder.push_record(Record {
             offset_delta: batch.records.len() as i32,
@@ -165,6 +173,9 @@ impl Accumulator {
         });
         batch.records.push(PendingRecord { id, timestamp_ms });
         batch.reserved_bytes += record_bytes;
+        let now_full = batch.builder.estimated_bytes() >= batch_bytes;
+        // Every condition of `first_ready` an append can change.
+        !fits || now_full || self.reserved_bytes >= self.config.buffer_bytes
     }
 
     /// Reserves and appends in one step.
@@ -180,7 +191,7 @@ impl Accumulator {
         now_ms: u64,
     ) -> Result<(), BufferFull> {
         self.reserve(record_bytes)?;
-        self.append_reserved(
+        let _changed = self.append_reserved(
             tp,
             id,
             timestamp_ms,

@@ -87,6 +87,7 @@ pub mod accumulator;
 pub mod admin;
 pub mod blocking;
 pub mod consumer;
+pub mod deliveries;
 pub mod glommio_io;
 pub mod group;
 pub mod metadata;

@@ -7,7 +7,6 @@
 //! `max_block_ms`), and the driver signals it whenever deliveries free room — backpressure without
 //! polling.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::mpsc::SyncSender;
@@ -16,7 +15,7 @@ use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::client::accumulator::RecordId;
+use crate::client::deliveries::Deliveries;
 use crate::client::net::ClientCore;
 use crate::client::oneshot;
 use crate::client::producer::{ProducerConfig, ProducerCore, ProducerStats, SendError};
@@ -55,7 +54,7 @@ impl Future for DeliveryFuture {
 
 struct State {
     core: ProducerCore,
-    pending: HashMap<RecordId, oneshot::Sender<Delivery>>,
+    pending: Deliveries<oneshot::Sender<Delivery>>,
     shutdown: bool,
     send_waits: u64,
 }
@@ -85,7 +84,7 @@ fn deliver(state: &mut State) -> bool {
     let reports = state.core.take_reports();
     let any = !reports.is_empty();
     for r in reports {
-        if let Some(tx) = state.pending.remove(&r.id) {
+        if let Some(tx) = state.pending.remove(r.id) {
             tx.send(r.result);
         }
     }
@@ -107,7 +106,7 @@ impl Producer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 core,
-                pending: HashMap::new(),
+                pending: Deliveries::default(),
                 shutdown: false,
                 send_waits: 0,
             }),
@@ -145,8 +144,11 @@ impl Producer {
                 Ok(id) => {
                     let (tx, rx) = oneshot::channel();
                     state.pending.insert(id, tx);
+                    let wake = state.core.take_drive_needed();
                     drop(state);
-                    self.wake();
+                    if wake {
+                        self.wake();
+                    }
                     return Ok(DeliveryFuture(rx));
                 }
                 Err(SendError::Rejected(e)) => return Err(e),
@@ -178,8 +180,11 @@ impl Producer {
             Ok(id) => {
                 let (tx, rx) = oneshot::channel();
                 state.pending.insert(id, tx);
+                let wake = state.core.take_drive_needed();
                 drop(state);
-                self.wake();
+                if wake {
+                    self.wake();
+                }
                 Ok(DeliveryFuture(rx))
             }
             Err(SendError::Rejected(e)) => Err(e),
@@ -247,7 +252,7 @@ impl Producer {
             let _ = d.join();
         }
         // Anything left: the senders drop here and their futures resolve to `Closed`.
-        self.shared.lock().pending.clear();
+        drop(self.shared.lock().pending.drain());
     }
 }
 

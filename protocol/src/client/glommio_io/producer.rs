@@ -6,7 +6,6 @@
 //! ever held across an `.await`.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::poll_fn;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
@@ -15,8 +14,8 @@ use std::time::{Duration, Instant};
 use glommio::channels::local_channel::LocalSender;
 use glommio::Task;
 
-use crate::client::accumulator::RecordId;
 use crate::client::blocking::DeliveryFuture;
+use crate::client::deliveries::Deliveries;
 use crate::client::net::ClientCore;
 use crate::client::oneshot;
 use crate::client::producer::{ProducerConfig, ProducerCore, ProducerStats, SendError};
@@ -56,9 +55,24 @@ impl Progress {
     }
 }
 
+/// Where a record's result goes: the future `send` returned, or `send_with`'s callback.
+enum Slot {
+    Future(oneshot::Sender<Delivery>),
+    Callback(Box<dyn FnOnce(Delivery)>),
+}
+
+impl Slot {
+    fn fill(self, result: Delivery) {
+        match self {
+            Self::Future(tx) => tx.send(result),
+            Self::Callback(f) => f(result),
+        }
+    }
+}
+
 struct State {
     core: ProducerCore,
-    pending: HashMap<RecordId, oneshot::Sender<Delivery>>,
+    pending: Deliveries<Slot>,
     shutdown: bool,
     send_waits: u64,
 }
@@ -75,15 +89,25 @@ pub struct Producer {
     max_block_ms: u64,
 }
 
-fn deliver(state: &mut State) -> bool {
+/// The reports the core has, matched with their slots. The caller fills them after letting go
+/// of the state: a callback may call `send` again.
+fn take_deliveries(state: &mut State) -> Vec<(Slot, Delivery)> {
     let reports = state.core.take_reports();
-    let any = !reports.is_empty();
-    for r in reports {
-        if let Some(tx) = state.pending.remove(&r.id) {
-            tx.send(r.result);
-        }
+    reports
+        .into_iter()
+        .filter_map(|r| state.pending.remove(r.id).map(|slot| (slot, r.result)))
+        .collect()
+}
+
+/// Fills the slots (no borrow of the state held) and wakes waiting senders if any were.
+fn fill(inner: &Inner, delivered: Vec<(Slot, Delivery)>) {
+    if delivered.is_empty() {
+        return;
     }
-    any
+    for (slot, result) in delivered {
+        slot.fill(result);
+    }
+    inner.progress.notify();
 }
 
 impl Producer {
@@ -100,7 +124,7 @@ impl Producer {
         let inner = Rc::new(Inner {
             state: RefCell::new(State {
                 core,
-                pending: HashMap::new(),
+                pending: Deliveries::default(),
                 shutdown: false,
                 send_waits: 0,
             }),
@@ -123,6 +147,25 @@ impl Producer {
 
     /// Queues a record, waiting up to `max_block_ms` for buffer room.
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, ClientError> {
+        let (tx, rx) = oneshot::channel();
+        self.queue(record, Slot::Future(tx)).await?;
+        Ok(DeliveryFuture::from_receiver(rx))
+    }
+
+    /// [`Self::send`] with the result handed to `on_delivery` (on this executor, from the
+    /// producer's driver task) instead of a future: no task, channel or lock per record, as
+    /// Kafka's `send(record, callback)`. It may call `send` again. If the producer is closed
+    /// first, it gets [`ClientError::Closed`].
+    pub async fn send_with(
+        &self,
+        record: ProducerRecord,
+        on_delivery: impl FnOnce(Delivery) + 'static,
+    ) -> Result<(), ClientError> {
+        self.queue(record, Slot::Callback(Box::new(on_delivery)))
+            .await
+    }
+
+    async fn queue(&self, record: ProducerRecord, slot: Slot) -> Result<(), ClientError> {
         let deadline = Instant::now() + Duration::from_millis(self.max_block_ms);
         let mut record = record;
         loop {
@@ -130,11 +173,14 @@ impl Producer {
                 let mut state = self.inner.state.borrow_mut();
                 match state.core.send(record, now_ms()) {
                     Ok(id) => {
-                        let (tx, rx) = oneshot::channel();
-                        state.pending.insert(id, tx);
+                        state.pending.insert(id, slot);
+                        // Once per batch, not per record (`take_drive_needed`).
+                        let wake = state.core.take_drive_needed();
                         drop(state);
-                        self.wake();
-                        return Ok(DeliveryFuture::from_receiver(rx));
+                        if wake {
+                            self.wake();
+                        }
+                        return Ok(());
                     }
                     Err(SendError::Rejected(e)) => return Err(e),
                     Err(SendError::BufferFull(r)) => {
@@ -209,7 +255,10 @@ impl Producer {
         if let Some(d) = self.driver.take() {
             d.await;
         }
-        self.inner.state.borrow_mut().pending.clear();
+        let unfinished = self.inner.state.borrow_mut().pending.drain();
+        for slot in unfinished {
+            slot.fill(Err(ClientError::Closed));
+        }
         flushed
     }
 }
@@ -223,14 +272,14 @@ async fn drive(inner: Rc<Inner>, mut net: AsyncNet) {
             }
             let now = now_ms();
             let actions = state.core.poll_actions(now);
-            if deliver(&mut state) {
-                inner.progress.notify();
-            }
+            let delivered = take_deliveries(&mut state);
             let wait = state
                 .core
                 .next_wakeup_ms(now)
                 .map_or(1000, |t| t.saturating_sub(now))
                 .min(1000);
+            drop(state);
+            fill(&inner, delivered);
             (actions, Duration::from_millis(wait))
         };
         let failed = if actions.is_empty() {
@@ -248,10 +297,11 @@ async fn drive(inner: Rc<Inner>, mut net: AsyncNet) {
         let Some(event) = net.recv(wait).await else {
             continue;
         };
-        let mut state = inner.state.borrow_mut();
-        net.dispatch(event, &mut state.core, now_ms());
-        if deliver(&mut state) {
-            inner.progress.notify();
-        }
+        let delivered = {
+            let mut state = inner.state.borrow_mut();
+            net.dispatch(event, &mut state.core, now_ms());
+            take_deliveries(&mut state)
+        };
+        fill(&inner, delivered);
     }
 }

@@ -107,6 +107,8 @@ pub struct ProducerCore {
     next_id: RecordId,
     flush_requested: bool,
     closed: bool,
+    /// See [`Self::take_drive_needed`].
+    drive_needed: bool,
     stats: ProducerStats,
 }
 
@@ -150,6 +152,7 @@ impl ProducerCore {
             next_id: 0,
             flush_requested: false,
             closed: false,
+            drive_needed: true,
             stats: ProducerStats::default(),
         })
     }
@@ -220,6 +223,8 @@ impl ProducerCore {
         if self.metadata.partition_count(&record.topic).is_some() && !topic_waiting {
             self.place(id, record, record_bytes, now_ms);
         } else {
+            // The driver asks for the metadata and starts the record's wait.
+            self.drive_needed = true;
             self.waiting.push_back(Waiting {
                 id,
                 record,
@@ -228,6 +233,15 @@ impl ProducerCore {
             });
         }
         Ok(id)
+    }
+
+    /// Whether anything since the last call needs the driver to run before the time
+    /// [`ClientCore::next_wakeup_ms`] last gave it: a batch opened, filled or made ready by a
+    /// full buffer, a record waiting for metadata, a record failed. A `send` that only adds a
+    /// record to an open batch needs none, so a driver runs once per batch, not once per
+    /// record. Clears the flag. The first call after `new` says yes.
+    pub fn take_drive_needed(&mut self) -> bool {
+        std::mem::take(&mut self.drive_needed)
     }
 
     /// Partitions and appends a record whose bytes are reserved and whose topic is known.
@@ -259,7 +273,7 @@ impl ProducerCore {
             topic: record.topic,
             partition,
         };
-        self.acc.append_reserved(
+        self.drive_needed |= self.acc.append_reserved(
             &tp,
             id,
             timestamp_ms,
@@ -272,6 +286,8 @@ impl ProducerCore {
     }
 
     fn fail_one(&mut self, id: RecordId, error: ClientError) {
+        // A report waits for the driver to hand it out.
+        self.drive_needed = true;
         self.stats.records_failed += 1;
         self.reports.push(DeliveryReport {
             id,

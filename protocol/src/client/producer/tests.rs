@@ -458,3 +458,47 @@ fn an_unknown_topic_does_not_hold_up_known_ones() {
         RequestBodyT::ProduceRequest(_)
     ));
 }
+
+#[test]
+fn the_driver_is_needed_once_per_batch_not_once_per_record() {
+    let mut p = core(ProducerConfig {
+        batch_bytes: 1000,
+        ..plain()
+    });
+    // Unknown topic: the record waits for metadata, which only the driver fetches.
+    p.send(ProducerRecord::new("t", "first").with_partition(0), 0)
+        .unwrap();
+    assert!(p.take_drive_needed(), "a record waiting for metadata");
+    let first = p.poll_actions(0);
+    with_metadata(&mut p, &first, &[0, 1], 1);
+    p.take_drive_needed();
+    // The waiting record opened partition 0's batch; records that only join it need nothing.
+    let value = vec![b'v'; 100];
+    let mut quiet = 0;
+    let mut woke_at = Vec::new();
+    for i in 0..20 {
+        p.send(ProducerRecord::new("t", value.clone()).with_partition(0), 1)
+            .unwrap();
+        if p.take_drive_needed() {
+            woke_at.push(i);
+        } else {
+            quiet += 1;
+        }
+    }
+    // About 120 bytes a record into 1000-byte batches: a wake each time a batch fills or a
+    // new one opens, a handful in all, and most sends need none.
+    assert!(
+        !woke_at.is_empty(),
+        "a batch filled: the driver must send it"
+    );
+    assert!(woke_at.len() <= 6, "woken at {woke_at:?}");
+    assert!(quiet >= 14, "{quiet} quiet sends of 20");
+    // Each wake was for a batch now ready to go: the driver finds one to send at once.
+    let ready = p.acc.ready_partitions(1, false);
+    assert_eq!(ready.len(), 1, "partition 0's full batch is ready");
+    // A record to a partition with no open batch opens one: a new linger deadline.
+    p.send(ProducerRecord::new("t", "x").with_partition(1), 1)
+        .unwrap();
+    assert!(p.take_drive_needed());
+    assert!(!p.take_drive_needed(), "the flag clears when taken");
+}
