@@ -206,6 +206,40 @@ pub fn peek_total_bytes(buf: &[u8]) -> Option<i64> {
     Some(LOG_OVERHEAD_BYTES as i64 + i64::from(be_i32(buf, OFF_BATCH_LENGTH)))
 }
 
+/// One batch whose bytes passed [`validate`], kept with the header it gave: the proof that its
+/// length, magic, counts and CRC were checked, so the log appends it without computing the CRC
+/// again (issue 19: one CRC-32C per produced batch, not two). Only [`Checked::first_of`] makes
+/// one, and its bytes cannot change afterwards.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    bytes: bytes::Bytes,
+    header: BatchHeader,
+}
+
+impl Checked {
+    /// Validates the batch at the start of `buf` (see [`validate`]); its bytes are exactly the
+    /// batch's, a slice of `buf` (no copy).
+    pub fn first_of(buf: &bytes::Bytes, max_batch_bytes: usize) -> Result<Self, BatchError> {
+        let header = validate(buf, max_batch_bytes)?;
+        Ok(Self {
+            bytes: buf.slice(..header.total_bytes()),
+            header,
+        })
+    }
+
+    pub fn header(&self) -> &BatchHeader {
+        &self.header
+    }
+
+    pub fn bytes(&self) -> &bytes::Bytes {
+        &self.bytes
+    }
+
+    pub fn total_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
 /// The CRC-32C Kafka stores: over attributes..end of the batch.
 pub fn compute_crc(batch: &[u8]) -> u32 {
     crc32c::crc32c(&batch[CRC_START..])

@@ -45,7 +45,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::rc::Rc;
 use std::task::Waker;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use spool_protocol::ErrorCode;
 use spool_storage::batch::{self, BatchError};
 use spool_storage::{Durability, LogError, PartitionLog, ReadChunk};
@@ -325,14 +325,15 @@ impl Partition {
         &self,
         records: &Bytes,
         max_message_bytes: usize,
-    ) -> Result<Vec<Bytes>, ProduceResult> {
+    ) -> Result<Vec<batch::Checked>, ProduceResult> {
         let mut batches = Vec::new();
         let mut at = 0usize;
         while at < records.len() {
-            match batch::validate(&records[at..], max_message_bytes) {
-                Ok(h) => {
-                    batches.push(records.slice(at..at + h.total_bytes()));
-                    at += h.total_bytes();
+            // The batch's one CRC check: the log trusts `Checked` and does not repeat it.
+            match batch::Checked::first_of(&records.slice(at..), max_message_bytes) {
+                Ok(b) => {
+                    at += b.total_bytes();
+                    batches.push(b);
                 }
                 Err(e) => {
                     let code = match e {
@@ -364,14 +365,13 @@ impl Partition {
     /// `first` and `end` become the request's first offset and the end of its last batch.
     async fn append_in_turn(
         &self,
-        batches: Vec<Bytes>,
+        batches: Vec<batch::Checked>,
         now_ms: i64,
         first: &mut Option<u64>,
         end: &mut u64,
     ) -> Result<(), ProduceResult> {
         for b in batches {
-            let h = batch::BatchHeader::parse(&b)
-                .map_err(|e| ProduceResult::error(ErrorCode::CorruptMessage, e.to_string()))?;
+            let h = *b.header();
             let last_seq = h.base_sequence.wrapping_add(h.last_offset_delta);
             let check = self.producers.borrow().check(
                 h.producer_id,
@@ -399,7 +399,7 @@ impl Partition {
             let end_before = self.log.log_end_offset();
             let info = self
                 .log
-                .append(BytesMut::from(&b[..]), self.leader_epoch(), now_ms)
+                .append_checked(b, self.leader_epoch(), now_ms)
                 .await
                 .map_err(|e| {
                     ProduceResult::error(log_error_code(&e), format!("{}: {e}", self.tp))

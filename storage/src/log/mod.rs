@@ -209,6 +209,29 @@ impl PartitionLog {
             .await
     }
 
+    /// [`Self::append`] for a batch already validated ([`batch::Checked`]): the same, without
+    /// checking its CRC a second time. Its size is still held to this log's largest batch.
+    pub async fn append_checked(
+        &self,
+        batch: batch::Checked,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let max = self.config.get().max_batch_bytes;
+        if batch.total_bytes() > max {
+            return Err(LogError::Batch(batch::BatchError::BadLength {
+                length: batch.total_bytes() as i64,
+                min: batch::HEADER_BYTES as i64,
+                max: i64::try_from(max).unwrap_or(i64::MAX),
+            }));
+        }
+        // The one copy: the batch is stamped with its offset and epoch, and the request's
+        // buffer it lies in is shared.
+        let bytes = BytesMut::from(&batch.bytes()[..]);
+        self.append_validated(bytes, *batch.header(), Stamp::Leader(leader_epoch), now_ms)
+            .await
+    }
+
     /// Appends one batch a follower fetched from its leader, unchanged: its base offset must be
     /// this log's end ([`LogError::NotContiguous`] otherwise, and nothing is written) and it
     /// keeps the leader's offsets and epoch, which the epoch cache records when it is new

@@ -735,3 +735,59 @@ fn a_follower_appends_the_leaders_batches_unchanged_and_refuses_a_gap() {
         );
     });
 }
+
+#[test]
+fn a_checked_batch_appends_as_the_same_batch_would_and_stays_within_the_largest_batch() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            max_batch_bytes: 4096,
+            ..small_config()
+        };
+        let (log, _) = PartitionLog::open(dir.path(), config).await.unwrap();
+        let plain = batch(3, 0, 10);
+        let info = log.append(plain.clone(), 7, 0).await.unwrap();
+        // The same bytes, checked once by the caller (as the broker's produce path does).
+        let bytes = batch(3, 1, 20).freeze();
+        let checked = crate::batch::Checked::first_of(&bytes, 4096).unwrap();
+        let second = log.append_checked(checked, 7, 0).await.unwrap();
+        assert_eq!((info.base_offset, second.base_offset), (0, 3));
+        assert_eq!(second.log_end_offset, 6);
+        let values: Vec<Option<Bytes>> = read_all(&log, 0)
+            .await
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        let want: Vec<Option<Bytes>> = [0, 1, 2]
+            .iter()
+            .map(|i| Some(Bytes::from(format!("value-0-{i}"))))
+            .chain(
+                [0, 1, 2]
+                    .iter()
+                    .map(|i| Some(Bytes::from(format!("value-1-{i}")))),
+            )
+            .collect();
+        assert_eq!(values, want);
+        // Stamped like any leader append: offset and epoch in the stored header, CRC intact.
+        let stored = log.read_copy(3, 4096, u64::MAX).await.unwrap();
+        let h = crate::batch::validate(&stored, 4096).unwrap();
+        assert_eq!((h.base_offset, h.partition_leader_epoch), (3, 7));
+        // Checked against a larger limit than the log's: still refused, nothing appended.
+        let big = batch(200, 2, 0).freeze();
+        assert!(big.len() > 4096);
+        let checked = crate::batch::Checked::first_of(&big, 1 << 20).unwrap();
+        assert!(matches!(
+            log.append_checked(checked, 7, 0).await,
+            Err(LogError::Batch(crate::batch::BatchError::BadLength { .. }))
+        ));
+        assert_eq!(log.log_end_offset(), 6);
+        // And `first_of` itself refuses a damaged batch: the check is real.
+        let mut bad = batch(3, 3, 0);
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        assert!(matches!(
+            crate::batch::Checked::first_of(&bad.freeze(), 4096),
+            Err(crate::batch::BatchError::CrcMismatch { .. })
+        ));
+    });
+}
