@@ -24,6 +24,7 @@ use bytes::Bytes;
 use futures_lite::AsyncReadExt;
 use spool_protocol::frame::LENGTH_PREFIX_BYTES;
 
+use crate::frame_pool::FrameBuf;
 use crate::net_io::Half;
 use crate::request_memory::CoreBudget;
 
@@ -131,7 +132,9 @@ pub async fn read_frame_within<E: std::fmt::Display>(
     let buf = within(frame_timeout_ms.saturating_sub(spent_ms), body)
         .await
         .ok_or_else(|| timed_out(&progress))??;
-    Ok(Some(crate::request_memory::into_bytes(buf, charge)))
+    Ok(Some(crate::request_memory::pooled_into_bytes(
+        buf, size, charge,
+    )))
 }
 
 /// `f`'s output, or `None` if it takes longer than `timeout_ms`.
@@ -168,7 +171,8 @@ async fn read_rest<E: std::fmt::Display>(
     read_prefix_rest(r, &mut prefix, progress).await?;
     let size = checked_size(prefix, frame_bytes)?;
     progress.frame_bytes.set(Some(size));
-    read_body(r, prefix, size, progress).await.map(Bytes::from)
+    let buf = read_body(r, prefix, size, progress).await?;
+    Ok(crate::request_memory::pooled_into_bytes(buf, size, None))
 }
 
 /// Completes a prefix whose first `progress.received` bytes are in `prefix`.
@@ -207,14 +211,17 @@ fn checked_size<E: std::fmt::Display>(
     Ok(size)
 }
 
-/// The frame's bytes after its (whole) prefix, into one buffer of `size` bytes.
+/// The frame's bytes after its (whole) prefix, into the first `size` bytes of one buffer
+/// (pooled for large frames, so not zero-filled first: [`crate::frame_pool`]). Every one of
+/// those bytes is written before this returns `Ok`.
 async fn read_body(
     r: &mut Half,
     prefix: [u8; LENGTH_PREFIX_BYTES],
     size: usize,
     progress: &Progress,
-) -> Result<Vec<u8>, FrameReadError> {
-    let mut buf = vec![0u8; size];
+) -> Result<FrameBuf, FrameReadError> {
+    let mut pooled = FrameBuf::take(size);
+    let buf = &mut pooled.as_mut_slice()[..size];
     buf[..LENGTH_PREFIX_BYTES].copy_from_slice(&prefix);
     let mut got = LENGTH_PREFIX_BYTES;
     while got < size {
@@ -229,5 +236,5 @@ async fn read_body(
         }
         progress.received.set(got);
     }
-    Ok(buf)
+    Ok(pooled)
 }

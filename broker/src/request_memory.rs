@@ -120,23 +120,30 @@ impl Drop for Charge {
 }
 
 /// A frame's buffer together with its charge: the charge goes when the buffer does.
-struct Charged {
-    buf: Vec<u8>,
+struct Charged<B> {
+    buf: B,
     _charge: Charge,
 }
 
-impl AsRef<[u8]> for Charged {
+impl<B: AsRef<[u8]>> AsRef<[u8]> for Charged<B> {
     fn as_ref(&self) -> &[u8] {
-        &self.buf
+        self.buf.as_ref()
     }
 }
 
-/// A filled frame buffer as `Bytes` that give the charge back when the last of them drops.
-pub fn into_bytes(buf: Vec<u8>, charge: Option<Charge>) -> Bytes {
-    match charge {
-        None => Bytes::from(buf),
+/// The first `frame_bytes` of a pooled frame buffer (filled that far) as `Bytes` that give the
+/// charge back, and the buffer to its pool, when the last of them drops.
+pub fn pooled_into_bytes(
+    buf: crate::frame_pool::FrameBuf,
+    frame_bytes: usize,
+    charge: Option<Charge>,
+) -> Bytes {
+    assert!(frame_bytes <= buf.len(), "a frame larger than its buffer");
+    let bytes = match charge {
+        None => Bytes::from_owner(buf),
         Some(c) => Bytes::from_owner(Charged { buf, _charge: c }),
-    }
+    };
+    bytes.slice(..frame_bytes)
 }
 
 /// `Bytes` already filled, with a charge that goes when the last of them drops.
@@ -295,7 +302,7 @@ mod tests {
             install(100);
             let core = current().expect("installed");
             let a = core.charge(60).await.expect("fits");
-            let frame = into_bytes(vec![7; 60], Some(a));
+            let frame = pooled_into_bytes(crate::frame_pool::FrameBuf::take(60), 60, Some(a));
             let slice = frame.slice(10..20);
             drop(frame);
             // A slice still holds the whole frame's charge.
