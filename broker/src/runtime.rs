@@ -236,6 +236,13 @@ async fn run_core(
     let cpu = core;
     let core = senders.peer_id();
     tracing::debug!(cpu, core, "joined the core mesh");
+    // After the mesh join (a core leaving before it would hang the others) and before this
+    // executor opens any DMA file (raft log, segments); otherwise glommio may send every
+    // segment write to its polled ring on a disk without poll queues (DESIGN §12).
+    if let Err(e) = spool_storage::poll_probe::settle(&config.data_dir).await {
+        crate::stop_signal::request();
+        return Err(format!("cannot probe the data directory's disk: {e}"));
+    }
     let request_memory_bytes =
         usize::try_from(config.request_memory_bytes / config.cores as u64).unwrap_or(usize::MAX);
     crate::request_memory::install(request_memory_bytes);

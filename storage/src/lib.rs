@@ -20,6 +20,7 @@ pub mod error;
 pub mod free_space;
 pub mod index;
 pub mod log;
+pub mod poll_probe;
 pub mod records;
 pub mod retention;
 pub mod scan;

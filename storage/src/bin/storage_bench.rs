@@ -190,10 +190,20 @@ fn template_batch() -> BytesMut {
     b.build().expect("batch builds")
 }
 
-fn run_on_core<T: Send + 'static>(f: impl AsyncFnOnce() -> T + Send + 'static) -> T {
+/// Runs `f` on an executor pinned to CPU 0, after settling glommio's choice of ring for `dir`'s
+/// disk as the broker does (`spool_storage::poll_probe`), so the figures are the broker's.
+fn run_on_core<T: Send + 'static>(
+    dir: PathBuf,
+    f: impl AsyncFnOnce() -> T + Send + 'static,
+) -> T {
     LocalExecutorBuilder::new(Placement::Fixed(0))
         .name("storage-bench")
-        .spawn(move || async move { f().await })
+        .spawn(move || async move {
+            spool_storage::poll_probe::settle(&dir)
+                .await
+                .expect("probing the bench disk");
+            f().await
+        })
         .expect("executor starts")
         .join()
         .expect("bench runs")
@@ -216,7 +226,7 @@ fn bench_config(partitions: usize) -> LogConfig {
 /// Appends for `seconds` round-robin over `partitions` logs; returns MB/s (bytes made durable by
 /// a final flush + fdatasync are counted, the final sync inside the time).
 fn append_mbps(dir: PathBuf, partitions: usize, seconds: u64) -> f64 {
-    run_on_core(async move || {
+    run_on_core(dir.clone(), async move || {
         let mut logs = Vec::with_capacity(partitions);
         for p in 0..partitions {
             let (log, _) = PartitionLog::open(dir.join(format!("t-{p}")), bench_config(partitions))
@@ -261,7 +271,7 @@ fn append_mbps(dir: PathBuf, partitions: usize, seconds: u64) -> f64 {
 
 /// `producers` concurrent appenders on one log, each acknowledged only after fdatasync.
 fn append_fsync_mbps(dir: PathBuf, producers: usize, seconds: u64) -> (f64, f64) {
-    run_on_core(async move || {
+    run_on_core(dir.clone(), async move || {
         let (log, _) = PartitionLog::open(dir.join("t-fsync"), LogConfig::default())
             .await
             .expect("open");
@@ -301,7 +311,7 @@ fn append_fsync_mbps(dir: PathBuf, producers: usize, seconds: u64) -> (f64, f64)
 /// for the scan) without a clean shutdown, drops the page cache (a cold restart), then times the
 /// reopen. Returns (ms, log bytes, active segment bytes scanned, segments scanned).
 fn reopen_after_crash_ms(dir: PathBuf, gib: u64) -> (f64, u64, u64, usize) {
-    run_on_core(async move || {
+    run_on_core(dir.clone(), async move || {
         let path = dir.join("t-reopen");
         {
             let (log, _) = PartitionLog::open(&path, LogConfig::default())
