@@ -192,10 +192,7 @@ fn template_batch() -> BytesMut {
 
 /// Runs `f` on an executor pinned to CPU 0, after settling glommio's choice of ring for `dir`'s
 /// disk as the broker does (`spool_storage::poll_probe`), so the figures are the broker's.
-fn run_on_core<T: Send + 'static>(
-    dir: PathBuf,
-    f: impl AsyncFnOnce() -> T + Send + 'static,
-) -> T {
+fn run_on_core<T: Send + 'static>(dir: PathBuf, f: impl AsyncFnOnce() -> T + Send + 'static) -> T {
     LocalExecutorBuilder::new(Placement::Fixed(0))
         .name("storage-bench")
         .spawn(move || async move {
