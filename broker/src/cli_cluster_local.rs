@@ -51,6 +51,19 @@ pub fn node_rack(i: u32) -> String {
     char::from(b'a' + (i - 1) as u8).to_string()
 }
 
+/// The CPUs node `i` (1-based) is pinned to: `cores` of the `allowed` ones, each node's window
+/// starting where the previous one's ended (wrapping), so N one-core nodes on a machine of M
+/// cores spread over all of them instead of sharing the first. Ascending, as `--cpuset` takes it.
+pub fn node_cpus(allowed: &[usize], cores: usize, i: u32) -> Vec<usize> {
+    assert!(!allowed.is_empty() && cores <= allowed.len() && i >= 1);
+    let start = (i as usize - 1) * cores;
+    let mut cpus: Vec<usize> = (0..cores)
+        .map(|k| allowed[(start + k) % allowed.len()])
+        .collect();
+    cpus.sort_unstable();
+    cpus
+}
+
 /// Controller voters of a local cluster, at most (the rest of the nodes are learners).
 pub const LOCAL_VOTERS_MAX: u32 = 3;
 
@@ -71,10 +84,20 @@ pub fn run(args: LocalArgs) -> Result<(), String> {
         ));
     }
     let exe = std::env::current_exe().map_err(|e| format!("finding the spool binary: {e}"))?;
+    let allowed =
+        crate::cpuset::allowed().map_err(|e| format!("reading this process's CPUs: {e}"))?;
+    if args.cores == 0 || args.cores > allowed.len() {
+        return Err(format!(
+            "--cores must be between 1 and the {} CPUs this process may use, got {}",
+            allowed.len(),
+            args.cores
+        ));
+    }
     crate::stop_signal::install();
     let mut children: Vec<(u32, Child)> = Vec::new();
     for i in 1..=args.nodes {
         let dir = args.data_dir.join(format!("node-{i}"));
+        let cpus = crate::cpuset::format(&node_cpus(&allowed, args.cores, i));
         let child = Command::new(&exe)
             .arg("serve")
             .args(["--node-id", &i.to_string()])
@@ -82,6 +105,7 @@ pub fn run(args: LocalArgs) -> Result<(), String> {
             .arg("--data-dir")
             .arg(&dir)
             .args(["--cores", &args.cores.to_string()])
+            .args(["--cpuset", &cpus])
             .args(["--rack", &node_rack(i)])
             .args(["--controller-voters", &voters(args.nodes)])
             // Its own process group: a terminal's Ctrl-C (SIGINT to the foreground group) must
@@ -97,7 +121,7 @@ pub fn run(args: LocalArgs) -> Result<(), String> {
         }
         let pid = children.last().map_or(0, |(_, c)| c.id());
         println!(
-            "node {i} (pid {pid}): native {h}:9093  kafka {h}:9092  internal {h}:9094  admin http://{h}:9644  rack {r}  data {}",
+            "node {i} (pid {pid}): native {h}:9093  kafka {h}:9092  internal {h}:9094  admin http://{h}:9644  rack {r}  cpus {cpus}  data {}",
             dir.display(),
             h = node_host(i),
             r = node_rack(i),
@@ -193,6 +217,18 @@ fn stop_together(children: &mut [&mut (u32, Child)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_core_nodes_spread_over_the_machine_before_sharing() {
+        let two = [0, 1];
+        let got: Vec<Vec<usize>> = (1..=3).map(|i| node_cpus(&two, 1, i)).collect();
+        assert_eq!(got, vec![vec![0], vec![1], vec![0]]);
+        let mask = [2, 3, 5, 7];
+        let got: Vec<Vec<usize>> = (1..=3).map(|i| node_cpus(&mask, 2, i)).collect();
+        assert_eq!(got, vec![vec![2, 3], vec![5, 7], vec![2, 3]]);
+        let got: Vec<Vec<usize>> = (1..=2).map(|i| node_cpus(&mask, 3, i)).collect();
+        assert_eq!(got, vec![vec![2, 3, 5], vec![2, 3, 7]]);
+    }
 
     #[test]
     fn three_nodes_get_three_addresses_racks_and_one_quorum() {

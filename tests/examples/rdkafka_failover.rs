@@ -35,7 +35,16 @@ struct Deliveries {
     reports: Mutex<Vec<Report>>,
 }
 
-impl ClientContext for Deliveries {}
+impl ClientContext for Deliveries {
+    /// librdkafka's log lines (those `RDKAFKA_DEBUG` asks for among them) on stderr, with the
+    /// wall-clock time in ms so they line up with the brokers' logs.
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, line: &str) {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        eprintln!("{now_ms} rdkafka {level:?} {fac}: {line}");
+    }
+}
 
 impl ProducerContext for Deliveries {
     type DeliveryOpaque = usize;
@@ -108,12 +117,20 @@ fn leader_of_partition_0(producer: &BaseProducer<Deliveries>, topic: &str) -> Op
 
 fn main() -> Result<(), String> {
     let a = args()?;
-    let producer: BaseProducer<Deliveries> = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", format!("{}:9092", a.host))
         .set("acks", "all")
         .set("enable.idempotence", "true")
         .set("linger.ms", "1")
-        .set("message.timeout.ms", "60000")
+        .set("message.timeout.ms", "60000");
+    // librdkafka's own trace of where a failover's time goes (say `metadata,topic,eos`).
+    if let Ok(contexts) = std::env::var("RDKAFKA_DEBUG") {
+        config
+            .set("debug", contexts)
+            .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
+    }
+    let producer: BaseProducer<Deliveries> = config
         .create_with_context(Deliveries::default())
         .map_err(|e| format!("an rdkafka producer: {e}"))?;
     let total = a.rate * a.seconds;

@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 mod changes;
 mod groups;
 mod ops;
+#[cfg(test)]
+mod retry_tests;
 pub use changes::{ConfigChange, PartitionResult};
 pub use groups::{CommitResults, GroupDescription, ListedGroup, MemberDescription};
 pub(crate) use ops::err;
@@ -319,9 +321,10 @@ impl AdminCore {
         })
     }
 
-    fn retry_or_fail(&mut self, id: OpId, code: ErrorCode, now_ms: u64) {
+    /// Schedules another attempt after the backoff, if one still fits before the deadline.
+    fn retry_later(&mut self, id: OpId, now_ms: u64) -> bool {
         let Some(st) = self.ops.get_mut(&id) else {
-            return;
+            return false;
         };
         st.in_flight = false;
         let deadline = st.started_ms + self.config.operation_timeout_ms;
@@ -331,10 +334,31 @@ impl AdminCore {
                 self.config.retry_backoff_ms,
                 self.config.retry_backoff_max_ms,
             );
-        if code.is_retriable() && retry_at < deadline {
+        if retry_at < deadline {
             st.retry_at_ms = retry_at;
+            return true;
+        }
+        false
+    }
+
+    /// Finishes an outcome, unless it says the change met no active controller and another
+    /// attempt fits: then it is resent. When none fits, the outcome is reported as it came, so the
+    /// operator sees NOT_CONTROLLER per topic rather than a bare timeout.
+    fn finish(&mut self, id: OpId, outcome: AdminOutcome, now_ms: u64) {
+        if outcome.awaits_controller() && self.retry_later(id, now_ms) {
             return;
         }
+        self.ops.remove(&id);
+        self.results.push((id, Ok(outcome)));
+    }
+
+    fn retry_or_fail(&mut self, id: OpId, code: ErrorCode, now_ms: u64) {
+        if code.is_retriable() && self.retry_later(id, now_ms) {
+            return;
+        }
+        let Some(st) = self.ops.remove(&id) else {
+            return;
+        };
         let error = if code.is_retriable() {
             ClientError::Timeout {
                 what: "admin operation".into(),
@@ -343,7 +367,6 @@ impl AdminCore {
         } else {
             ClientError::broker(code, st.op.describe())
         };
-        self.ops.remove(&id);
         self.results.push((id, Err(error)));
     }
 }
@@ -480,10 +503,7 @@ impl ClientCore for AdminCore {
             groups::outcome(&st.op, body.clone()).or_else(|| changes::outcome(&st.op, body));
         if let Some(result) = result {
             match result {
-                Ok(outcome) => {
-                    self.ops.remove(&id);
-                    self.results.push((id, Ok(outcome)));
-                }
+                Ok(outcome) => self.finish(id, outcome, now_ms),
                 Err(code) => {
                     if groups::is_coordinator_error(code) {
                         if let Some(g) = groups::coordinator_key(&st.op) {
@@ -501,10 +521,7 @@ impl ClientCore for AdminCore {
             return;
         }
         match Self::outcome(&st.op, response.header.body) {
-            Some(outcome) => {
-                self.ops.remove(&id);
-                self.results.push((id, Ok(outcome)));
-            }
+            Some(outcome) => self.finish(id, outcome, now_ms),
             None => {
                 let code = if frame_error.is_ok() {
                     ErrorCode::UnknownServerError

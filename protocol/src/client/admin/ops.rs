@@ -224,3 +224,28 @@ pub enum AdminOutcome {
     /// The group's refusal, or one result per partition (sorted).
     DeleteOffsets(Result<Vec<PartitionResult>, ClientError>),
 }
+
+impl AdminOutcome {
+    /// Whether a metadata change was refused, in part or whole, because the cluster had no
+    /// active controller at that moment (an election under way): worth resending, as Kafka's
+    /// admin client does, rather than reporting NOT_CONTROLLER to the operator.
+    pub(crate) fn awaits_controller(&self) -> bool {
+        fn refused(r: &Result<(), ClientError>) -> bool {
+            matches!(
+                r,
+                Err(ClientError::Broker {
+                    code: ErrorCode::NotController,
+                    ..
+                })
+            )
+        }
+        match self {
+            Self::CreateTopics(rs)
+            | Self::DeleteTopics(rs)
+            | Self::CreatePartitions(rs)
+            | Self::AlterConfigs(rs) => rs.iter().any(|(_, r)| refused(r)),
+            Self::ElectLeaders(rs) => rs.iter().any(|(_, r)| refused(r)),
+            _ => false,
+        }
+    }
+}
