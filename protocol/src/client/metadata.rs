@@ -42,6 +42,9 @@ pub struct MetadataCache {
     bootstrap: Vec<Addr>,
     brokers: HashMap<i32, Addr>,
     topics: HashMap<String, TopicMeta>,
+    /// Per topic, its partitions that have a leader, ascending: computed once per answer, as
+    /// the producer's sticky partitioner asks for them on every keyless record.
+    available: HashMap<String, Vec<i32>>,
     /// Topics the last answer about them called UNKNOWN_TOPIC_OR_PARTITION, so an owner that
     /// gives up waiting can say why (Kafka's producer does: "topic not present in metadata").
     unknown: BTreeSet<String>,
@@ -64,6 +67,7 @@ impl MetadataCache {
             bootstrap,
             brokers: HashMap::new(),
             topics: HashMap::new(),
+            available: HashMap::new(),
             unknown: BTreeSet::new(),
             wanted: BTreeSet::new(),
             refresh_requested: false,
@@ -170,6 +174,7 @@ impl MetadataCache {
             let error = ErrorCode::from(t.error_code);
             if error == ErrorCode::UnknownTopicOrPartition {
                 self.topics.remove(&t.name);
+                self.available.remove(&t.name);
                 self.unknown.insert(t.name.clone());
                 // Keep asking while someone wants it (it may be being created).
                 if self.wanted.contains(&t.name) {
@@ -198,6 +203,12 @@ impl MetadataCache {
                 // Leader election in progress: come back soon.
                 self.refresh_requested = true;
             }
+            let led = partitions
+                .iter()
+                .filter(|p| p.leader_id >= 0)
+                .map(|p| p.partition)
+                .collect();
+            self.available.insert(t.name.clone(), led);
             self.topics.insert(
                 t.name.clone(),
                 TopicMeta {
@@ -239,17 +250,8 @@ impl MetadataCache {
     }
 
     /// Partitions of `topic` that have a leader.
-    pub fn available_partitions(&self, topic: &str) -> Vec<i32> {
-        self.topics
-            .get(topic)
-            .map(|t| {
-                t.partitions
-                    .iter()
-                    .filter(|p| p.leader_id >= 0)
-                    .map(|p| p.partition)
-                    .collect()
-            })
-            .unwrap_or_default()
+    pub fn available_partitions(&self, topic: &str) -> &[i32] {
+        self.available.get(topic).map_or(&[], Vec::as_slice)
     }
 
     /// The leader's id and address, when known.

@@ -84,7 +84,8 @@ impl StickyPartitioner {
     }
 
     /// The partition for a keyless record of `record_bytes`. `available` lists partitions with a
-    /// leader (preferred); `partitions` is the topic's count, used when none has a leader.
+    /// leader (preferred), ascending; `partitions` is the topic's count, used when none has a
+    /// leader. Called per record: nothing is allocated unless the choice changes.
     pub fn partition(
         &mut self,
         topic: &str,
@@ -92,11 +93,12 @@ impl StickyPartitioner {
         partitions: usize,
         record_bytes: usize,
     ) -> i32 {
+        debug_assert!(available.is_sorted(), "available partitions ascending");
         let valid = |p: i32| {
             if available.is_empty() {
                 (p as usize) < partitions
             } else {
-                available.contains(&p)
+                available.binary_search(&p).is_ok()
             }
         };
         let reuse = match self.current.get(topic) {
@@ -108,7 +110,9 @@ impl StickyPartitioner {
             let choice = self.choose(available, partitions, previous);
             self.current.insert(topic.to_owned(), (choice, 0));
         }
-        let entry = self.current.entry(topic.to_owned()).or_insert((0, 0));
+        let Some(entry) = self.current.get_mut(topic) else {
+            unreachable!("the topic's choice was kept or made just above");
+        };
         entry.1 += record_bytes;
         entry.0
     }

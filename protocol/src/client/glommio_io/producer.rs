@@ -166,7 +166,8 @@ impl Producer {
     }
 
     async fn queue(&self, record: ProducerRecord, slot: Slot) -> Result<(), ClientError> {
-        let deadline = Instant::now() + Duration::from_millis(self.max_block_ms);
+        // The bound starts at the first wait: a record that fits at once reads no clock here.
+        let mut deadline = None;
         let mut record = record;
         loop {
             {
@@ -191,6 +192,8 @@ impl Producer {
             }
             self.wake();
             let now = Instant::now();
+            let deadline =
+                *deadline.get_or_insert_with(|| now + Duration::from_millis(self.max_block_ms));
             if now >= deadline {
                 let buffer_bytes = self.inner.state.borrow().core.config().buffer_bytes;
                 return Err(ClientError::BufferFull { buffer_bytes });

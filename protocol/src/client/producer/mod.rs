@@ -253,7 +253,7 @@ impl ProducerCore {
             (None, None) => {
                 let available = self.metadata.available_partitions(&record.topic);
                 self.sticky
-                    .partition(&record.topic, &available, partitions, record_bytes)
+                    .partition(&record.topic, available, partitions, record_bytes)
             }
         };
         if partition < 0 || partition as usize >= partitions {
