@@ -13,6 +13,11 @@
 #      the partition's leader is killed with SIGKILL -> failover_gap_ms, the longest time the
 #      producer went without an acknowledgement (target ≤ 2000), and whether the victim was the
 #      controller too (then the gap includes a controller election).
+# CPUs, split as loadgen/bench.sh splits them: the brokers get the first half of the CPUs this
+# process may use and the load generator the rest, so every latency is the brokers', not a queue
+# behind their own client (with one CPU they share it). The single broker takes the first CPU;
+# the three brokers one CPU each, spread over the brokers' half and wrapping (on two CPUs all
+# three share CPU 0 and the load generator has CPU 1).
 # The three brokers share this machine's one disk and its two cores: replicated throughput here
 # is a floor, not what three machines would do; compare ratios from the same run only.
 #
@@ -34,7 +39,7 @@ while [[ $# -gt 0 ]]; do
     --rate) GAP_RATE="$2"; shift 2 ;;
     --gap-runs) GAP_RUNS="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "cluster_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -51,6 +56,15 @@ SECONDS=0
 NATIVE=19293 KAFKA=19292 ADMIN=19844 INTERNAL=19294
 
 log() { echo "[cluster-bench $(printf '%4d' "$SECONDS")s] $*" >&2; }
+
+# The CPUs this process may use, ascending (taskset and cgroups respected).
+read -r -a CPUS <<<"$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')"
+BROKER_CPU_COUNT=$(( ${#CPUS[@]} > 1 ? ${#CPUS[@]} / 2 : 1 ))
+node_cpu() { echo "${CPUS[$(( ($1 - 1) % BROKER_CPU_COUNT ))]}"; }
+LOADGEN_PIN=()
+if [[ ${#CPUS[@]} -ge 2 ]]; then
+  LOADGEN_PIN=(--cpuset "$(IFS=,; echo "${CPUS[*]:$BROKER_CPU_COUNT}")")
+fi
 
 stop_all() {
   local pid
@@ -109,7 +123,8 @@ wait_serving() { # log file, pid
 start_single() {
   mkdir -p "$WORK/single"
   "$SPOOL" serve --data-dir "$WORK/single" --host 127.0.0.1 --native-port "$NATIVE" \
-    --kafka-port "$KAFKA" --admin-port "$ADMIN" --cores 1 >"$LOG/single.log" 2>&1 &
+    --kafka-port "$KAFKA" --admin-port "$ADMIN" --cores 1 --cpuset "${CPUS[0]}" \
+    >"$LOG/single.log" 2>&1 &
   PIDS+=($!)
   wait_serving "$LOG/single.log" "$!"
 }
@@ -123,7 +138,7 @@ start_cluster() { # name
     mkdir -p "$WORK/$1-$i"
     "$SPOOL" serve --node-id "$i" --controller-voters "$VOTERS" --host "127.0.0.$i" \
       --native-port "$NATIVE" --kafka-port "$KAFKA" --admin-port "$ADMIN" \
-      --internal-port "$INTERNAL" --data-dir "$WORK/$1-$i" --cores 1 \
+      --internal-port "$INTERNAL" --data-dir "$WORK/$1-$i" --cores 1 --cpuset "$(node_cpu "$i")" \
       >"$LOG/$1-$i.log" 2>&1 &
     PIDS+=($!)
     NODE_PID[$i]=$!
@@ -155,19 +170,20 @@ FSYNC=$(fsync_p99_ms)
 
 log "single broker: acks=1 max, then half"
 start_single
-loadgen single-max 127.0.0.1:$NATIVE --topic s --partitions 8 --acks 1 --linger-ms 10 "${COMMON[@]}"
+log "  broker on CPU ${CPUS[0]}, loadgen ${LOADGEN_PIN[*]:-on the same CPU}"
+loadgen single-max 127.0.0.1:$NATIVE --topic s --partitions 8 --acks 1 --linger-ms 10 "${COMMON[@]}" "${LOADGEN_PIN[@]}"
 SINGLE_MAX=$(field "$LOG/single-max.txt" produce_msgs_per_s)
 HALF1=$(calc "int($SINGLE_MAX / 2) if $SINGLE_MAX == $SINGLE_MAX else 1000")
-loadgen single-half 127.0.0.1:$NATIVE --topic s --partitions 8 --acks 1 --linger-ms 1 --rate "$HALF1" "${COMMON[@]}"
+loadgen single-half 127.0.0.1:$NATIVE --topic s --partitions 8 --acks 1 --linger-ms 1 --rate "$HALF1" "${COMMON[@]}" "${LOADGEN_PIN[@]}"
 SINGLE_P99=$(field "$LOG/single-half.txt" produce_p99_ms)
 stop_all
 
-log "three brokers: acks=all at RF 3, max then half"
+log "three brokers (CPUs $(node_cpu 1), $(node_cpu 2), $(node_cpu 3); loadgen ${LOADGEN_PIN[*]:-on the same CPUs}): acks=all at RF 3, max then half"
 start_cluster repl
-loadgen repl-max 127.0.0.1:$NATIVE --topic r --partitions 8 --replication-factor 3 --acks all --linger-ms 10 "${COMMON[@]}"
+loadgen repl-max 127.0.0.1:$NATIVE --topic r --partitions 8 --replication-factor 3 --acks all --linger-ms 10 "${COMMON[@]}" "${LOADGEN_PIN[@]}"
 REPL_MAX=$(field "$LOG/repl-max.txt" produce_msgs_per_s)
 HALF3=$(calc "int($REPL_MAX / 2) if $REPL_MAX == $REPL_MAX else 1000")
-loadgen repl-half 127.0.0.1:$NATIVE --topic r --partitions 8 --replication-factor 3 --acks all --linger-ms 1 --rate "$HALF3" "${COMMON[@]}"
+loadgen repl-half 127.0.0.1:$NATIVE --topic r --partitions 8 --replication-factor 3 --acks all --linger-ms 1 --rate "$HALF3" "${COMMON[@]}" "${LOADGEN_PIN[@]}"
 REPL_P50=$(field "$LOG/repl-half.txt" produce_p50_ms)
 REPL_P99=$(field "$LOG/repl-half.txt" produce_p99_ms)
 REPL_P999=$(field "$LOG/repl-half.txt" produce_p999_ms)
@@ -181,7 +197,7 @@ for run in $(seq 1 "$GAP_RUNS"); do
   GAP_SECONDS=$((SECONDS_PER_RUN + 6))
   timeout 180 "$LOADGEN" produce --topic g --partitions 1 --replication-factor 3 --acks all \
     --linger-ms 1 --rate "$GAP_RATE" --message-bytes 1024 --producers 1 --duration "$GAP_SECONDS" \
-    --brokers "127.0.0.1:$NATIVE,127.0.0.2:$NATIVE,127.0.0.3:$NATIVE" --quiet \
+    --brokers "127.0.0.1:$NATIVE,127.0.0.2:$NATIVE,127.0.0.3:$NATIVE" --quiet "${LOADGEN_PIN[@]}" \
     >"$LOG/gap$run.txt" 2>"$LOG/gap$run.err" &
   GAP_LOADGEN=$!
   PIDS+=("$GAP_LOADGEN")
