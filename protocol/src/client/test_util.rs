@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::client::net::NetAction;
+use crate::client::net::{ClientCore, NetAction};
 use crate::codec::{self, decode_request, Request, Response};
 use crate::frame::{split_frame, FrameLimits};
 use crate::wire::*;
@@ -24,6 +24,18 @@ pub fn requests(actions: &[NetAction]) -> Vec<(String, Request)> {
             NetAction::Close { .. } => None,
         })
         .collect()
+}
+
+/// The one request `core` sends next: at `*now_ms` if it has one, else at its next wake-up (a
+/// retry backing off), moving `*now_ms` there.
+pub fn next_request(core: &mut impl ClientCore, now_ms: &mut u64) -> (String, Request) {
+    let mut reqs = requests(&core.poll_actions(*now_ms));
+    if reqs.is_empty() {
+        *now_ms = core.next_wakeup_ms(*now_ms).expect("a retry is due");
+        reqs = requests(&core.poll_actions(*now_ms));
+    }
+    assert_eq!(reqs.len(), 1, "{reqs:?}");
+    reqs.remove(0)
 }
 
 /// A response to `req` carrying `body` and `payload`.

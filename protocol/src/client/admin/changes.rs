@@ -253,7 +253,7 @@ mod tests {
     use super::super::{AdminConfig, AdminCore};
     use super::*;
     use crate::client::net::ClientCore;
-    use crate::client::test_util::{metadata, requests, respond};
+    use crate::client::test_util::{metadata, next_request, requests, respond};
     use crate::wire::{DeleteRecordsPartitionResultT, DeleteRecordsResponseT};
 
     fn deleted(code: ErrorCode, low_watermark: i64) -> ResponseBodyT {
@@ -293,13 +293,7 @@ mod tests {
             (true, None, metadata("t", &[0, 2], 3)),
             (false, Some("b2:1"), deleted(ErrorCode::None, 4)),
         ] {
-            let mut reqs = requests(&core.poll_actions(now));
-            if reqs.is_empty() {
-                now = core.next_wakeup_ms(now).expect("a retry is due");
-                reqs = requests(&core.poll_actions(now));
-            }
-            assert_eq!(reqs.len(), 1, "{reqs:?}");
-            let (addr, req) = reqs.remove(0);
+            let (addr, req) = next_request(&mut core, &mut now);
             let is_find = matches!(req.header.body, RequestBodyT::MetadataRequest(_));
             assert_eq!(is_find, expect_find, "{req:?}");
             if let Some(a) = expect_addr {

@@ -270,7 +270,7 @@ mod tests {
     use super::super::{AdminConfig, AdminCore, AdminOp, AdminOutcome};
     use super::*;
     use crate::client::net::ClientCore;
-    use crate::client::test_util::{requests, respond};
+    use crate::client::test_util::{next_request, respond};
     use crate::wire::{
         DescribeGroupsResponseT, DescribedGroupMemberT, DescribedGroupT, FindCoordinatorResponseT,
     };
@@ -327,14 +327,7 @@ mod tests {
             (true, None, coordinator("c2")),
             (false, Some("c2:1"), described(ErrorCode::None)),
         ] {
-            let mut reqs = requests(&core.poll_actions(now));
-            if reqs.is_empty() {
-                // Backing off: nothing until the core's next wake-up.
-                now = core.next_wakeup_ms(now).expect("a retry is due");
-                reqs = requests(&core.poll_actions(now));
-            }
-            assert_eq!(reqs.len(), 1, "{reqs:?}");
-            let (addr, req) = reqs.remove(0);
+            let (addr, req) = next_request(&mut core, &mut now);
             let is_find = matches!(req.header.body, RequestBodyT::FindCoordinatorRequest(_));
             assert_eq!(is_find, expect_find, "{req:?}");
             if let Some(a) = expect_addr {

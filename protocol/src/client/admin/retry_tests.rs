@@ -3,7 +3,7 @@
 
 use super::{AdminConfig, AdminCore, AdminOp, AdminOutcome, NewTopic};
 use crate::client::net::ClientCore;
-use crate::client::test_util::{requests, respond};
+use crate::client::test_util::{next_request, respond};
 use crate::wire::{CreatableTopicResultT, CreateTopicsResponseT, RequestBodyT, ResponseBodyT};
 use crate::ErrorCode;
 
@@ -33,13 +33,7 @@ fn create(core: &mut AdminCore) {
 fn answer_all(core: &mut AdminCore, answers: &[ErrorCode]) -> u64 {
     let mut now = 0u64;
     for &code in answers {
-        let mut reqs = requests(&core.poll_actions(now));
-        if reqs.is_empty() {
-            now = core.next_wakeup_ms(now).expect("a retry is due");
-            reqs = requests(&core.poll_actions(now));
-        }
-        assert_eq!(reqs.len(), 1, "{reqs:?}");
-        let (addr, req) = reqs.remove(0);
+        let (addr, req) = next_request(core, &mut now);
         assert!(matches!(
             req.header.body,
             RequestBodyT::CreateTopicsRequest(_)
