@@ -331,6 +331,15 @@ fn report(results: &[RunResult]) {
         "RESULT fault_reordered={}",
         sum(&|r| r.report.reordered.len())
     );
+    // A client's epoch bump, told apart by the copies' batch headers (not spool's to prevent).
+    println!(
+        "RESULT fault_duplicated_across_epochs_allowed={}",
+        sum(&|r| r.report.duplicated_across_epochs.len())
+    );
+    println!(
+        "RESULT fault_reordered_across_epochs_allowed={}",
+        sum(&|r| r.report.reordered_across_epochs.len())
+    );
     println!(
         "RESULT fault_inconsistent={}",
         sum(&|r| r.report.inconsistent.len())

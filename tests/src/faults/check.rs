@@ -4,13 +4,18 @@
 //! Promises checked, each violation reported as its own readable line:
 //! - lost: every acks=all acknowledged write is in the final log at its acknowledged partition
 //!   and offset with its value (acks=1 writes may be lost: only counted in `lost_acks1`);
-//! - duplicated: no idempotent producer's value sits at more than one place in the final log;
+//! - duplicated: no idempotent producer's value sits at more than one place in the final log
+//!   under one producer id and epoch (copies under different epochs are a client's epoch bump:
+//!   it numbers its sequences from 0 again, so no broker can tell; they are reported apart, in
+//!   `duplicated_across_epochs`, from the batch headers [`super::origins`] reads);
 //! - reordered: within a partition, an idempotent producer's records are in increasing seq
 //!   order (the issue's "with idempotence": a producer without it may resend — librdkafka does
-//!   under pauses even with `retries=0` — so its duplicates and reorders are only counted);
+//!   under pauses even with `retries=0` — so its duplicates and reorders are only counted;
+//!   a reorder between two epochs of one producer is reported apart, as duplicates are);
 //! - inconsistent: no offset was observed with two values (consumer reads, the final log and
 //!   acks=all acknowledgements; acks=1 acknowledgements are not observations, since a new leader
-//!   may rightly reuse a lost acks=1 offset), nothing in the final log that nobody wrote, no
+//!   may rightly reuse a lost acks=1 offset), the native and the Kafka port's read-backs agree
+//!   on every offset, nothing in the final log that nobody wrote, no
 //!   acks=all write found somewhere other than where it was acknowledged;
 //! - vanished reads: whatever a consumer read is still in the final log where it read it;
 //! - commits backwards: a group's acknowledged offsets never go back, and survive healing;
@@ -27,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::history::{
     parse_value, Commit, FinalCommits, FinalLog, History, Outcome, Tp, WriteAcks,
 };
+use super::origins::Origins;
 
 /// The verdict of one run: counts of what happened, and every violation found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,6 +54,13 @@ pub struct Report {
     pub reordered: Vec<String>,
     /// Out-of-order records of producers without idempotence: allowed, so only counted.
     pub reordered_acks1: usize,
+    /// An idempotent producer's value found under more than one producer id or epoch, once per
+    /// epoch: the client bumped its epoch and sent again what the log already held (librdkafka
+    /// does, README item 14). Not the broker's to prevent, so not a violation.
+    pub duplicated_across_epochs: Vec<String>,
+    /// An idempotent producer's record after a higher seq of its own written under another
+    /// producer id or epoch: the same epoch bump. Not a violation either.
+    pub reordered_across_epochs: Vec<String>,
     pub inconsistent: Vec<String>,
     pub vanished_reads: Vec<String>,
     pub commits_backwards: Vec<String>,
@@ -86,7 +99,8 @@ impl Report {
             .collect();
         format!(
             "acked_all={} acked_acks1={} not_acked={} read_back={} consumer_reads={} lost={} \
-             lost_acks1={} duplicated={} duplicated_acks1={} reordered={} reordered_acks1={} \
+             lost_acks1={} duplicated={} duplicated_acks1={} duplicated_across_epochs={} \
+             reordered={} reordered_acks1={} reordered_across_epochs={} \
              inconsistent={} vanished_reads={} commits_backwards={} stalled={} \
              consumers_stalled={} max_unavailable_ms={} \
              unavailable_ms_by_nemesis={{{}}}",
@@ -99,8 +113,10 @@ impl Report {
             self.lost_acks1,
             self.duplicated.len(),
             self.duplicated_acks1,
+            self.duplicated_across_epochs.len(),
             self.reordered.len(),
             self.reordered_acks1,
+            self.reordered_across_epochs.len(),
             self.inconsistent.len(),
             self.vanished_reads.len(),
             self.commits_backwards.len(),
@@ -112,8 +128,21 @@ impl Report {
     }
 }
 
-/// Checks `history` against the log and the group offsets as read back after healing.
+/// Checks `history` against the log and the group offsets as read back after healing, without
+/// the records' writers: every duplicate and reorder of an idempotent producer is a violation.
 pub fn check(history: &History, final_log: &FinalLog, final_commits: &FinalCommits) -> Report {
+    check_with_origins(history, final_log, final_commits, None)
+}
+
+/// [`check`], with the final log's batch writers as the Kafka port read them (`origins`): they
+/// must agree with `final_log` on every offset, and they tell a client's epoch bump from the
+/// broker's fault.
+pub fn check_with_origins(
+    history: &History,
+    final_log: &FinalLog,
+    final_commits: &FinalCommits,
+    origins: Option<&Origins>,
+) -> Report {
     let mut report = Report {
         read_back: final_log.values().map(Vec::len).sum(),
         consumer_reads: history.reads.len(),
@@ -122,7 +151,10 @@ pub fn check(history: &History, final_log: &FinalLog, final_commits: &FinalCommi
     let log = LogIndex::new(final_log);
     check_writes(history, &log, &mut report);
     check_observations(history, final_log, &mut report);
-    check_log(history, final_log, &log, &mut report);
+    if let Some(origins) = origins {
+        check_origins(final_log, origins, &mut report);
+    }
+    check_log(history, final_log, &log, origins, &mut report);
     check_reads(history, &log, &mut report);
     check_commits(history, final_commits, &mut report);
     check_progress(history, &mut report);
@@ -291,7 +323,72 @@ fn check_observations(history: &History, final_log: &FinalLog, report: &mut Repo
     }
 }
 
-fn check_log(history: &History, final_log: &FinalLog, log: &LogIndex, report: &mut Report) {
+/// The Kafka port's read-back holds exactly the native one's records.
+fn check_origins(final_log: &FinalLog, origins: &Origins, report: &mut Report) {
+    let mut native: BTreeSet<(&Tp, i64)> = BTreeSet::new();
+    for (tp, records) in final_log {
+        for (offset, value) in records {
+            native.insert((tp, *offset));
+            match origins.get(&(tp.clone(), *offset)) {
+                None => report.inconsistent.push(format!(
+                    "{}@{offset} was read back as {value:?}, but the Kafka port's read has \
+                     nothing there",
+                    name(tp)
+                )),
+                Some(o) if o.value != *value => report.inconsistent.push(format!(
+                    "{}@{offset} was read back as {value:?}, but through the Kafka port as {:?}",
+                    name(tp),
+                    o.value
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    // A fenced epoch never writes again: per partition, a producer id's epochs only grow in
+    // offset order (the broker refuses an older epoch once it has seen a newer one).
+    let mut newest: BTreeMap<(&Tp, i64), (i16, i64)> = BTreeMap::new();
+    for ((tp, offset), o) in origins {
+        let key = (tp, o.producer_id);
+        if o.producer_id >= 0 {
+            match newest.get(&key).copied() {
+                Some((epoch, at)) if o.producer_epoch < epoch => {
+                    report.reordered.push(format!(
+                        "{}@{offset}: producer id {} wrote at epoch {} after its epoch {epoch} \
+                         at offset {at}: a fenced epoch wrote again",
+                        name(tp),
+                        o.producer_id,
+                        o.producer_epoch
+                    ));
+                }
+                _ => {
+                    newest.insert(key, (o.producer_epoch, *offset));
+                }
+            }
+        }
+        if !native.contains(&(tp, *offset)) {
+            report.inconsistent.push(format!(
+                "{}@{offset} was read through the Kafka port as {:?}, but the read-back has \
+                 nothing there",
+                name(tp),
+                o.value
+            ));
+        }
+    }
+}
+
+/// The (producer id, epoch) that wrote `tp`/`offset`, when the origins are known.
+fn writer(origins: Option<&Origins>, tp: &Tp, offset: i64) -> Option<(i64, i16)> {
+    let o = origins?.get(&(tp.clone(), offset))?;
+    Some((o.producer_id, o.producer_epoch))
+}
+
+fn check_log(
+    history: &History,
+    final_log: &FinalLog,
+    log: &LogIndex,
+    origins: Option<&Origins>,
+    report: &mut Report,
+) {
     // By the exact string: a value that parses but is spelled differently was not written.
     // Unwritten values are left out of the order check: they are already inconsistent.
     let written: BTreeSet<&str> = history.writes.iter().map(|w| w.value.as_str()).collect();
@@ -325,14 +422,24 @@ fn check_log(history: &History, final_log: &FinalLog, log: &LogIndex, report: &m
                 continue;
             }
             if let Some((last_seq, last_offset)) = last_by_producer.get(&producer) {
+                let this_writer = writer(origins, tp, *offset);
+                let last_writer = writer(origins, tp, *last_offset);
+                let across_epochs =
+                    this_writer.is_some() && this_writer != last_writer && last_writer.is_some();
                 if seq <= *last_seq && !idempotent.contains(&producer) {
                     report.reordered_acks1 += 1;
                 } else if seq <= *last_seq {
-                    report.reordered.push(format!(
-                        "{}: producer {producer} seq {seq} at offset {offset} follows its seq \
-                         {last_seq} at offset {last_offset}",
+                    let line = format!(
+                        "{}: producer {producer} seq {seq} at offset {offset} (writer \
+                         {this_writer:?}) follows its seq {last_seq} at offset {last_offset} \
+                         (writer {last_writer:?})",
                         name(tp)
-                    ));
+                    );
+                    if across_epochs {
+                        report.reordered_across_epochs.push(line);
+                    } else {
+                        report.reordered.push(line);
+                    }
                 }
             }
             last_by_producer.insert(producer, (seq, *offset));
@@ -343,11 +450,22 @@ fn check_log(history: &History, final_log: &FinalLog, log: &LogIndex, report: &m
         if at.len() > 1 && !promised {
             report.duplicated_acks1 += 1;
         } else if at.len() > 1 {
-            report.duplicated.push(format!(
-                "{value:?} is in the final log {} times: {}",
+            let writers: Vec<Option<(i64, i16)>> = at
+                .iter()
+                .map(|(tp, offset)| writer(origins, tp, *offset))
+                .collect();
+            let distinct: BTreeSet<(i64, i16)> = writers.iter().flatten().copied().collect();
+            let line = format!(
+                "{value:?} is in the final log {} times: {} (writers {writers:?})",
                 at.len(),
                 places(at)
-            ));
+            );
+            // Every copy known, each under its own (id, epoch): no broker could have told.
+            if distinct.len() == at.len() {
+                report.duplicated_across_epochs.push(line);
+            } else {
+                report.duplicated.push(line);
+            }
         }
     }
 }

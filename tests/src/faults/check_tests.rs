@@ -434,3 +434,6 @@ fn a_group_caught_up_only_when_its_commits_reach_every_end() {
         "nor another topic's"
     );
 }
+
+#[path = "check_epoch_tests.rs"]
+mod epochs;

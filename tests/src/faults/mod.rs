@@ -7,11 +7,14 @@
 //! - [`workload`]: producers (spool's client, librdkafka) and group consumers recording it;
 //! - [`nemesis`]: the harms, chosen from the seed, and their heals;
 //! - [`run`]: one run from fresh brokers to the checker's report;
+//! - [`origins`]: the final log's batch writers (producer id and epoch), read through the
+//!   Kafka port;
 //! - [`check`]: the checker — lost, duplicated, reordered, inconsistent, vanished reads,
 //!   committed offsets moving backwards, and the longest window without an acknowledgement.
 
 pub mod check;
 pub mod history;
 pub mod nemesis;
+pub mod origins;
 pub mod run;
 pub mod workload;

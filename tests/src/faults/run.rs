@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 use spool_protocol::client::admin::NewTopic;
 use spool_protocol::client::TopicPartition;
 
-use super::check::{check, group_caught_up, Report};
+use super::check::{check_with_origins, group_caught_up, Report};
 use super::history::{FinalCommits, FinalLog, History, NemesisSpan, WriteAcks};
 use super::nemesis::{self, Context, Harm, Kind, Rng};
+use super::origins::read_origins;
 use super::workload::{self, ProducerSpec, Shared};
 use crate::cluster::Cluster;
 use crate::small_disk::SmallDisk;
@@ -336,7 +337,9 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
     }
     check_interrupted()?;
 
-    let final_log = read_back(cluster)?;
+    let ends = crate::client::end_offsets(cluster.node(1), TOPIC, PARTITIONS);
+    let final_log = read_back(cluster, &ends)?;
+    let origins = read_origins(cluster, TOPIC, &ends)?;
     let mut history = shared
         .history
         .lock()
@@ -354,7 +357,7 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         Err(e) => return Err(e),
     };
     history.workload_end_ms = workload_end_ms;
-    let mut report = check(&history, &final_log, &final_commits);
+    let mut report = check_with_origins(&history, &final_log, &final_commits, Some(&origins));
     report.consumers_stalled = caught_up.err();
     let consumer_errors = shared
         .consumer_errors
@@ -508,10 +511,9 @@ fn wait_settled(cluster: &Cluster, timeout: Duration, offsets_too: bool) -> Resu
     }
 }
 
-/// Every partition from its start to its high watermark, through node 1.
-fn read_back(cluster: &Cluster) -> Result<FinalLog, String> {
+/// Every partition from its start to its high watermark (`ends`), through node 1.
+fn read_back(cluster: &Cluster, ends: &[i64]) -> Result<FinalLog, String> {
     let broker = cluster.node(1);
-    let ends = crate::client::end_offsets(broker, TOPIC, PARTITIONS);
     let mut consumer = crate::client::consumer_from_earliest(broker, TOPIC, PARTITIONS);
     let mut log: FinalLog = (0..PARTITIONS)
         .map(|p| ((TOPIC.to_string(), p), Vec::new()))
@@ -585,6 +587,12 @@ fn write_json(
         "duplicated_acks1": report.duplicated_acks1,
         "reordered_acks1": report.reordered_acks1,
         "reordered": report.reordered.len(),
+        "duplicated_across_epochs": report.duplicated_across_epochs.len(),
+        "reordered_across_epochs": report.reordered_across_epochs.len(),
+        "across_epochs": {
+            "duplicated": list(&report.duplicated_across_epochs),
+            "reordered": list(&report.reordered_across_epochs),
+        },
         "inconsistent": report.inconsistent.len(),
         "vanished_reads": report.vanished_reads.len(),
         "commits_backwards": report.commits_backwards.len(),
