@@ -305,6 +305,17 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
     batch[OFF_LEADER_EPOCH..OFF_LEADER_EPOCH + 4].copy_from_slice(&epoch.to_be_bytes());
 }
 
+/// Writes the producer id, epoch and base sequence in place and the CRC again (they are covered
+/// by it): a client renumbering a batch it knows was not written (OUT_OF_ORDER_SEQUENCE_NUMBER)
+/// under a new producer id. The batch must be a whole v2 batch.
+pub fn set_producer(batch: &mut [u8], producer_id: i64, producer_epoch: i16, base_sequence: i32) {
+    batch[OFF_PRODUCER_ID..OFF_PRODUCER_ID + 8].copy_from_slice(&producer_id.to_be_bytes());
+    batch[OFF_PRODUCER_EPOCH..OFF_PRODUCER_EPOCH + 2]
+        .copy_from_slice(&producer_epoch.to_be_bytes());
+    batch[OFF_BASE_SEQUENCE..OFF_BASE_SEQUENCE + 4].copy_from_slice(&base_sequence.to_be_bytes());
+    write_crc(batch);
+}
+
 /// Writes the CRC after a builder has filled the rest of the header.
 pub(crate) fn write_crc(batch: &mut [u8]) {
     let crc = compute_crc(batch);

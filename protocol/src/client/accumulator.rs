@@ -64,6 +64,29 @@ pub struct ClosedBatch {
     /// leader, without waiting out its backoff (KIP-951's rule: the wait was for the leader to
     /// move, and it has).
     pub sent_to: Option<i32>,
+    /// (producer id, epoch, base sequence) the bytes carry, for an idempotent producer.
+    pub stamp: Option<(i64, i16, i32)>,
+    /// The batch's place among its partition's batches, from 0 in closing order (set by the
+    /// producer's pipelines): resends go in this order.
+    pub order: u64,
+    /// The broker answered OUT_OF_ORDER_SEQUENCE_NUMBER to a stamp the producer has since
+    /// replaced: the batch was not written, and goes again under the current producer id.
+    pub restamp: bool,
+    /// An earlier batch of the partition was unresolved when this one was last sent: an
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER may then only mean the broker took the two out of order.
+    pub sent_behind: bool,
+}
+
+impl ClosedBatch {
+    /// Carries `stamp` from now on: the header's producer fields and CRC are written again (one
+    /// copy of the batch; only after the broker said it did not write the old one).
+    pub fn restamp_with(&mut self, stamp: (i64, i16, i32)) {
+        let mut bytes = bytes::BytesMut::from(&self.bytes[..]);
+        spool_storage::batch::set_producer(&mut bytes, stamp.0, stamp.1, stamp.2);
+        self.bytes = bytes.freeze();
+        self.stamp = Some(stamp);
+        self.restamp = false;
+    }
 }
 
 /// A batch that could not be encoded (zstd failure): its records fail.
@@ -274,6 +297,10 @@ impl Accumulator {
                 retry_at_ms: 0,
                 stale_metadata_version: None,
                 sent_to: None,
+                stamp: producer,
+                order: 0,
+                restamp: false,
+                sent_behind: false,
             }),
             Err(error) => Err(FailedBatch {
                 tp: tp.clone(),

@@ -40,7 +40,9 @@ pub struct ProducerConfig {
     /// Kafka `max.request.size`: the largest produce request (and so the largest record).
     pub max_request_bytes: usize,
     pub compression: Compression,
-    /// Produce requests outstanding per broker, 1 to 5.
+    /// Produce requests outstanding per broker, 1 to 5 (Kafka's
+    /// `max.in.flight.requests.per.connection`); with idempotence also the batches of one
+    /// partition in flight at once (without it, one).
     pub max_in_flight_per_broker: usize,
     /// Sends after the first, per batch, for retriable errors.
     pub retries: u32,

@@ -9,21 +9,29 @@
 //! exponential backoff (refreshing metadata first when the error says the leader moved), until
 //! `retries` or `delivery_timeout_ms` runs out.
 //!
-//! Ordering: a partition has at most one batch in flight or awaiting retry at a time, so a retry
-//! can never overtake — or be overtaken by — a later batch of the same partition, whatever the
-//! broker does. With idempotence (the default under `acks = all`, as in Kafka) each batch also
-//! carries producer id, epoch and sequence from InitProducerId, so the broker discards the
-//! duplicate a retry may create. Throughput per partition is therefore one batch per round trip;
-//! pipelining several batches per partition is future work.
+//! Ordering ([`pipes`]): with idempotence (the default under `acks = all`, as in Kafka) each
+//! batch carries producer id, epoch and sequence from InitProducerId, so the broker discards the
+//! duplicate a retry may create and refuses a batch that would overtake an earlier one
+//! (OUT_OF_ORDER_SEQUENCE_NUMBER, retried behind it); a partition then keeps up to
+//! `max_in_flight_per_broker` batches in flight. Without idempotence a partition has one batch in
+//! flight or awaiting retry at a time, so a retry can never overtake — or be overtaken by — a
+//! later batch of the same partition, whatever the broker does.
+//!
+//! A batch is renumbered only when the broker said it did not write it (OUT_OF_ORDER_SEQUENCE_
+//! NUMBER to a producer id the producer has since replaced): renumbering a batch whose outcome
+//! is unknown would let a broker append it twice (librdkafka's epoch-bump duplicates, README
+//! fault-harness item 14).
 //!
 //! Time: `now_ms` is wall-clock milliseconds since the Unix epoch (records without a timestamp get
 //! it). The core never reads a clock.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use tracing::{debug, warn};
 
 mod config;
+mod pipes;
+mod plans;
 
 pub use config::{Acks, ProducerConfig};
 
@@ -41,6 +49,8 @@ use crate::wire::{
     TopicProduceDataT,
 };
 use crate::ErrorCode;
+use pipes::Pipes;
+use plans::Plans;
 
 /// Why `send` did not take a record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,10 +103,8 @@ pub struct ProducerCore {
     inflight: InFlight<Pending>,
     /// Records whose topic has no metadata yet (their bytes are reserved).
     waiting: VecDeque<Waiting>,
-    /// A partition's batch waiting out its retry backoff.
-    retries: BTreeMap<TopicPartition, ClosedBatch>,
-    /// Partitions with a batch in flight or awaiting retry.
-    busy: BTreeSet<TopicPartition>,
+    /// Each partition's batches in flight and waiting to be sent again.
+    pipes: Pipes,
     producer: Option<(i64, i16)>,
     pid_in_flight: bool,
     pid_attempts: u32,
@@ -129,6 +137,12 @@ impl ProducerCore {
             buffer_bytes: config.buffer_bytes,
             compression: config.compression,
         });
+        // Without idempotence nothing keeps a retry from overtaking a later batch but having none.
+        let pipes = Pipes::new(if config.idempotent() {
+            config.max_in_flight_per_broker
+        } else {
+            1
+        });
         Ok(Self {
             metadata: MetadataCache::new(
                 bootstrap,
@@ -140,8 +154,7 @@ impl ProducerCore {
             config,
             inflight: InFlight::default(),
             waiting: VecDeque::new(),
-            retries: BTreeMap::new(),
-            busy: BTreeSet::new(),
+            pipes,
             producer: None,
             pid_in_flight: false,
             pid_attempts: 0,
@@ -307,20 +320,28 @@ impl ProducerCore {
         }
     }
 
+    /// Fails an in-flight batch for good.
     fn fail_batch(&mut self, batch: ClosedBatch, error: ClientError) {
-        self.busy.remove(&batch.tp);
+        self.pipes.resolved(&batch);
+        self.fail_resolved(batch, error);
+    }
+
+    /// Fails a batch the pipelines already count as resolved.
+    fn fail_resolved(&mut self, batch: ClosedBatch, error: ClientError) {
         warn!(tp = %batch.tp, %error, records = batch.records.len(), "produce failed");
         self.fail_records(&batch.records, batch.reserved_bytes, &error);
-        if self.config.idempotent() {
+        let current = batch.stamp.map(|(id, epoch, _)| (id, epoch)) == self.producer;
+        if self.config.idempotent() && current {
             // The partition's sequence is now unknown to us: start over with a fresh producer id,
-            // as Kafka's idempotent producer does.
+            // as Kafka's idempotent producer does. (A batch of an id already replaced changes
+            // nothing: its successor is in use.)
             self.producer = None;
             self.sequences.clear();
         }
     }
 
     fn complete_batch(&mut self, batch: ClosedBatch, base_offset: i64, log_append_time_ms: i64) {
-        self.busy.remove(&batch.tp);
+        self.pipes.resolved(&batch);
         self.acc.release(batch.reserved_bytes);
         for (i, r) in batch.records.iter().enumerate() {
             self.stats.records_delivered += 1;
@@ -353,16 +374,34 @@ impl ProducerCore {
             batch.stale_metadata_version = Some(self.metadata.version());
         }
         let expired = now_ms >= batch.created_ms + self.config.delivery_timeout_ms;
-        if code.is_retriable() && batch.attempts <= self.config.retries && !expired {
+        // OUT_OF_ORDER_SEQUENCE_NUMBER says the batch is not written. Behind an earlier batch
+        // of the partition still unresolved — or sent while one was: a broker may take two
+        // requests of one connection out of order — it goes again, alone, once nothing is
+        // ahead (no backoff: it is held until then anyway); refused alone, it fails. Under a
+        // producer id since replaced it goes again renumbered.
+        let (retriable, behind) = match code {
+            ErrorCode::OutOfOrderSequenceNumber if self.config.idempotent() => {
+                let stale = batch.stamp.map(|(id, epoch, _)| (id, epoch)) != self.producer;
+                batch.restamp = stale;
+                let behind = self.pipes.earlier_unresolved(&batch) || batch.sent_behind;
+                (stale || behind, behind && !stale)
+            }
+            _ => (code.is_retriable(), false),
+        };
+        if retriable && batch.attempts <= self.config.retries && !expired {
             self.stats.batch_retries += 1;
-            batch.retry_at_ms = now_ms
-                + backoff_ms(
-                    batch.attempts,
-                    self.config.retry_backoff_ms,
-                    self.config.retry_backoff_max_ms,
-                );
+            batch.retry_at_ms = if behind {
+                now_ms
+            } else {
+                now_ms
+                    + backoff_ms(
+                        batch.attempts,
+                        self.config.retry_backoff_ms,
+                        self.config.retry_backoff_max_ms,
+                    )
+            };
             debug!(tp = %batch.tp, %code, attempts = batch.attempts, retry_at_ms = batch.retry_at_ms, "retrying batch");
-            self.retries.insert(batch.tp.clone(), batch);
+            self.pipes.requeue(batch);
         } else if expired {
             let e = ClientError::Timeout {
                 what: format!("delivery to {}", batch.tp),
@@ -413,16 +452,15 @@ impl ProducerCore {
         for (tp, records, reserved) in self.acc.expire(now_ms.saturating_sub(timeout_ms)) {
             self.fail_records(&records, reserved, &timeout(format!("delivery to {tp}")));
         }
-        let due: Vec<TopicPartition> = self
-            .retries
-            .iter()
-            .filter(|(_, b)| now_ms >= b.created_ms + timeout_ms)
-            .map(|(tp, _)| tp.clone())
-            .collect();
-        for tp in due {
-            if let Some(b) = self.retries.remove(&tp) {
-                self.fail_batch(b, timeout(format!("delivery to {tp}")));
-            }
+        // Strictly older than the timeout, as `created_ms + timeout_ms <= now_ms` was.
+        let expired = match now_ms.checked_sub(timeout_ms) {
+            Some(cut) => self.pipes.take_expired(cut + 1),
+            None => Vec::new(),
+        };
+        for b in expired {
+            self.pipes.resolved_waiting(&b);
+            let what = format!("delivery to {}", b.tp);
+            self.fail_resolved(b, timeout(what));
         }
     }
 
@@ -502,123 +540,117 @@ impl ProducerCore {
         base
     }
 
-    /// Closes ready batches and groups them into produce requests per leader.
+    /// Closes ready batches and groups them into produce requests per leader: resends first
+    /// (they are older than anything still queued), then new batches, round after round while
+    /// partitions have ready batches and their pipelines room.
     fn drain(&mut self, now_ms: u64, out: &mut Vec<NetAction>) {
-        let max_in_flight = self.config.max_in_flight_per_broker;
-        let max_request_bytes = self.config.max_request_bytes;
-        // addr → requests being built (each a list of batches and its byte size).
-        let mut plans: BTreeMap<Addr, Vec<(Vec<ClosedBatch>, usize)>> = BTreeMap::new();
-        let room = |plans: &mut BTreeMap<Addr, Vec<(Vec<ClosedBatch>, usize)>>,
-                    inflight: &InFlight<Pending>,
-                    addr: &Addr,
-                    bytes: usize|
-         -> bool {
-            let reqs = plans.entry(addr.clone()).or_default();
-            if let Some((_, size)) = reqs.last() {
-                if size + bytes <= max_request_bytes {
-                    return true;
+        let mut plans = Plans::new(
+            self.config.max_in_flight_per_broker,
+            self.config.max_request_bytes,
+        );
+        self.plan_resends(now_ms, &mut plans);
+        let flush = self.flush_requested;
+        let producer = match self.producer {
+            Some(p) if self.config.idempotent() => Some(p),
+            _ => None,
+        };
+        // A batch is at most batch_bytes plus one record, itself at most max_request_bytes.
+        let batch_bytes_max = self.config.batch_bytes.min(self.config.max_request_bytes);
+        loop {
+            let mut progressed = false;
+            for tp in self.acc.ready_partitions(now_ms, flush) {
+                let Some((leader, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
+                    self.metadata.request_refresh();
+                    continue;
+                };
+                if !self.pipes.may_send_new(&tp, leader, producer) {
+                    continue;
+                }
+                let in_flight = self.inflight.count_to(&addr);
+                let Some(slot) = plans.slot(&addr, &tp, batch_bytes_max, in_flight) else {
+                    continue;
+                };
+                let stamp = producer.map(|(pid, epoch)| {
+                    let records = self.acc.first_batch_records(&tp);
+                    (pid, epoch, self.next_sequence(&tp, records))
+                });
+                match self.acc.close_first(&tp, stamp) {
+                    Some(Ok(mut batch)) => {
+                        self.pipes.number(&mut batch);
+                        self.pipes.sent(&mut batch, leader);
+                        plans.put(slot, batch);
+                        progressed = true;
+                    }
+                    Some(Err(failed)) => {
+                        let e = ClientError::Corrupt(format!(
+                            "could not encode batch for {}: {}",
+                            failed.tp, failed.error
+                        ));
+                        self.fail_records(&failed.records, failed.reserved_bytes, &e);
+                        progressed = true;
+                    }
+                    None => {}
                 }
             }
-            if inflight.count_to(addr) + reqs.len() >= max_in_flight {
-                return false;
+            if !progressed {
+                break;
             }
-            reqs.push((Vec::new(), 0));
-            true
-        };
-        let add = |plans: &mut BTreeMap<Addr, Vec<(Vec<ClosedBatch>, usize)>>,
-                   addr: &Addr,
-                   batch: ClosedBatch| {
-            if let Some((batches, size)) = plans.get_mut(addr).and_then(|r| r.last_mut()) {
-                *size += batch.bytes.len();
-                batches.push(batch);
-            }
-        };
+        }
+        if flush && !self.acc.has_open_batches() && self.waiting.is_empty() {
+            self.flush_requested = self.closed;
+        }
+        for (addr, batches) in plans.into_requests() {
+            self.send_produce(&addr, batches, now_ms, out);
+        }
+    }
 
-        // Retries first: they are older than anything still queued.
+    /// Plans the resends that are due: each partition's first waiting batch, once nothing of
+    /// the partition is in flight, its backoff is over (or its leader moved, KIP-951) and the
+    /// metadata is fresher than the error that sent it back.
+    fn plan_resends(&mut self, now_ms: u64, plans: &mut Plans) {
         let version = self.metadata.version();
         let metadata = &self.metadata;
         let due: Vec<TopicPartition> = self
-            .retries
-            .iter()
-            .filter(|(tp, b)| {
+            .pipes
+            .resendable()
+            .filter(|b| {
                 let moved = b.sent_to.is_some()
-                    && metadata.leader(&tp.topic, tp.partition).map(|(id, _)| id) != b.sent_to;
+                    && metadata
+                        .leader(&b.tp.topic, b.tp.partition)
+                        .map(|(id, _)| id)
+                        != b.sent_to;
                 (b.retry_at_ms <= now_ms || moved)
                     && b.stale_metadata_version.is_none_or(|v| version > v)
             })
-            .map(|(tp, _)| tp.clone())
+            .map(|b| b.tp.clone())
             .collect();
         for tp in due {
             let Some((leader, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
                 self.metadata.request_refresh();
                 continue;
             };
-            let bytes = self.retries.get(&tp).map_or(0, |b| b.bytes.len());
-            if !room(&mut plans, &self.inflight, &addr, bytes) {
-                continue;
-            }
-            if let Some(mut b) = self.retries.remove(&tp) {
-                b.sent_to = Some(leader);
-                add(&mut plans, &addr, b);
-            }
-        }
-
-        let flush = self.flush_requested;
-        for tp in self.acc.ready_partitions(now_ms, flush) {
-            if self.busy.contains(&tp) {
-                continue;
-            }
-            let Some((leader, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
-                self.metadata.request_refresh();
+            let Some(mut batch) = self.pipes.take_resend(&tp) else {
                 continue;
             };
-            // A batch is at most batch_bytes plus one record, itself at most max_request_bytes.
-            if !room(
-                &mut plans,
-                &self.inflight,
-                &addr,
-                self.config.batch_bytes.min(max_request_bytes),
-            ) {
+            let in_flight = self.inflight.count_to(&addr);
+            let slot = plans.slot(&addr, &tp, batch.bytes.len(), in_flight);
+            let producer = self.producer.filter(|_| self.config.idempotent());
+            let Some(slot) = slot else {
+                self.pipes.put_back(batch);
                 continue;
-            }
-            let producer = match self.producer {
-                Some((pid, epoch)) if self.config.idempotent() => Some((pid, epoch)),
-                _ => None,
             };
-            let stamp = match producer {
-                Some((pid, epoch)) => {
-                    let records = self.acc.first_batch_records(&tp);
-                    Some((pid, epoch, self.next_sequence(&tp, records)))
-                }
-                None => None,
-            };
-            match self.acc.close_first(&tp, stamp) {
-                Some(Ok(mut batch)) => {
-                    self.busy.insert(tp.clone());
-                    batch.sent_to = Some(leader);
-                    add(&mut plans, &addr, batch);
-                }
-                Some(Err(failed)) => {
-                    let e = ClientError::Corrupt(format!(
-                        "could not encode batch for {}: {}",
-                        failed.tp, failed.error
-                    ));
-                    self.fail_records(&failed.records, failed.reserved_bytes, &e);
-                }
-                None => {}
-            }
-        }
-        if flush && !self.acc.has_open_batches() && self.waiting.is_empty() {
-            self.flush_requested = self.closed;
-        }
-
-        for (addr, requests) in plans {
-            for (batches, _) in requests {
-                if batches.is_empty() {
+            if batch.restamp {
+                // Not written under its old stamp (the broker said so): the current id's next
+                // sequence, or wait for an id.
+                let Some((pid, epoch)) = producer else {
+                    self.pipes.put_back(batch);
                     continue;
-                }
-                self.send_produce(&addr, batches, now_ms, out);
+                };
+                let seq = self.next_sequence(&tp, batch.records.len());
+                batch.restamp_with((pid, epoch, seq));
             }
+            self.pipes.sent(&mut batch, leader);
+            plans.put(slot, batch);
         }
     }
 
@@ -784,12 +816,12 @@ impl ClientCore for ProducerCore {
         // A retry whose error said the leader is gone or moved keeps the metadata fresh (every
         // refresh backoff) while the metadata still names that leader, so it goes to the new
         // one as soon as one is elected.
-        if self.retries.iter().any(|(tp, b)| {
+        if self.pipes.waiting().any(|b| {
             b.stale_metadata_version.is_some()
                 && b.sent_to.is_some()
                 && self
                     .metadata
-                    .leader(&tp.topic, tp.partition)
+                    .leader(&b.tp.topic, b.tp.partition)
                     .map(|(id, _)| id)
                     == b.sent_to
         }) {
@@ -875,7 +907,7 @@ impl ClientCore for ProducerCore {
         } else {
             self.acc.next_linger_deadline_ms()
         };
-        let retry = self.retries.values().map(|b| b.retry_at_ms).min();
+        let retry = self.pipes.resendable().map(|b| b.retry_at_ms).min();
         let pid = if self.config.idempotent() && self.producer.is_none() && !self.pid_in_flight {
             Some(self.pid_retry_at_ms)
         } else {
@@ -885,8 +917,8 @@ impl ClientCore for ProducerCore {
             self.waiting
                 .front()
                 .map(|w| w.enqueued_ms + self.metadata_wait_ms()),
-            self.retries
-                .values()
+            self.pipes
+                .waiting()
                 .map(|b| b.created_ms + self.config.delivery_timeout_ms)
                 .min(),
         ]);

@@ -502,3 +502,6 @@ fn the_driver_is_needed_once_per_batch_not_once_per_record() {
     assert!(p.take_drive_needed());
     assert!(!p.take_drive_needed(), "the flag clears when taken");
 }
+
+#[path = "pipeline_tests.rs"]
+mod pipeline;
