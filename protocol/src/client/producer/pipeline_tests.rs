@@ -14,26 +14,6 @@ fn one_per_batch() -> ProducerConfig {
     }
 }
 
-/// Answers the InitProducerId request among `reqs` with `pid`, epoch 0.
-fn answer_pid(p: &mut ProducerCore, reqs: &[(String, Request)], pid: i64, now_ms: u64) {
-    let (addr, req) = reqs
-        .iter()
-        .find(|(_, r)| matches!(r.header.body, RequestBodyT::InitProducerIdRequest(_)))
-        .expect("InitProducerId");
-    let mut r = InitProducerIdResponseT::default();
-    r.producer_id = pid;
-    r.producer_epoch = 0;
-    p.on_response(
-        addr,
-        respond(
-            req,
-            ResponseBodyT::InitProducerIdResponse(Box::new(r)),
-            Bytes::new(),
-        ),
-        now_ms,
-    );
-}
-
 /// A producer with `records` records queued for t-0, its metadata and id (77) answered; the
 /// produce requests it sends then.
 fn started(records: usize) -> (ProducerCore, Vec<(String, Request)>) {
@@ -48,7 +28,7 @@ fn started(records: usize) -> (ProducerCore, Vec<(String, Request)>) {
     let first = p.poll_actions(0);
     let mut reqs = requests(&first);
     reqs.extend(requests(&with_metadata(&mut p, &first, &[0], 0)));
-    answer_pid(&mut p, &reqs, 77, 0);
+    answer_pid(&mut p, &reqs, (77, 0), 0);
     let produce = requests(&p.poll_actions(0));
     (p, produce)
 }
@@ -170,7 +150,7 @@ fn only_a_batch_the_broker_did_not_write_is_renumbered_under_a_new_id() {
         pid_req.1.header.body,
         RequestBodyT::InitProducerIdRequest(_)
     ));
-    answer_pid(&mut p, &[pid_req], 78, now_ms);
+    answer_pid(&mut p, &[pid_req], (78, 0), now_ms);
     let second = next_request(&mut p, &mut now_ms);
     assert_eq!(
         stamp(&second.1),

@@ -356,6 +356,24 @@ fn a_record_for_an_unknown_topic_fails_after_max_block_ms_naming_the_cause() {
     assert!(p.is_idle());
 }
 
+/// Answers the InitProducerId request among `reqs` with `(id, epoch)`.
+fn answer_pid(
+    p: &mut ProducerCore,
+    reqs: &[(String, crate::codec::Request)],
+    (producer_id, producer_epoch): (i64, i16),
+    now_ms: u64,
+) {
+    let (addr, req) = reqs
+        .iter()
+        .find(|(_, r)| matches!(r.header.body, RequestBodyT::InitProducerIdRequest(_)))
+        .expect("InitProducerId");
+    let mut r = InitProducerIdResponseT::default();
+    r.producer_id = producer_id;
+    r.producer_epoch = producer_epoch;
+    let body = ResponseBodyT::InitProducerIdResponse(Box::new(r));
+    p.on_response(addr, respond(req, body, Bytes::new()), now_ms);
+}
+
 #[test]
 fn idempotent_producer_gets_an_id_and_numbers_batches() {
     let config = ProducerConfig {
@@ -375,22 +393,7 @@ fn idempotent_producer_gets_an_id_and_numbers_batches() {
             .all(|(_, r)| !matches!(r.header.body, RequestBodyT::ProduceRequest(_))),
         "no produce before an id"
     );
-    let (addr, req) = reqs
-        .iter()
-        .find(|(_, r)| matches!(r.header.body, RequestBodyT::InitProducerIdRequest(_)))
-        .expect("InitProducerId");
-    let mut pid = InitProducerIdResponseT::default();
-    pid.producer_id = 77;
-    pid.producer_epoch = 3;
-    p.on_response(
-        addr,
-        respond(
-            req,
-            ResponseBodyT::InitProducerIdResponse(Box::new(pid)),
-            Bytes::new(),
-        ),
-        1,
-    );
+    answer_pid(&mut p, &reqs, (77, 3), 1);
     let reqs = requests(&p.poll_actions(1));
     let (addr, req) = &reqs[0];
     let h = spool_storage::batch::validate(&req.payload, 1 << 20).unwrap();
