@@ -27,6 +27,8 @@
 //!   controller's AlterPartition checks, KIP-966's eligible leader replicas;
 //! - [`liveness`]: the active controller's broker sessions (who to fence for silence) and the
 //!   unfence rule;
+//! - [`txn`]: the transaction coordinator's states, transitions and rules (issue 18; not wired
+//!   into the broker yet);
 //! - [`placement`]: the controller's replica placement for a new topic (distinct brokers and
 //!   racks, balanced replicas and preferred leaders).
 
@@ -48,6 +50,7 @@ pub mod replica;
 pub mod shard_map;
 pub mod topic_config;
 mod topic_partition;
+pub mod txn;
 
 pub use spool_error_code::ErrorCode;
 pub use topic_partition::TopicPartition;

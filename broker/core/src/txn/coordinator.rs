@@ -1,0 +1,379 @@
+//! One core's transaction coordinator (DESIGN §9): the transactional ids whose
+//! `__transaction_state` partition this core leads, and the rules of InitProducerId,
+//! AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and the transaction timeout (Kafka's
+//! `TransactionCoordinator` and `TransactionMetadata`).
+//!
+//! Sans-IO: a request either answers at once ([`Step::Answer`]) or yields the record the
+//! driver must append to the id's `__transaction_state` partition ([`Step::Write`]); the
+//! change takes effect, and the request is answered, only once [`TxnCoordinator::on_written`]
+//! says the record is durable (a failed write leaves the state as it was and the client is told
+//! NOT_COORDINATOR, as Kafka's coordinator answers after losing its partition). While a
+//! record is pending every other request for the id gets CONCURRENT_TRANSACTIONS, which clients
+//! retry. A durable PrepareCommit or PrepareAbort asks for markers
+//! ([`TxnAction::WriteMarkers`]); once they are written ([`TxnCoordinator::on_markers_written`])
+//! the CompleteCommit or CompleteAbort record follows.
+//!
+//! Promises: a producer epoch never goes back for a producer id; a request carrying an epoch
+//! other than the current one never changes anything (PRODUCER_FENCED); a transaction is
+//! completed only with markers for exactly the partitions it added; an open transaction past
+//! its timeout is aborted with the epoch bumped, so its producer is fenced. Bounded: one
+//! pending record per id; ids come only from InitProducerId (the API layer caps their count).
+//!
+//! Not here yet: the record encoding of `__transaction_state` and its replay on leadership
+//! change, expiry of idle ids (`transactional.id.expiration.ms`), KIP-890's partition checks.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use spool_error_code::ErrorCode;
+
+use super::state::{TxnMetadata, TxnState};
+use crate::topic_partition::TopicPartition;
+
+/// Kafka's `transaction.max.timeout.ms` default: 15 minutes.
+pub const TRANSACTION_MAX_TIMEOUT_MS: u32 = 900_000;
+
+/// What a request comes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Answer now.
+    Answer(Result<(), ErrorCode>),
+    /// Append `record` to the id's `__transaction_state` partition and call
+    /// [`TxnCoordinator::on_written`]; then answer `answer` (NOT_COORDINATOR if the write
+    /// failed).
+    Write {
+        record: TxnMetadata,
+        answer: Result<(), ErrorCode>,
+    },
+}
+
+/// Work the driver must do after a durable record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnAction {
+    /// Write a commit (or abort) marker for (`producer_id`, `producer_epoch`) to each partition,
+    /// then call [`TxnCoordinator::on_markers_written`].
+    WriteMarkers {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        partitions: Vec<TopicPartition>,
+    },
+}
+
+#[derive(Debug)]
+struct Entry {
+    current: TxnMetadata,
+    /// The record being written, and the state it brings.
+    pending: Option<TxnMetadata>,
+}
+
+/// The coordinator's ids (module docs).
+#[derive(Debug)]
+pub struct TxnCoordinator {
+    txns: BTreeMap<String, Entry>,
+    max_timeout_ms: u32,
+}
+
+impl TxnCoordinator {
+    pub fn new(max_timeout_ms: u32) -> Self {
+        Self {
+            txns: BTreeMap::new(),
+            max_timeout_ms,
+        }
+    }
+
+    /// The id's durable metadata.
+    pub fn describe(&self, transactional_id: &str) -> Option<&TxnMetadata> {
+        self.txns.get(transactional_id).map(|e| &e.current)
+    }
+
+    /// Every id's durable metadata, by id.
+    pub fn list(&self) -> impl Iterator<Item = &TxnMetadata> {
+        self.txns.values().map(|e| &e.current)
+    }
+
+    /// InitProducerId with a transactional id. On success the answer is the written record's
+    /// producer id and epoch. `expected` is KIP-360's current (id, epoch) of a producer that
+    /// already has one; `new_producer_id` allocates an id (None: none available yet).
+    pub fn init_producer_id(
+        &mut self,
+        transactional_id: &str,
+        timeout_ms: u32,
+        expected: Option<(i64, i16)>,
+        now_ms: u64,
+        new_producer_id: &mut dyn FnMut() -> Option<i64>,
+    ) -> Step {
+        if transactional_id.is_empty() {
+            return Step::Answer(Err(ErrorCode::InvalidRequest));
+        }
+        if timeout_ms == 0 || timeout_ms > self.max_timeout_ms {
+            return Step::Answer(Err(ErrorCode::InvalidTransactionTimeout));
+        }
+        let Some(entry) = self.txns.get(transactional_id) else {
+            let Some(pid) = new_producer_id() else {
+                return Step::Answer(Err(ErrorCode::CoordinatorLoadInProgress));
+            };
+            let fresh = TxnMetadata::new(transactional_id, pid, timeout_ms, now_ms);
+            let mut record = fresh.transition(TxnState::Empty, now_ms);
+            record.producer_epoch = 0;
+            self.txns.insert(
+                transactional_id.to_string(),
+                Entry {
+                    current: fresh,
+                    pending: Some(record.clone()),
+                },
+            );
+            return Step::Write {
+                record,
+                answer: Ok(()),
+            };
+        };
+        if entry.pending.is_some() {
+            return Step::Answer(Err(ErrorCode::ConcurrentTransactions));
+        }
+        let current = &entry.current;
+        if let Some(e) = expected {
+            if e != (current.producer_id, current.producer_epoch) {
+                return Step::Answer(Err(ErrorCode::ProducerFenced));
+            }
+        }
+        let record = match current.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence => {
+                return Step::Answer(Err(ErrorCode::ConcurrentTransactions));
+            }
+            TxnState::Dead => return Step::Answer(Err(ErrorCode::ConcurrentTransactions)),
+            // Fence the producer of the open transaction and abort it; the caller retries and
+            // then finds it complete.
+            TxnState::Ongoing => {
+                let record = fenced_abort(current, now_ms);
+                return self.pend(
+                    transactional_id,
+                    record,
+                    Err(ErrorCode::ConcurrentTransactions),
+                );
+            }
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                let mut record = current.transition(TxnState::Empty, now_ms);
+                record.timeout_ms = timeout_ms;
+                record.partitions.clear();
+                record.txn_start_ms = 0;
+                if current.producer_epoch >= i16::MAX - 1 {
+                    // The epoch is exhausted: a new producer id starts at epoch 0.
+                    let Some(pid) = new_producer_id() else {
+                        return Step::Answer(Err(ErrorCode::CoordinatorLoadInProgress));
+                    };
+                    record.producer_id = pid;
+                    record.producer_epoch = 0;
+                } else {
+                    record.producer_epoch = current.producer_epoch + 1;
+                }
+                record
+            }
+        };
+        self.pend(transactional_id, record, Ok(()))
+    }
+
+    /// AddPartitionsToTxn, and AddOffsetsToTxn with the group's `__consumer_offsets` partition.
+    pub fn add_partitions(
+        &mut self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TopicPartition],
+        now_ms: u64,
+    ) -> Step {
+        let current = match self.check_producer(transactional_id, producer_id, producer_epoch) {
+            Ok(current) => current,
+            Err(code) => return Step::Answer(Err(code)),
+        };
+        match current.state {
+            TxnState::Empty
+            | TxnState::Ongoing
+            | TxnState::CompleteCommit
+            | TxnState::CompleteAbort => {}
+            _ => return Step::Answer(Err(ErrorCode::ConcurrentTransactions)),
+        }
+        let adds: BTreeSet<TopicPartition> = partitions.iter().cloned().collect();
+        if current.state == TxnState::Ongoing && adds.is_subset(&current.partitions) {
+            return Step::Answer(Ok(()));
+        }
+        let mut record = current.transition(TxnState::Ongoing, now_ms);
+        if current.state != TxnState::Ongoing {
+            record.partitions.clear();
+            record.txn_start_ms = now_ms;
+        }
+        record.partitions.extend(adds);
+        self.pend(transactional_id, record, Ok(()))
+    }
+
+    /// EndTxn: commit (or abort) the open transaction.
+    pub fn end_txn(
+        &mut self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        now_ms: u64,
+    ) -> Step {
+        let current = match self.check_producer(transactional_id, producer_id, producer_epoch) {
+            Ok(current) => current,
+            Err(code) => return Step::Answer(Err(code)),
+        };
+        let answer = match (current.state, commit) {
+            (TxnState::Ongoing, _) => {
+                let next = if commit {
+                    TxnState::PrepareCommit
+                } else {
+                    TxnState::PrepareAbort
+                };
+                let record = current.transition(next, now_ms);
+                return self.pend(transactional_id, record, Ok(()));
+            }
+            // A retry of an EndTxn that already went through.
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(()),
+            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                Err(ErrorCode::ConcurrentTransactions)
+            }
+            _ => Err(ErrorCode::InvalidTxnState),
+        };
+        Step::Answer(answer)
+    }
+
+    /// Aborts, fencing their producers, the open transactions past their timeout at `now_ms`:
+    /// the records to write (each pending like a request's).
+    pub fn expire(&mut self, now_ms: u64) -> Vec<TxnMetadata> {
+        let due: Vec<String> = self
+            .txns
+            .iter()
+            .filter(|(_, e)| {
+                e.pending.is_none()
+                    && e.current.state == TxnState::Ongoing
+                    && e.current.txn_start_ms + u64::from(e.current.timeout_ms) <= now_ms
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        due.into_iter()
+            .filter_map(|id| {
+                let record = fenced_abort(&self.txns.get(&id)?.current, now_ms);
+                match self.pend(&id, record, Ok(())) {
+                    Step::Write { record, .. } => Some(record),
+                    Step::Answer(_) => None,
+                }
+            })
+            .collect()
+    }
+
+    /// The pending record of `transactional_id` was written (`durable`) or not. A durable
+    /// PrepareCommit or PrepareAbort asks for its markers.
+    pub fn on_written(&mut self, transactional_id: &str, durable: bool) -> Vec<TxnAction> {
+        let Some(entry) = self.txns.get_mut(transactional_id) else {
+            return Vec::new();
+        };
+        let Some(next) = entry.pending.take() else {
+            return Vec::new();
+        };
+        if !durable {
+            // A brand-new id that never became durable is forgotten.
+            if entry.current.producer_epoch < 0 {
+                self.txns.remove(transactional_id);
+            }
+            return Vec::new();
+        }
+        assert!(
+            next.producer_id != entry.current.producer_id
+                || next.producer_epoch >= entry.current.producer_epoch,
+            "{transactional_id}: epoch {} after {}",
+            next.producer_epoch,
+            entry.current.producer_epoch
+        );
+        entry.current = next;
+        let m = &entry.current;
+        match m.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => vec![TxnAction::WriteMarkers {
+                transactional_id: m.transactional_id.clone(),
+                producer_id: m.producer_id,
+                producer_epoch: m.producer_epoch,
+                commit: m.state == TxnState::PrepareCommit,
+                partitions: m.partitions.iter().cloned().collect(),
+            }],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every marker of the id's prepared transaction is written: the completing record to write
+    /// (None if the id is not prepared, or a record is already pending). Called again after a
+    /// failed write of that record.
+    pub fn on_markers_written(
+        &mut self,
+        transactional_id: &str,
+        now_ms: u64,
+    ) -> Option<TxnMetadata> {
+        let entry = self.txns.get(transactional_id)?;
+        if entry.pending.is_some() {
+            return None;
+        }
+        let next = match entry.current.state {
+            TxnState::PrepareCommit => TxnState::CompleteCommit,
+            TxnState::PrepareAbort => TxnState::CompleteAbort,
+            _ => return None,
+        };
+        let mut record = entry.current.transition(next, now_ms);
+        record.partitions.clear();
+        record.txn_start_ms = 0;
+        match self.pend(transactional_id, record, Ok(())) {
+            Step::Write { record, .. } => Some(record),
+            Step::Answer(_) => None,
+        }
+    }
+
+    /// The id's current metadata if (`producer_id`, `producer_epoch`) is its producer and no
+    /// record is pending.
+    fn check_producer(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<&TxnMetadata, ErrorCode> {
+        let entry = self
+            .txns
+            .get(transactional_id)
+            .filter(|e| e.current.producer_epoch >= 0)
+            .ok_or(ErrorCode::InvalidProducerIdMapping)?;
+        if entry.current.producer_id != producer_id {
+            return Err(ErrorCode::InvalidProducerIdMapping);
+        }
+        if entry.current.producer_epoch != producer_epoch {
+            return Err(ErrorCode::ProducerFenced);
+        }
+        if entry.pending.is_some() {
+            return Err(ErrorCode::ConcurrentTransactions);
+        }
+        Ok(&entry.current)
+    }
+
+    fn pend(
+        &mut self,
+        transactional_id: &str,
+        record: TxnMetadata,
+        answer: Result<(), ErrorCode>,
+    ) -> Step {
+        match self.txns.get_mut(transactional_id) {
+            Some(entry) if entry.pending.is_none() => {
+                entry.pending = Some(record.clone());
+                Step::Write { record, answer }
+            }
+            _ => Step::Answer(Err(ErrorCode::ConcurrentTransactions)),
+        }
+    }
+}
+
+/// The open transaction of `current` aborted with the epoch bumped (when it can be), so its
+/// producer can write no more (Kafka's PrepareEpochFence, then PrepareAbort).
+fn fenced_abort(current: &TxnMetadata, now_ms: u64) -> TxnMetadata {
+    let fencing = current.transition(TxnState::PrepareEpochFence, now_ms);
+    let mut record = fencing.transition(TxnState::PrepareAbort, now_ms);
+    if current.producer_epoch < i16::MAX - 1 {
+        record.producer_epoch = current.producer_epoch + 1;
+    }
+    record
+}

@@ -1,0 +1,31 @@
+//! Transactions (DESIGN §9, issue 18): the transaction coordinator's decisions, sans-IO.
+//!
+//! Transactional id T lives on the leader of partition `java_string_hash(T) % N` of the compacted
+//! internal topic `__transaction_state` (N = `transaction.state.log.num.partitions`, 50 by
+//! default, Kafka's formula), like a group on `__consumer_offsets`.
+//! - [`state`]: one id's metadata and Kafka's states and transitions;
+//! - [`coordinator`]: one core's ids and the rules of InitProducerId, AddPartitionsToTxn,
+//!   AddOffsetsToTxn, EndTxn and the transaction timeout, each change durable before it counts.
+//!
+//! Not built yet (issue 18): the glommio driver, the APIs on both ports, markers and the LSO on
+//! the partitions, read_committed, transactional offset commits, the client and the tools.
+
+pub mod coordinator;
+pub mod state;
+
+#[cfg(test)]
+mod tests;
+
+pub use coordinator::{Step, TxnAction, TxnCoordinator, TRANSACTION_MAX_TIMEOUT_MS};
+pub use state::{TxnMetadata, TxnState};
+
+/// The internal topic holding the transaction coordinators' state.
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
+/// Kafka's `transaction.state.log.num.partitions` default.
+pub const TRANSACTION_STATE_PARTITIONS: i32 = 50;
+
+/// The `__transaction_state` partition of `transactional_id` (Kafka's formula, as for groups).
+pub fn coordinator_partition(transactional_id: &str, partitions: i32) -> i32 {
+    crate::group::coordinator_partition(transactional_id, partitions)
+}
