@@ -46,6 +46,7 @@ pub mod placement;
 #[cfg(feature = "planted-bugs")]
 pub mod planted;
 pub mod producer_state;
+mod record_codec;
 pub mod replica;
 pub mod shard_map;
 pub mod topic_config;

@@ -17,6 +17,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+pub use crate::record_codec::RecordError;
+use crate::record_codec::{put_bytes, put_nstr, put_str, Cursor};
+
 /// Key version of an offset-commit record (Kafka's OffsetCommitKey v1).
 const OFFSET_KEY_VERSION: i16 = 1;
 /// Key version of a group-metadata record (Kafka's GroupMetadataKey v2).
@@ -27,18 +30,6 @@ const OFFSET_VALUE_VERSION: i16 = 3;
 const GROUP_VALUE_VERSION: i16 = 3;
 /// Members a decoded group-metadata value may claim, checked before allocating.
 const DECODED_MEMBERS_MAX: usize = 100_000;
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RecordError {
-    #[error("record ends early: {0}")]
-    Truncated(&'static str),
-    #[error("unknown key version {0}")]
-    KeyVersion(i16),
-    #[error("unknown value version {0}")]
-    ValueVersion(i16),
-    #[error("bad {0}")]
-    Malformed(&'static str),
-}
 
 /// A record's key: what compaction deduplicates on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,26 +84,6 @@ pub enum RecordValue {
     Group(GroupValue),
 }
 
-fn put_str(out: &mut BytesMut, s: &str) {
-    // Strings longer than i16::MAX cannot be written; callers bound them (group ids, topic names
-    // and metadata are all checked far below that), so this cut never happens in practice.
-    let b = &s.as_bytes()[..s.len().min(i16::MAX as usize)];
-    out.put_i16(b.len() as i16);
-    out.put_slice(b);
-}
-
-fn put_nstr(out: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => put_str(out, s),
-        None => out.put_i16(-1),
-    }
-}
-
-fn put_bytes(out: &mut BytesMut, b: &[u8]) {
-    out.put_i32(b.len() as i32);
-    out.put_slice(b);
-}
-
 pub fn encode_key(key: &RecordKey) -> Bytes {
     let mut out = BytesMut::new();
     match key {
@@ -164,54 +135,6 @@ pub fn encode_group(v: &GroupValue) -> Bytes {
         put_bytes(&mut out, &m.assignment);
     }
     out.freeze()
-}
-
-struct Cursor<'a> {
-    buf: &'a [u8],
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], RecordError> {
-        if self.buf.len() < n {
-            return Err(RecordError::Truncated(what));
-        }
-        let (head, rest) = self.buf.split_at(n);
-        self.buf = rest;
-        Ok(head)
-    }
-    fn i16(&mut self, what: &'static str) -> Result<i16, RecordError> {
-        let b = self.take(2, what)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-    fn i32(&mut self, what: &'static str) -> Result<i32, RecordError> {
-        let b = self.take(4, what)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn i64(&mut self, what: &'static str) -> Result<i64, RecordError> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8, what)?);
-        Ok(i64::from_be_bytes(a))
-    }
-    fn nstr(&mut self, what: &'static str) -> Result<Option<String>, RecordError> {
-        let len = self.i16(what)?;
-        if len < 0 {
-            return Ok(None);
-        }
-        let b = self.take(len as usize, what)?;
-        String::from_utf8(b.to_vec())
-            .map(Some)
-            .map_err(|_| RecordError::Malformed(what))
-    }
-    fn str(&mut self, what: &'static str) -> Result<String, RecordError> {
-        self.nstr(what)?.ok_or(RecordError::Malformed(what))
-    }
-    fn bytes(&mut self, what: &'static str) -> Result<Vec<u8>, RecordError> {
-        let len = self.i32(what)?;
-        if len < 0 {
-            return Ok(Vec::new());
-        }
-        Ok(self.take(len as usize, what)?.to_vec())
-    }
 }
 
 pub fn decode_key(key: &[u8]) -> Result<RecordKey, RecordError> {

@@ -19,8 +19,10 @@
 //! its timeout is aborted with the epoch bumped, so its producer is fenced. Bounded: one
 //! pending record per id; ids come only from InitProducerId (the API layer caps their count).
 //!
-//! Not here yet: the record encoding of `__transaction_state` and its replay on leadership
-//! change, expiry of idle ids (`transactional.id.expiration.ms`), KIP-890's partition checks.
+//! Leadership: [`TxnCoordinator::replay`] rebuilds the ids from their partition's records
+//! (`super::records`), [`TxnCoordinator::resume`] names the markers a prepared transaction
+//! still needs, [`TxnCoordinator::unload`] forgets a partition's ids. Not here yet: expiry of
+//! idle ids (`transactional.id.expiration.ms`), KIP-890's partition checks.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -287,17 +289,7 @@ impl TxnCoordinator {
             entry.current.producer_epoch
         );
         entry.current = next;
-        let m = &entry.current;
-        match m.state {
-            TxnState::PrepareCommit | TxnState::PrepareAbort => vec![TxnAction::WriteMarkers {
-                transactional_id: m.transactional_id.clone(),
-                producer_id: m.producer_id,
-                producer_epoch: m.producer_epoch,
-                commit: m.state == TxnState::PrepareCommit,
-                partitions: m.partitions.iter().cloned().collect(),
-            }],
-            _ => Vec::new(),
-        }
+        markers(&entry.current).into_iter().collect()
     }
 
     /// Every marker of the id's prepared transaction is written: the completing record to write
@@ -324,6 +316,41 @@ impl TxnCoordinator {
             Step::Write { record, .. } => Some(record),
             Step::Answer(_) => None,
         }
+    }
+
+    /// Replays one `__transaction_state` record (in log order, on becoming the partition's
+    /// leader): the newest record per id wins, a tombstone (`None`) removes it.
+    pub fn replay(&mut self, transactional_id: &str, metadata: Option<TxnMetadata>) {
+        match metadata {
+            Some(current) => {
+                self.txns.insert(
+                    transactional_id.to_string(),
+                    Entry {
+                        current,
+                        pending: None,
+                    },
+                );
+            }
+            None => {
+                self.txns.remove(transactional_id);
+            }
+        }
+    }
+
+    /// After a replay: the markers of every prepared transaction, to write again (a previous
+    /// coordinator may have died between prepare and complete; markers are idempotent).
+    pub fn resume(&self) -> Vec<TxnAction> {
+        self.txns
+            .values()
+            .filter(|e| e.pending.is_none())
+            .filter_map(|e| markers(&e.current))
+            .collect()
+    }
+
+    /// Forgets the ids `moved` names (their partition's leadership moved away); records
+    /// pending for them are dropped unanswered, as their partition can no longer take them.
+    pub fn unload(&mut self, moved: impl Fn(&str) -> bool) {
+        self.txns.retain(|id, _| !moved(id));
     }
 
     /// The id's current metadata if (`producer_id`, `producer_epoch`) is its producer and no
@@ -364,6 +391,20 @@ impl TxnCoordinator {
             }
             _ => Step::Answer(Err(ErrorCode::ConcurrentTransactions)),
         }
+    }
+}
+
+/// The markers a prepared transaction needs (None in any other state).
+fn markers(m: &TxnMetadata) -> Option<TxnAction> {
+    match m.state {
+        TxnState::PrepareCommit | TxnState::PrepareAbort => Some(TxnAction::WriteMarkers {
+            transactional_id: m.transactional_id.clone(),
+            producer_id: m.producer_id,
+            producer_epoch: m.producer_epoch,
+            commit: m.state == TxnState::PrepareCommit,
+            partitions: m.partitions.iter().cloned().collect(),
+        }),
+        _ => None,
     }
 }
 

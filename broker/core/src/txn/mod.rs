@@ -4,6 +4,7 @@
 //! internal topic `__transaction_state` (N = `transaction.state.log.num.partitions`, 50 by
 //! default, Kafka's formula), like a group on `__consumer_offsets`.
 //! - [`state`]: one id's metadata and Kafka's states and transitions;
+//! - [`records`]: its `__transaction_state` records, in Kafka's layout;
 //! - [`coordinator`]: one core's ids and the rules of InitProducerId, AddPartitionsToTxn,
 //!   AddOffsetsToTxn, EndTxn and the transaction timeout, each change durable before it counts.
 //!
@@ -11,6 +12,7 @@
 //! the partitions, read_committed, transactional offset commits, the client and the tools.
 
 pub mod coordinator;
+pub mod records;
 pub mod state;
 
 #[cfg(test)]

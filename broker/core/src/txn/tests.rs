@@ -384,3 +384,35 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_new_coordinator_replays_the_records_and_resumes_a_prepared_commit() {
+    let (mut c, mut alloc) = coordinator();
+    let mut log: Vec<(bytes::Bytes, bytes::Bytes)> = Vec::new();
+    let write = |c: &mut TxnCoordinator, step: Step, log: &mut Vec<_>| {
+        let Step::Write { record, .. } = step else {
+            panic!("{step:?}")
+        };
+        log.push((
+            records::encode_key(&record.transactional_id),
+            records::encode_value(&record),
+        ));
+        c.on_written(&record.transactional_id, true)
+    };
+    let step = c.init_producer_id(T, 60_000, None, 0, &mut alloc);
+    write(&mut c, step, &mut log);
+    let step = c.add_partitions(T, 1001, 0, &[tp(0), tp(3)], 1);
+    write(&mut c, step, &mut log);
+    let step = c.end_txn(T, 1001, 0, true, 2);
+    let markers = write(&mut c, step, &mut log);
+    // The coordinator dies before the markers are written; its successor reads the log.
+    let mut next = TxnCoordinator::new(TRANSACTION_MAX_TIMEOUT_MS);
+    for (key, value) in &log {
+        let (id, metadata) = records::decode(key, Some(value)).expect("decodes");
+        next.replay(&id, metadata);
+    }
+    assert_eq!(next.describe(T), c.describe(T));
+    assert_eq!(next.resume(), markers, "the same markers, written again");
+    next.unload(|id| id == T);
+    assert!(next.describe(T).is_none());
+}
