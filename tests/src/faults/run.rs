@@ -7,7 +7,8 @@
 //! ([`interrupted`]) stops at the next step; the brokers are this run's own processes and die
 //! with it ([`crate::cluster::Cluster`] kills them by PID on drop), its iptables chains and its
 //! loop mount are removed on drop too, also when a step panics (the panic becomes the run's
-//! `error`). A run that failed keeps every broker's logs in its directory.
+//! `error`). A run that failed keeps every broker's logs in its directory, and so does one
+//! whose longest stretch without an acknowledgement is an outlier.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,9 @@ const RATE_PER_S: u64 = 100;
 /// The node whose data dir sits on the small disk, in runs with the disk-full nemesis.
 const SMALL_DISK_NODE: i32 = 3;
 const SMALL_DISK_MIB: u64 = 128;
+/// A run without any acknowledgement for longer than this keeps its brokers' logs even when it
+/// passes: three times the usual failover window (an election and the clients' refresh).
+const KEEP_LOGS_UNAVAILABLE_MS: u64 = 9_000;
 /// How long the cluster may take to bring every replica back in sync after the last heal.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -176,7 +180,9 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         Err(panic) => result.error = Some(panic_text(&panic)),
     }
     result.elapsed_ms = started.elapsed().as_millis() as u64;
-    if result.failed() {
+    // A passing run whose longest ack-free stretch is an outlier keeps its logs too, so the
+    // stretch can be explained (the campaigns' largest windows were not, for want of them).
+    if result.failed() || result.report.max_unavailable_ms > KEEP_LOGS_UNAVAILABLE_MS {
         keep_logs(&cluster, &cfg.dir);
     }
     result
