@@ -54,20 +54,7 @@ pub fn encode_value(m: &TxnMetadata) -> Bytes {
 }
 
 fn state_of(id: i8) -> Result<TxnState, RecordError> {
-    use TxnState::*;
-    [
-        Empty,
-        Ongoing,
-        PrepareCommit,
-        PrepareAbort,
-        CompleteCommit,
-        CompleteAbort,
-        Dead,
-        PrepareEpochFence,
-    ]
-    .into_iter()
-    .find(|s| s.id() == id)
-    .ok_or(RecordError::Malformed("transaction state"))
+    TxnState::from_id(id).ok_or(RecordError::Malformed("transaction state"))
 }
 
 fn count(c: &mut Cursor, what: &'static str) -> Result<usize, RecordError> {

@@ -32,6 +32,23 @@ pub enum TxnState {
 }
 
 impl TxnState {
+    /// Every state, in id order.
+    pub const ALL: [TxnState; 8] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Dead,
+        TxnState::PrepareEpochFence,
+    ];
+
+    /// The state with Kafka's id `id`.
+    pub fn from_id(id: i8) -> Option<TxnState> {
+        TxnState::ALL.into_iter().find(|s| s.id() == id)
+    }
+
     /// Kafka's id of the state, as `__transaction_state` and the admin APIs carry it.
     pub fn id(self) -> i8 {
         match self {

@@ -245,16 +245,7 @@ fn bad_requests_are_refused_with_kafkas_codes() {
 #[test]
 fn kafkas_transitions_and_only_those_are_allowed() {
     use TxnState::*;
-    let all = [
-        Empty,
-        Ongoing,
-        PrepareCommit,
-        PrepareAbort,
-        CompleteCommit,
-        CompleteAbort,
-        Dead,
-        PrepareEpochFence,
-    ];
+    let all = TxnState::ALL;
     let allowed: Vec<(TxnState, TxnState)> = all
         .iter()
         .flat_map(|to| all.iter().map(move |from| (*from, *to)))
@@ -264,6 +255,8 @@ fn kafkas_transitions_and_only_those_are_allowed() {
     assert!(!PrepareCommit.may_follow(Empty) && !CompleteCommit.may_follow(PrepareAbort));
     let ids: Vec<i8> = all.iter().map(|s| s.id()).collect();
     assert_eq!(ids, vec![0, 1, 2, 3, 4, 5, 6, 7]);
+    assert!(all.iter().all(|s| TxnState::from_id(s.id()) == Some(*s)));
+    assert_eq!(TxnState::from_id(8), None);
 }
 
 /// One step of two producer instances (0 and 1) sharing the id, and of the driver.
