@@ -11,7 +11,7 @@
 #            iperf3 over loopback                                           -> loopback_mbps
 #   broker:  `spool serve` in a temporary directory on the measured disk, 127.0.0.1, ports
 #            19193/19744 (not the defaults), restarted fresh for each configuration:
-#            durability fsync, every CPU of its set: produce max (1 KiB, acks=all, 8 partitions),
+#            durability fsync, every CPU of its set: produce max (1 KiB, acks=1, 8 partitions),
 #              e2e at half that rate, produce max to 1,000 partitions, catch-up consume of
 #              the ≥ 2 GiB the produce run left behind;
 #            durability replicated: e2e at the same half rate;
@@ -27,8 +27,10 @@
 # every run is bounded in time, and the script kills only the processes it started (by PID) and
 # removes its directory on exit. Installs fio and iperf3 with apt-get if missing.
 #
-# Usage: loadgen/bench.sh [--rounds N] [--seconds S] [--keep]
+# Usage: loadgen/bench.sh [--rounds N] [--seconds S] [--acks 1|all] [--keep]
 #        loadgen/bench.sh --cost PID LOADGEN-ARGS...
+#   --acks all: idempotent producers, which keep up to five batches of a partition in flight
+#   (acks=1, the default, keeps one; the series in BENCHMARKS.md is acks=1).
 #   --cost runs no bench: one `spool-loadgen LOADGEN-ARGS` (binary $LOADGEN, default the release
 #   build; --brokers from $BROKERS) against the running broker process PID, then prints both
 #   processes' CPU seconds per GB with the same arithmetic the bench uses.
@@ -36,15 +38,17 @@ set -euo pipefail
 
 ROUNDS=3
 SECONDS_PER_RUN=8
+ACKS=1
 KEEP=0
 COST_PID=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
     --seconds) SECONDS_PER_RUN="$2"; shift 2 ;;
+    --acks) ACKS="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --cost) COST_PID="${2:?--cost needs a broker PID}"; shift 2; break ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -294,12 +298,12 @@ LOADGEN="$ROOT/target/release/spool-loadgen"
 
 # ---- rounds ----
 declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF
-# 1 KiB messages, acks=all (Kafka's default since 3.0; on one broker as durable as acks=1), two
-# producers on two client executors. acks=all makes the producer idempotent, so it keeps up to
-# five batches of a partition in flight (until 2026-12-03 these runs were acks=1, which keeps
-# one). With durability fsync a batch is acknowledged after its fdatasync, so throughput runs
-# use 512 KiB batches and latency runs linger only 1 ms.
-COMMON=(--message-bytes 1024 --acks all --producers 2 --cores 2 --batch-bytes 524288)
+# 1 KiB messages, acks=1 (--acks all: idempotent, up to five batches of a partition in flight),
+# two producers on two client executors. At acks=1 the producer keeps one batch in flight per
+# partition and, with durability fsync, a batch is acknowledged after its fdatasync:
+# throughput is about partitions × batch size / sync latency, so throughput runs use 512 KiB
+# batches (64 KiB gives about a third of it here) and latency runs linger only 1 ms.
+COMMON=(--message-bytes 1024 --acks "$ACKS" --producers 2 --cores 2 --batch-bytes 524288)
 MAX=(--linger-ms 10)
 HALF=(--linger-ms 1)
 for round in $(seq 1 "$ROUNDS"); do
@@ -386,7 +390,7 @@ row disk_write_mbps "$(r "$disk" 1)" "fio 1 MiB O_DIRECT, best qd 1/4/16"
 row disk_write_fsync8_mbps "$(r "$disk8" 1)" "fio 1 MiB O_DIRECT, fdatasync every 8 MiB"
 row fsync_p99_ms "$(r "$fsync" 2)" "fio 4 KiB + fdatasync"
 row loopback_mbps "$(r "$loop" 1)" "iperf3 127.0.0.1"
-row produce_mbps "$(r "$prod" 1)" "1 KiB, acks=all, 8 partitions, fsync"
+row produce_mbps "$(r "$prod" 1)" "1 KiB, acks=$ACKS, 8 partitions, fsync"
 row produce_ratio "$produce_ratio" "/ disk_write_mbps; target >= 0.9"
 row produce_fsync_ratio "$produce_fsync_ratio" "/ min(disk_write_fsync8, loopback); target >= 0.9"
 row produce_p99_ms_half_load "$(r "$p99h" 2)" "target <= fsync_p99_ms + 2 = $(r "$fsync + 2" 2)"
