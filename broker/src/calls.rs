@@ -17,8 +17,10 @@ use std::rc::Rc;
 use spool_core::group::{GroupAnswer, GroupCall};
 
 use spool_core::isr_change::AlterPartitionAnswer;
+use spool_protocol::ErrorCode;
 
-use crate::requests::{DeleteRecordsAnswer, DeleteRecordsPartition};
+use crate::requests::{DeleteRecordsAnswer, DeleteRecordsPartition, WriteMarkerPartition};
+use crate::txn::calls::{TxnAnswer, TxnCall};
 
 use crate::requests::{
     AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, EpochEndAnswer,
@@ -108,4 +110,8 @@ calls! {
     Group(GroupCall) -> GroupAnswer => group;
     /// Deletes one partition's records below an offset on its owner (the leader).
     DeleteRecords(DeleteRecordsPartition) -> DeleteRecordsAnswer => delete_records;
+    /// A transaction request for the coordinator on this core.
+    Txn(TxnCall) -> TxnAnswer => txn;
+    /// Writes a transaction marker to one partition this core owns (the leader).
+    WriteMarker(WriteMarkerPartition) -> ErrorCode => write_marker;
 }

@@ -151,6 +151,7 @@ pub async fn fetch(
     max_wait_ms: i32,
     min_bytes: i32,
     max_bytes: i32,
+    read_committed: bool,
 ) -> ByTopic<(i32, FetchResult)> {
     let started = Instant::now();
     let wanted: Vec<FetchPartition> = topics
@@ -161,6 +162,7 @@ pub async fn fetch(
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.max_bytes,
                 current_leader_epoch: p.current_leader_epoch,
+                read_committed,
             })
         })
         .collect();
@@ -190,18 +192,10 @@ fn regroup<R>(topics: ByTopic<FetchAt>, results: Vec<R>) -> ByTopic<(i32, R)> {
         .collect()
 }
 
-/// The last stable offset a fetch reports: the high watermark, since no transaction can be open
-/// (transactions are a later milestone), so nothing below it is undecided.
+/// The last stable offset a fetch reports (the partition's: below it every transaction is
+/// decided).
 pub fn last_stable_offset(r: &FetchResult) -> i64 {
-    r.high_watermark
-}
-
-/// The part of the InitProducerId rule that needs no producer id: the error a request with
-/// `transactional_id` gets before one is taken, if any.
-pub fn producer_id_refusal(transactional_id: Option<&str>) -> Option<ErrorCode> {
-    transactional_id
-        .is_some_and(|t| !t.is_empty())
-        .then_some(ErrorCode::UnsupportedVersion)
+    r.last_stable_offset
 }
 
 /// A producer's identity as InitProducerId hands it out.
@@ -211,17 +205,11 @@ pub struct ProducerIdentity {
     pub producer_epoch: i16,
 }
 
-/// The InitProducerId rule, on both ports: an idempotent producer (no transactional id, or an
-/// empty one) gets a fresh producer id from this core's block (the controller hands out blocks
-/// through raft, so ids are unique across restarts) at epoch 0. A transactional id needs the
-/// transaction coordinator, a later milestone, and gets UNSUPPORTED_VERSION.
-pub async fn init_producer_id(
-    shard: &Rc<Shard>,
-    transactional_id: Option<&str>,
-) -> Result<ProducerIdentity, ErrorCode> {
-    if let Some(code) = producer_id_refusal(transactional_id) {
-        return Err(code);
-    }
+/// InitProducerId for an idempotent producer (no transactional id): a fresh producer id from
+/// this core's block (the controller hands out blocks through raft, so ids are unique across
+/// restarts) at epoch 0. With a transactional id the coordinator answers
+/// (`handlers::txn::init_producer`).
+pub async fn idempotent_producer_id(shard: &Rc<Shard>) -> Result<ProducerIdentity, ErrorCode> {
     let producer_id = shard.next_producer_id().await?;
     Ok(ProducerIdentity {
         producer_id,
@@ -270,17 +258,6 @@ mod tests {
                 ("b".to_string(), vec![]),
                 ("a".to_string(), vec![(1, "a1")]),
             ]
-        );
-    }
-
-    #[test]
-    fn only_idempotent_producers_get_an_id() {
-        assert_eq!(producer_id_refusal(None), None);
-        // Clients send an empty transactional id for a plain idempotent producer.
-        assert_eq!(producer_id_refusal(Some("")), None);
-        assert_eq!(
-            producer_id_refusal(Some("tx-1")),
-            Some(ErrorCode::UnsupportedVersion)
         );
     }
 

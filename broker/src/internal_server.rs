@@ -3,7 +3,8 @@
 //! (registration, heartbeats, forwarded metadata changes) are answered on the same connection,
 //! each with its request's correlation id; so are their followers' fetches, each partition served
 //! on the core that owns it ([`crate::replica_share`]) and the records sent after the answer's
-//! header as the frame's payload.
+//! header as the frame's payload, and their transaction coordinators' markers
+//! ([`crate::txn_markers::serve`]).
 //!
 //! A peer's bytes are input like any other: a frame over the limit, one that fails the verifier
 //! or does not decode closes only its connection, after a log line. Answers queue on a bounded
@@ -147,6 +148,9 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                 InternalMessage::Forward(op) => {
                     InternalMessage::ForwardAnswer(controller.serve_forward(&shard, op).await)
                 }
+                InternalMessage::WriteTxnMarkers(m) => InternalMessage::WriteTxnMarkersAnswer(
+                    crate::txn_markers::serve(&shard, m).await,
+                ),
                 // Answers arrive on the connections this node opened (`crate::peers`), never
                 // here; one sent here is answered as "not the controller" and ignored.
                 _ => InternalMessage::ForwardAnswer(ForwardAnswer::NotController),

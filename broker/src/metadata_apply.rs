@@ -21,12 +21,15 @@ use crate::requests::TopicPartition;
 use crate::router::Router;
 use crate::stall_watch::watch;
 use crate::topic_config::log_config_for;
+use crate::txn::driver::TxnDriver;
+use crate::txn::TRANSACTION_STATE_TOPIC;
 
 /// Applies `records` (encoded `MetadataRecord`s, in commit order) on this core.
 pub async fn apply(
     local: &Rc<Local>,
     router: &Router,
     groups: &Rc<GroupDriver>,
+    txns: &Rc<TxnDriver>,
     records: &[Vec<u8>],
 ) {
     for bytes in records {
@@ -58,7 +61,7 @@ pub async fn apply(
                 let tp = TopicPartition::new(name.clone(), p);
                 watch(
                     || format!("{tp}: deleting"),
-                    drop_partition(local, router, groups, &tp),
+                    drop_partition(local, router, groups, txns, &tp),
                 )
                 .await;
             }
@@ -76,7 +79,7 @@ pub async fn apply(
                 follow_topic_configs(local, Some(&name));
             }
         }
-        open_assigned_partitions(local, router, groups).await;
+        open_assigned_partitions(local, router, groups, txns).await;
     }
 }
 
@@ -104,6 +107,7 @@ pub async fn replace(
     local: &Rc<Local>,
     router: &Router,
     groups: &Rc<GroupDriver>,
+    txns: &Rc<TxnDriver>,
     records: &[Vec<u8>],
 ) {
     let mut fresh = spool_raft::MetadataImage::new();
@@ -133,12 +137,13 @@ pub async fn replace(
     follow_topic_configs(local, None);
     for (name, partitions) in gone {
         for p in 0..partitions {
-            drop_partition(local, router, groups, &TopicPartition::new(name.clone(), p)).await;
+            let tp = TopicPartition::new(name.clone(), p);
+            drop_partition(local, router, groups, txns, &tp).await;
         }
         let groups = Rc::clone(groups);
         glommio::spawn_local(async move { groups.topic_deleted(&name).await }).detach();
     }
-    open_assigned_partitions(local, router, groups).await;
+    open_assigned_partitions(local, router, groups, txns).await;
 }
 
 /// For a DeleteTopic record: the topic's name and partition count before it goes.
@@ -153,7 +158,12 @@ fn topic_being_deleted(local: &Local, record: &MetadataRecordT) -> Option<(Strin
 }
 
 /// Opens every partition of the image that this core owns and has not opened yet.
-async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &Rc<GroupDriver>) {
+async fn open_assigned_partitions(
+    local: &Rc<Local>,
+    router: &Router,
+    groups: &Rc<GroupDriver>,
+    txns: &Rc<TxnDriver>,
+) {
     if let Some(n) = local.partition_count(OFFSETS_TOPIC) {
         groups.set_partition_count(n);
     }
@@ -215,6 +225,8 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
                     .insert(tp.clone(), Rc::clone(&part));
                 if tp.topic == OFFSETS_TOPIC && leads(local, &tp) {
                     groups.begin_load(part, tp.partition);
+                } else if tp.topic == TRANSACTION_STATE_TOPIC && leads(local, &tp) {
+                    txns.begin_load(part, tp.partition);
                 }
             }
             Err(e) => {
@@ -227,6 +239,7 @@ async fn open_assigned_partitions(local: &Rc<Local>, router: &Router, groups: &R
     }
     follow_partition_states(local).await;
     follow_offsets_leadership(local, groups).await;
+    follow_txn_state_leadership(local, txns);
 }
 
 /// Every open partition takes its committed state from the image (`Partition::learn`): a new
@@ -312,11 +325,44 @@ async fn follow_offsets_leadership(local: &Rc<Local>, groups: &Rc<GroupDriver>) 
     }
 }
 
-async fn drop_partition(local: &Local, router: &Router, groups: &GroupDriver, tp: &TopicPartition) {
+/// A transaction coordinator is the leader of its id's `__transaction_state` partition (DESIGN
+/// §9): as for groups, this core loads the ids of each such partition it has open and this
+/// broker now leads, and unloads those another broker leads now.
+fn follow_txn_state_leadership(local: &Rc<Local>, txns: &Rc<TxnDriver>) {
+    let opened: Vec<(i32, Rc<Partition>)> = local
+        .partitions
+        .borrow()
+        .iter()
+        .filter(|(tp, _)| tp.topic == TRANSACTION_STATE_TOPIC)
+        .map(|(tp, p)| (tp.partition, Rc::clone(p)))
+        .collect();
+    for (partition, part) in opened {
+        let leads_it = leads(
+            local,
+            &TopicPartition::new(TRANSACTION_STATE_TOPIC, partition),
+        );
+        match (leads_it, txns.serves(partition)) {
+            (true, false) => txns.begin_load(part, partition),
+            (false, true) => txns.unload(partition),
+            _ => {}
+        }
+    }
+}
+
+async fn drop_partition(
+    local: &Local,
+    router: &Router,
+    groups: &GroupDriver,
+    txns: &TxnDriver,
+    tp: &TopicPartition,
+) {
     router.unassign(tp);
     let part = local.partitions.borrow_mut().remove(tp);
     if tp.topic == OFFSETS_TOPIC {
         groups.unload(tp.partition).await;
+    }
+    if tp.topic == TRANSACTION_STATE_TOPIC {
+        txns.unload(tp.partition);
     }
     if let Some(part) = part {
         if let Err(e) = part.log.close().await {

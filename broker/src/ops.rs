@@ -209,11 +209,13 @@ async fn wait_for_data(shard: &Rc<Shard>, wanted: &[FetchPartition], wait_ms: u6
     .await;
 }
 
-/// ListOffsets for one partition (-2 earliest, -1 latest, otherwise a timestamp in ms).
+/// ListOffsets for one partition (-2 earliest, -1 latest, otherwise a timestamp in ms); with
+/// `read_committed`, latest is the last stable offset.
 pub async fn list_offsets_partition(
     shard: &Rc<Shard>,
     tp: TopicPartition,
     timestamp: i64,
+    read_committed: bool,
 ) -> ListOffsetsResult {
     let failed = |error| ListOffsetsResult {
         error,
@@ -228,7 +230,14 @@ pub async fn list_offsets_partition(
         return failed(ErrorCode::UnknownTopicOrPartition);
     };
     shard
-        .call(owner, ListOffsetsPartition { tp, timestamp })
+        .call(
+            owner,
+            ListOffsetsPartition {
+                tp,
+                timestamp,
+                read_committed,
+            },
+        )
         .await
         .unwrap_or_else(|_| failed(ErrorCode::RequestTimedOut))
 }

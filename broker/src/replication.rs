@@ -176,7 +176,7 @@ fn tick(shard: &Rc<Shard>, repl: &Rc<Replication>) {
 }
 
 /// Where every registered broker's internal port is, from the image.
-fn learn_addresses(shard: &Shard, peers: &Peers) {
+pub(crate) fn learn_addresses(shard: &Shard, peers: &Peers) {
     let image = shard.image.borrow();
     for b in image.brokers() {
         if let Some(l) = b.listeners.iter().find(|l| l.name == "internal") {

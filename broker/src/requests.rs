@@ -51,6 +51,9 @@ pub struct FetchPartition {
     /// The consumer's view of the leader epoch (KIP-320; Kafka Fetch v9+): an older one is
     /// FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH. `None`: not checked.
     pub current_leader_epoch: Option<i32>,
+    /// Kafka's `read_committed` isolation: read below the last stable offset, and learn the
+    /// aborted transactions in range (otherwise below the high watermark).
+    pub read_committed: bool,
 }
 
 /// Bytes of a fetch answer: in memory, or a range of a segment file to splice from.
@@ -81,7 +84,12 @@ impl FetchChunk {
 pub struct FetchResult {
     pub error: ErrorCode,
     pub high_watermark: i64,
+    /// Below it every transaction is decided (the high watermark when none is open).
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// For a read_committed fetch: (producer id, first offset) of each aborted transaction in
+    /// range, whose records the client drops.
+    pub aborted: Vec<(i64, i64)>,
     pub chunks: Vec<FetchChunk>,
 }
 
@@ -90,7 +98,9 @@ impl FetchResult {
         Self {
             error,
             high_watermark: -1,
+            last_stable_offset: -1,
             log_start_offset: -1,
+            aborted: Vec::new(),
             chunks: Vec::new(),
         }
     }
@@ -105,6 +115,19 @@ impl FetchResult {
 pub struct ListOffsetsPartition {
     pub tp: TopicPartition,
     pub timestamp: i64,
+    /// Latest is the last stable offset, not the high watermark.
+    pub read_committed: bool,
+}
+
+/// A transaction marker for one partition, from a transaction coordinator (Kafka's
+/// WriteTxnMarkers, one partition's share).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteMarkerPartition {
+    pub tp: TopicPartition,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+    pub coordinator_epoch: i32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -325,6 +325,8 @@ async fn run_core(
     .await;
     spawn_maintenance(&shard);
     shard.groups.spawn_ticker();
+    shard.txns.spawn_ticker();
+    crate::txn_markers::spawn(&shard);
     if shard.config.clustered() {
         crate::replication::spawn(&shard);
     }

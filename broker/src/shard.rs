@@ -31,9 +31,11 @@ use crate::requests::{
     AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, EpochEndAnswer,
     EpochEndQuery, FetchPartition, FetchResult, ListOffsetsPartition, ListOffsetsResult,
     MetricsText, ProducePartition, ProduceResult, ProducerIdRange, QuorumQuery, ReplicaFetchRead,
-    ReplicaFetchShare, TopicOutcome, TopicPartition, WatchPartitions,
+    ReplicaFetchShare, TopicOutcome, TopicPartition, WatchPartitions, WriteMarkerPartition,
 };
 use crate::router::{Envelope, RouteError, Router};
+use crate::txn::calls::{TxnAnswer, TxnCall};
+use crate::txn::driver::TxnDriver;
 
 pub struct Shard {
     pub local: Rc<Local>,
@@ -42,6 +44,8 @@ pub struct Shard {
     pub controller: RefCell<Option<Rc<Controller>>>,
     /// The consumer groups whose `__consumer_offsets` partitions this core owns.
     pub groups: Rc<GroupDriver>,
+    /// The transactional ids whose `__transaction_state` partitions this core owns.
+    pub txns: Rc<TxnDriver>,
     /// This core's unused producer ids: [next, end).
     producer_ids: Cell<(i64, i64)>,
 }
@@ -69,11 +73,13 @@ impl Shard {
             Rc::clone(&local),
             crate::clock::entropy_seed(),
         );
+        let txns = TxnDriver::new(Rc::clone(&local));
         Rc::new(Self {
             local,
             router,
             controller: RefCell::new(None),
             groups,
+            txns,
             producer_ids: Cell::new((0, 0)),
         })
     }
@@ -152,7 +158,10 @@ impl Services for Shard {
     async fn fetch(self: &Rc<Self>, f: FetchPartition) -> FetchResult {
         match self.partition(&f.tp) {
             Some(part) => match part.check_serves_clients(f.current_leader_epoch) {
-                Ok(()) => part.fetch(f.fetch_offset, f.max_bytes).await,
+                Ok(()) => {
+                    part.fetch(f.fetch_offset, f.max_bytes, f.read_committed)
+                        .await
+                }
                 Err(code) => FetchResult::error(code),
             },
             None => FetchResult::error(ErrorCode::NotLeaderOrFollower),
@@ -162,7 +171,7 @@ impl Services for Shard {
     async fn list_offsets(self: &Rc<Self>, l: ListOffsetsPartition) -> ListOffsetsResult {
         match self.partition(&l.tp) {
             Some(part) => match part.check_serves_clients(None) {
-                Ok(()) => part.list_offsets(l.timestamp).await,
+                Ok(()) => part.list_offsets(l.timestamp, l.read_committed).await,
                 Err(code) => ListOffsetsResult {
                     error: code,
                     timestamp: -1,
@@ -217,12 +226,19 @@ impl Services for Shard {
                 &self.local,
                 &self.router,
                 &self.groups,
+                &self.txns,
                 &records.records,
             )
             .await;
         } else {
-            crate::metadata_apply::apply(&self.local, &self.router, &self.groups, &records.records)
-                .await;
+            crate::metadata_apply::apply(
+                &self.local,
+                &self.router,
+                &self.groups,
+                &self.txns,
+                &records.records,
+            )
+            .await;
         }
         self.mark_ready();
     }
@@ -276,6 +292,11 @@ impl Services for Shard {
             self.core,
             self.groups.group_count()
         ));
+        text.push_str(&format!(
+            "spool_transactional_ids{{core=\"{}\"}} {}\n",
+            self.core,
+            self.txns.id_count()
+        ));
         if self.core == 0 {
             let controller = self.controller.borrow().clone();
             text.push_str(&crate::controller_metrics::render(
@@ -289,5 +310,41 @@ impl Services for Shard {
 
     async fn group(self: &Rc<Self>, call: GroupCall) -> GroupAnswer {
         self.groups.serve(call).await
+    }
+
+    async fn txn(self: &Rc<Self>, mut call: TxnCall) -> TxnAnswer {
+        if let TxnCall::InitProducerId {
+            fresh_producer_id, ..
+        } = &mut call
+        {
+            // Drawn here, where the block is: the coordinator decides synchronously and uses
+            // it only for an id that needs a new producer id.
+            if fresh_producer_id.is_none() {
+                *fresh_producer_id = self.next_producer_id().await.ok();
+            }
+        }
+        self.txns.serve(call).await
+    }
+
+    async fn write_marker(self: &Rc<Self>, m: WriteMarkerPartition) -> ErrorCode {
+        match self.partition(&m.tp) {
+            Some(part) => {
+                let code = part
+                    .write_marker(
+                        m.producer_id,
+                        m.producer_epoch,
+                        m.commit,
+                        m.coordinator_epoch,
+                    )
+                    .await;
+                if code == ErrorCode::None && m.tp.topic == crate::group::OFFSETS_TOPIC {
+                    // The transaction's offset commits on this partition are decided.
+                    self.groups
+                        .on_txn_marker(m.tp.partition, m.producer_id, m.commit);
+                }
+                code
+            }
+            None => ErrorCode::NotLeaderOrFollower,
+        }
     }
 }

@@ -374,6 +374,35 @@ fn internal_message() -> impl Strategy<Value = InternalMessage> {
         forward_answer().prop_map(InternalMessage::ForwardAnswer),
         replica_fetch().prop_map(InternalMessage::ReplicaFetch),
         empty_replica_fetch_answer().prop_map(InternalMessage::ReplicaFetchAnswer),
+        (
+            0i64..=i64::MAX,
+            0i16..=i16::MAX,
+            any::<bool>(),
+            0i32..=i32::MAX,
+            vec((name(), 0i32..=i32::MAX), 0..5),
+        )
+            .prop_map(
+                |(producer_id, producer_epoch, commit, coordinator_epoch, partitions)| {
+                    InternalMessage::WriteTxnMarkers(WriteTxnMarkers {
+                        producer_id,
+                        producer_epoch,
+                        commit,
+                        coordinator_epoch,
+                        partitions,
+                    })
+                }
+            ),
+        vec(
+            (name(), 0i32..=i32::MAX, error_code()).prop_map(|(topic, partition, error)| {
+                TxnMarkerResult {
+                    topic,
+                    partition,
+                    error,
+                }
+            }),
+            0..5
+        )
+        .prop_map(InternalMessage::WriteTxnMarkersAnswer),
     ]
 }
 

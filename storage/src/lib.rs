@@ -5,9 +5,10 @@
 //! compaction. It knows nothing of the network or of replication beyond the seams replication
 //! needs (leader epochs, truncation).
 //!
-//! Pure, runtime-free parts (tested without an executor): [`batch`], [`records`], [`index`],
-//! [`scan`], [`epoch`], [`retention`], [`compaction`], [`tail`]. The glommio layer: [`writer`]
-//! (one segment's O_DIRECT appends) and [`log`] (the partition log that drives everything).
+//! Pure, runtime-free parts (tested without an executor): [`batch`], [`records`], [`control`]
+//! (transaction markers), [`index`], [`scan`], [`epoch`], [`retention`], [`compaction`], [`tail`].
+//! The glommio layer: [`writer`] (one segment's O_DIRECT appends) and [`log`] (the partition log
+//! that drives everything).
 //! [`blocking`] runs the few `std::fs` calls io_uring cannot do (directory listing, locking,
 //! recursive removal) on glommio's blocking pool, so no storage call blocks a reactor.
 
@@ -15,6 +16,7 @@ pub mod batch;
 pub mod blocking;
 pub mod compaction;
 pub mod config;
+pub mod control;
 pub mod epoch;
 pub mod error;
 pub mod free_space;

@@ -238,15 +238,7 @@ impl HeaderCursor {
         if self.position >= self.end {
             return Ok(None);
         }
-        let rel = (self.position - self.window_pos) as usize;
-        if self.position < self.window_pos || rel + HEADER_BYTES > self.window.len() {
-            let want = HEADER_WINDOW_BYTES
-                .min((self.end - self.position) as usize)
-                .max(HEADER_BYTES);
-            self.window = read_at(&self.file, &seg.log_path, self.position, want).await?;
-            self.window_pos = self.position;
-        }
-        let rel = (self.position - self.window_pos) as usize;
+        let rel = self.fill(seg, HEADER_BYTES).await?;
         let h = BatchHeader::parse(&self.window[rel..])
             .map_err(|e| seg.corrupt(self.position, e.to_string()))?;
         let total = h.total_bytes() as u64;
@@ -260,8 +252,38 @@ impl HeaderCursor {
         Ok(Some(h))
     }
 
+    /// The `n` bytes at the cursor (without advancing): a small batch's whole bytes, read from
+    /// the same window as its header unless it ends past it. Fewer than `n` bytes left in the
+    /// file is corruption (the caller asks only for a batch its header said is there).
+    pub async fn peek_bytes(&mut self, seg: &Segment, n: usize) -> Result<&[u8], LogError> {
+        let rel = self.fill(seg, n).await?;
+        match self.window.get(rel..rel + n) {
+            Some(bytes) => Ok(bytes),
+            None => Err(seg.corrupt(
+                self.position,
+                format!("file ends inside a batch of {n} bytes"),
+            )),
+        }
+    }
+
     pub fn advance(&mut self, h: &BatchHeader) {
         self.position += h.total_bytes() as u64;
+    }
+
+    /// Makes the window hold the `n` bytes at the cursor if the file has them (reading a new
+    /// window of at least `n` bytes from the cursor when it does not), and returns where the
+    /// cursor lies in the window.
+    async fn fill(&mut self, seg: &Segment, n: usize) -> Result<usize, LogError> {
+        let in_window = self.position >= self.window_pos
+            && (self.position - self.window_pos) as usize + n <= self.window.len();
+        if !in_window {
+            let left =
+                usize::try_from(self.end.saturating_sub(self.position)).unwrap_or(usize::MAX);
+            let want = HEADER_WINDOW_BYTES.min(left).max(n);
+            self.window = read_at(&self.file, &seg.log_path, self.position, want).await?;
+            self.window_pos = self.position;
+        }
+        Ok((self.position - self.window_pos) as usize)
     }
 }
 

@@ -10,6 +10,11 @@
 //! (older than the cached five). Bounded by `producers_max`: past it, the producer idle longest is
 //! forgotten.
 //!
+//! Transactions: a marker (control batch) carries the coordinator's epoch for the producer;
+//! one from an epoch older than the producer's is INVALID_PRODUCER_EPOCH, and a newer one (the
+//! coordinator fenced the producer when it aborted on a timeout or a new instance) becomes the
+//! producer's epoch, so the fenced instance's late batches are PRODUCER_FENCED.
+//!
 //! Restarts: [`ProducerStateTable::rebuild`] replays the batch headers of the log's tail (the
 //! partition reads them, bounded by `PRODUCER_STATE_REBUILD_BYTES_MAX` in `partition.rs`), so a
 //! table rebuilt from the batches appended answers every `check` as the live one did. What the
@@ -96,7 +101,11 @@ impl ProducerStateTable {
 
     /// Records one batch read back from the log (see [`ProducerStateTable::rebuild`]).
     pub fn replay(&mut self, b: &BatchInfo) {
-        if b.producer_id < 0 || b.is_control {
+        if b.producer_id < 0 {
+            return;
+        }
+        if b.is_control {
+            self.on_marker(b.producer_id, b.producer_epoch, b.last_offset);
             return;
         }
         self.on_append(
@@ -157,6 +166,59 @@ impl ProducerStateTable {
         }
     }
 
+    /// Whether a transaction marker of `producer_id` at `epoch` may be written: a marker from an
+    /// epoch older than the producer's is a deposed coordinator's or a fenced producer's
+    /// (INVALID_PRODUCER_EPOCH, Kafka's rule for markers).
+    pub fn check_marker(&self, producer_id: i64, epoch: i16) -> Result<(), ErrorCode> {
+        match self.producers.get(&producer_id) {
+            Some(p) if epoch < p.epoch => Err(ErrorCode::InvalidProducerEpoch),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records an appended transaction marker: a newer epoch (a coordinator's fencing abort)
+    /// becomes the producer's, so batches of the fenced epoch are PRODUCER_FENCED from now on.
+    pub fn on_marker(&mut self, producer_id: i64, epoch: i16, offset: u64) {
+        if producer_id < 0 {
+            return;
+        }
+        match self.producers.get_mut(&producer_id) {
+            Some(p) => {
+                if epoch > p.epoch {
+                    p.epoch = epoch;
+                    p.batches.clear();
+                }
+                p.last_offset = p.last_offset.max(offset);
+            }
+            None => {
+                self.make_room();
+                self.producers.insert(
+                    producer_id,
+                    Producer {
+                        epoch,
+                        batches: VecDeque::new(),
+                        last_offset: offset,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Past the bound, forgets the producer idle longest.
+    fn make_room(&mut self) {
+        if self.producers.len() < self.producers_max {
+            return;
+        }
+        if let Some(idle) = self
+            .producers
+            .iter()
+            .min_by_key(|(_, p)| p.last_offset)
+            .map(|(id, _)| *id)
+        {
+            self.producers.remove(&idle);
+        }
+    }
+
     /// Records an appended batch (call only after [`ProducerStateTable::check`] said `Append`).
     pub fn on_append(
         &mut self,
@@ -170,16 +232,8 @@ impl ProducerStateTable {
         if producer_id < 0 {
             return;
         }
-        if !self.producers.contains_key(&producer_id) && self.producers.len() >= self.producers_max
-        {
-            if let Some(idle) = self
-                .producers
-                .iter()
-                .min_by_key(|(_, p)| p.last_offset)
-                .map(|(id, _)| *id)
-            {
-                self.producers.remove(&idle);
-            }
+        if !self.producers.contains_key(&producer_id) {
+            self.make_room();
         }
         let p = self
             .producers
@@ -226,6 +280,45 @@ mod tests {
     }
 
     #[test]
+    fn a_marker_of_a_newer_epoch_fences_the_old_one() {
+        let mut t = ProducerStateTable::new(100);
+        t.on_append(7, 3, 0, 4, 10, 14);
+        assert_eq!(t.check_marker(7, 3), Ok(()));
+        assert_eq!(t.check_marker(7, 2), Err(ErrorCode::InvalidProducerEpoch));
+        // A same-epoch commit keeps the sequence going.
+        t.on_marker(7, 3, 15);
+        assert_eq!(t.check(7, 3, 5, 9), Check::Append);
+        // The coordinator's fencing abort at epoch 4: epoch 3 can write no more.
+        t.on_marker(7, 4, 16);
+        assert_eq!(
+            t.check(7, 3, 5, 9),
+            Check::Reject(ErrorCode::ProducerFenced)
+        );
+        assert_eq!(t.check_marker(7, 3), Err(ErrorCode::InvalidProducerEpoch));
+        assert_eq!(t.check(7, 5, 0, 0), Check::Append);
+        // Rebuilt from the log, the table says the same.
+        let r = ProducerStateTable::rebuild(
+            100,
+            [
+                info(7, 3, 0, 4, 10),
+                BatchInfo {
+                    producer_id: 7,
+                    producer_epoch: 4,
+                    first_seq: -1,
+                    last_seq: -1,
+                    base_offset: 16,
+                    last_offset: 16,
+                    is_control: true,
+                },
+            ],
+        );
+        assert_eq!(
+            r.check(7, 3, 5, 9),
+            Check::Reject(ErrorCode::ProducerFenced)
+        );
+    }
+
+    #[test]
     fn retries_fences_and_gaps() {
         let mut t = ProducerStateTable::new(100);
         assert_eq!(t.check(7, 0, 0, 9), Check::Append);
@@ -267,7 +360,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rebuilt_table_deduplicates_and_skips_markers_and_plain_batches() {
+    fn a_rebuilt_table_deduplicates_skips_plain_batches_and_keeps_markers_epochs() {
         let t = ProducerStateTable::rebuild(
             100,
             [
@@ -280,7 +373,8 @@ mod tests {
                 info(7, 0, 10, 19, 16),
             ],
         );
-        assert_eq!(t.len(), 1, "only producer 7 is known");
+        assert_eq!(t.len(), 2, "producer 7, and 8 from its marker");
+        assert_eq!(t.check_marker(8, -1), Err(ErrorCode::InvalidProducerEpoch));
         assert_eq!(t.check(7, 0, 0, 9), Check::Duplicate { base_offset: 5 });
         assert_eq!(t.check(7, 0, 10, 19), Check::Duplicate { base_offset: 16 });
         assert_eq!(t.check(7, 0, 20, 29), Check::Append);
@@ -292,7 +386,11 @@ mod tests {
             t.check(7, -1, 20, 29),
             Check::Reject(ErrorCode::ProducerFenced)
         );
-        assert_eq!(t.check(8, 0, 3, 3), Check::Append, "unknown: any sequence");
+        assert_eq!(
+            t.check(8, 0, 3, 3),
+            Check::Append,
+            "no batch yet: any sequence"
+        );
     }
 
     /// One produce attempt in the model: which producer, and what it sends relative to its state.

@@ -20,8 +20,7 @@ use bytes::{Bytes, BytesMut};
 use glommio::channels::local_channel::{self, LocalSender};
 use glommio::sync::Semaphore;
 use spool_protocol::ErrorCode;
-use spool_storage::batch::BatchIter;
-use spool_storage::records::{self as log_records, BatchBuilder};
+use spool_storage::records::BatchBuilder;
 
 use super::coordinator::Coordinator;
 use super::types::{
@@ -30,6 +29,7 @@ use super::types::{
 };
 use super::OFFSETS_TOPIC;
 use crate::clock::{now_ms, now_ms_u64};
+use crate::internal_replay::Replay;
 use crate::local::Local;
 use crate::partition::Partition;
 use crate::requests::TopicPartition;
@@ -41,13 +41,13 @@ pub const TICK_INTERVAL_MS: u64 = 100;
 /// it fails with a retriable error (Kafka's `offsets.commit.timeout.ms`).
 const OFFSET_COMMIT_TIMEOUT_MS: i32 = 5_000;
 const BATCH_SLACK_BYTES: usize = 64;
-/// Bytes read per step while replaying an offsets partition.
-const REPLAY_READ_BYTES: usize = 1 << 20;
 
 /// Records for `__consumer_offsets`: (key, value; `None` = tombstone).
 type Records = Vec<(Bytes, Option<Bytes>)>;
-/// An append the coordinator asked for: (token, offsets partition, records).
-type QueuedAppend = (PersistToken, i32, Records);
+/// A TxnOffsetCommit's producer (id, epoch): its records go in a transactional batch.
+type TxnProducer = Option<(i64, i16)>;
+/// An append the coordinator asked for: (token, offsets partition, producer, records).
+type QueuedAppend = (PersistToken, i32, TxnProducer, Records);
 
 pub struct GroupDriver {
     machine: RefCell<Coordinator>,
@@ -176,6 +176,14 @@ impl GroupDriver {
         }
     }
 
+    /// A transaction marker of `producer_id` was written to offsets partition `partition`: its
+    /// staged TxnOffsetCommits there are committed or dropped.
+    pub fn on_txn_marker(&self, partition: i32, producer_id: i64, commit: bool) {
+        self.machine
+            .borrow_mut()
+            .on_txn_marker(partition, producer_id, commit);
+    }
+
     /// `__consumer_offsets` has `partitions` partitions (the image's count wins over the flag).
     pub fn set_partition_count(&self, partitions: i32) {
         self.machine.borrow_mut().set_partition_count(partitions);
@@ -211,7 +219,19 @@ impl GroupDriver {
                 } => self
                     .appends
                     .borrow_mut()
-                    .push_back((token, partition, records)),
+                    .push_back((token, partition, None, records)),
+                Action::PersistTxn {
+                    token,
+                    partition,
+                    producer_id,
+                    producer_epoch,
+                    records,
+                } => self.appends.borrow_mut().push_back((
+                    token,
+                    partition,
+                    Some((producer_id, producer_epoch)),
+                    records,
+                )),
             }
         }
     }
@@ -222,20 +242,22 @@ impl GroupDriver {
     /// that outcomes ask for meanwhile wait for the next turn (at the latest the next tick).
     async fn append_round(&self) {
         let queued: Vec<QueuedAppend> = self.appends.borrow_mut().drain(..).collect();
-        let mut by_partition: BTreeMap<i32, Vec<(PersistToken, Records)>> = BTreeMap::new();
-        for (token, partition, records) in queued {
+        // A transactional producer's records go in batches of their own.
+        let mut by_partition: BTreeMap<(i32, TxnProducer), Vec<(PersistToken, Records)>> =
+            BTreeMap::new();
+        for (token, partition, producer, records) in queued {
             by_partition
-                .entry(partition)
+                .entry((partition, producer))
                 .or_default()
                 .push((token, records));
         }
-        for (partition, items) in by_partition {
+        for ((partition, producer), items) in by_partition {
             let all: Records = items.iter().flat_map(|(_, r)| r.iter().cloned()).collect();
-            let result = self.append(partition, all).await;
+            let result = self.append(partition, producer, all).await;
             if result == Err(ErrorCode::InvalidCommitOffsetSize) && items.len() > 1 {
                 // One record too large for a batch must not fail its neighbours: one by one.
                 for (token, records) in items {
-                    let result = self.append(partition, records).await;
+                    let result = self.append(partition, producer, records).await;
                     self.report(token, result);
                 }
             } else {
@@ -257,6 +279,7 @@ impl GroupDriver {
     async fn append(
         &self,
         partition: i32,
+        producer: TxnProducer,
         records: Vec<(Bytes, Option<Bytes>)>,
     ) -> Result<(), ErrorCode> {
         let tp = TopicPartition::new(OFFSETS_TOPIC, partition);
@@ -270,13 +293,22 @@ impl GroupDriver {
             .config
             .max_message_bytes
             .saturating_sub(BATCH_SLACK_BYTES);
+        let new_batch = || {
+            let mut b = BatchBuilder::new(now);
+            if let Some((producer_id, producer_epoch)) = producer {
+                b.producer_id = producer_id;
+                b.producer_epoch = producer_epoch;
+                b.transactional = true;
+            }
+            b
+        };
         let mut batches = BytesMut::new();
-        let mut b = BatchBuilder::new(now);
+        let mut b = new_batch();
         for (k, v) in records {
             let size = k.len() + v.as_ref().map_or(0, |v| v.len()) + BATCH_SLACK_BYTES;
             if !b.is_empty() && b.estimated_bytes() + size > budget {
                 batches.extend_from_slice(&b.build().map_err(|_| ErrorCode::UnknownServerError)?);
-                b = BatchBuilder::new(now);
+                b = new_batch();
             }
             b.push(now, Some(k), v);
         }
@@ -286,15 +318,28 @@ impl GroupDriver {
         if batches.is_empty() {
             return Ok(());
         }
-        let r = part
-            .produce(
-                batches.freeze(),
-                -1,
-                OFFSET_COMMIT_TIMEOUT_MS,
-                self.local.config.max_message_bytes,
-                now,
-            )
-            .await;
+        let max_bytes = self.local.config.max_message_bytes;
+        let r = match producer {
+            None => {
+                part.produce(
+                    batches.freeze(),
+                    -1,
+                    OFFSET_COMMIT_TIMEOUT_MS,
+                    max_bytes,
+                    now,
+                )
+                .await
+            }
+            Some(_) => {
+                part.produce_for_coordinator(
+                    batches.freeze(),
+                    OFFSET_COMMIT_TIMEOUT_MS,
+                    max_bytes,
+                    now,
+                )
+                .await
+            }
+        };
         if r.error == ErrorCode::None {
             Ok(())
         } else {
@@ -386,74 +431,31 @@ impl GroupDriver {
         .detach();
     }
 
-    /// Reads the partition from its start to its log end; returns (records applied, records
-    /// skipped as undecodable). To the log end, not the high watermark, as Kafka's coordinator
-    /// loads: a new leader's log is what every replica will hold (followers truncate to it),
-    /// while its high watermark can lag the commits the previous coordinator acknowledged until
-    /// its followers' next fetches.
+    /// Replays the partition's records into the coordinator (`crate::internal_replay`);
+    /// returns (records applied, records skipped as undecodable).
     async fn replay(&self, part: &Partition, partition: i32) -> (u64, u64) {
-        let (mut applied, mut skipped) = (0u64, 0u64);
-        let mut offset = part.log.log_start_offset();
-        let end = part.log.log_end_offset();
-        let max_batch = self
-            .local
-            .config
-            .max_message_bytes
-            .max(part.log.config().max_batch_bytes);
-        while offset < end {
-            let bytes = match part.log.read_copy(offset, REPLAY_READ_BYTES, end).await {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::error!(tp = %part.tp, offset, "replaying offsets: {e}");
-                    break;
-                }
-            };
-            if bytes.is_empty() {
-                break;
-            }
-            let mut next = offset;
-            for item in BatchIter::new(&bytes, max_batch) {
-                let Ok(batch) = item else {
-                    tracing::error!(tp = %part.tp, offset, "replaying offsets: bad batch");
-                    return (applied, skipped);
-                };
-                next = next.max((batch.header.last_offset() + 1).max(0) as u64);
-                if batch.header.is_control() {
-                    continue;
-                }
-                let whole = Bytes::copy_from_slice(batch.bytes);
-                let Ok((h, records)) = log_records::read_batch(&whole, max_batch) else {
-                    skipped += 1;
-                    continue;
-                };
-                for r in records {
-                    let at = h.base_offset + i64::from(r.offset_delta);
-                    if at < offset as i64 {
-                        continue;
-                    }
-                    let Some(key) = r.key else {
-                        skipped += 1;
-                        continue;
-                    };
-                    let loaded =
-                        self.machine
-                            .borrow_mut()
-                            .load_record(partition, &key, r.value.as_deref());
-                    match loaded {
-                        Ok(()) => applied += 1,
-                        Err(e) => {
-                            skipped += 1;
-                            tracing::warn!(tp = %part.tp, at, "skipping an offsets record: {e}");
-                        }
-                    }
+        let max_bytes = self.local.config.max_message_bytes;
+        let r = crate::internal_replay::replay(part, max_bytes, |r| {
+            let mut machine = self.machine.borrow_mut();
+            match r {
+                Replay::Record {
+                    key,
+                    value,
+                    txn_producer,
+                } => machine
+                    .load_record(partition, key, value, txn_producer)
+                    .map_err(|e| e.to_string()),
+                Replay::Marker {
+                    producer_id,
+                    commit,
+                } => {
+                    machine.on_txn_marker(partition, producer_id, commit);
+                    Ok(())
                 }
             }
-            if next <= offset {
-                break;
-            }
-            offset = next;
-        }
-        (applied, skipped)
+        })
+        .await;
+        (r.applied, r.skipped)
     }
 
     /// The partition's groups are no longer coordinated here: it left this core (topic

@@ -37,8 +37,16 @@ pub async fn handle(shard: &Rc<Shard>, req: FetchRequestT) -> (FetchResponseT, V
             (t.topic, partitions)
         })
         .collect();
-    let results =
-        front_rules::fetch(shard, topics, req.max_wait_ms, req.min_bytes, req.max_bytes).await;
+    let read_committed = req.isolation_level == wire::IsolationLevel::ReadCommitted;
+    let results = front_rules::fetch(
+        shard,
+        topics,
+        req.max_wait_ms,
+        req.min_bytes,
+        req.max_bytes,
+        read_committed,
+    )
+    .await;
     let mut chunks = Vec::new();
     let mut offset = 0u64;
     let mut responses: Vec<FetchableTopicResponseT> = Vec::new();
@@ -59,7 +67,15 @@ pub async fn handle(shard: &Rc<Shard>, req: FetchRequestT) -> (FetchResponseT, V
                 high_watermark: r.high_watermark,
                 last_stable_offset: front_rules::last_stable_offset(&r),
                 log_start_offset: r.log_start_offset,
-                aborted_transactions: None,
+                aborted_transactions: read_committed.then(|| {
+                    r.aborted
+                        .iter()
+                        .map(|&(producer_id, first_offset)| wire::AbortedTransactionT {
+                            producer_id,
+                            first_offset,
+                        })
+                        .collect()
+                }),
                 preferred_read_replica: -1,
                 records: records,
             }));

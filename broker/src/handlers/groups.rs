@@ -29,7 +29,7 @@ use crate::group::{
     coordinator_partition, CommitArgs, GroupAnswer, GroupCall, HeartbeatArgs, JoinArgs, JoinResult,
     LeaveArgs, OffsetValue, Response, SyncArgs, SyncResult, OFFSETS_TOPIC,
 };
-use crate::requests::{ControllerOp, NewTopic, TopicPartition};
+use crate::requests::TopicPartition;
 use crate::shard::Shard;
 
 /// Who sent a JoinGroup (kept per member for DescribeGroups).
@@ -50,32 +50,17 @@ fn code(c: ErrorCode) -> wire::ErrorCode {
 /// Creates `__consumer_offsets` (compacted) through the controller unless it exists; returns
 /// its partition count.
 async fn offsets_topic(shard: &Rc<Shard>) -> Result<i32, ErrorCode> {
-    if let Some(n) = crate::ops::partition_count(shard, OFFSETS_TOPIC) {
-        return Ok(n);
-    }
-    let topic = NewTopic {
-        name: OFFSETS_TOPIC.to_string(),
-        partitions: shard.config.offsets_topic_partitions,
-        // Internal topics at RF = min(3, live brokers) (DESIGN §7).
-        replication_factor: shard.brokers("native").len().clamp(1, 3) as i16,
-        configs: vec![
-            ("cleanup.policy".into(), "compact".into()),
-            ("segment.bytes".into(), OFFSETS_SEGMENT_BYTES.to_string()),
-        ],
-    };
-    let op = ControllerOp::CreateTopics {
-        topics: vec![topic],
-        validate_only: false,
-    };
-    let outcomes = crate::ops::controller(shard, op, &[OFFSETS_TOPIC.to_string()]).await;
-    match outcomes.first().map(|o| o.error) {
-        Some(ErrorCode::None) | Some(ErrorCode::TopicAlreadyExists) => {}
-        other => {
-            tracing::warn!(?other, "creating {OFFSETS_TOPIC}");
-            return Err(ErrorCode::CoordinatorNotAvailable);
-        }
-    }
-    crate::ops::partition_count(shard, OFFSETS_TOPIC).ok_or(ErrorCode::CoordinatorNotAvailable)
+    let configs = vec![
+        ("cleanup.policy".into(), "compact".into()),
+        ("segment.bytes".into(), OFFSETS_SEGMENT_BYTES.to_string()),
+    ];
+    super::internal_topics::create(
+        shard,
+        OFFSETS_TOPIC,
+        shard.config.offsets_topic_partitions,
+        configs,
+    )
+    .await
 }
 
 /// Where `group_id` is coordinated: the broker leading its `__consumer_offsets` partition (its
@@ -98,17 +83,7 @@ pub(crate) fn coordinator_at(
     partitions: i32,
 ) -> Result<(i32, usize), ErrorCode> {
     let tp = TopicPartition::new(OFFSETS_TOPIC, coordinator_partition(group_id, partitions));
-    let leader = shard
-        .image
-        .borrow()
-        .topic(OFFSETS_TOPIC)
-        .and_then(|t| t.partitions.get(tp.partition as usize).map(|p| p.leader))
-        .unwrap_or(-1);
-    if leader < 0 {
-        return Err(ErrorCode::CoordinatorNotAvailable);
-    }
-    let core = shard.owner(&tp).ok_or(ErrorCode::CoordinatorNotAvailable)?;
-    Ok((leader, core))
+    super::internal_topics::leader_and_core(shard, &tp)
 }
 
 /// Routes `call` to the group's coordinator core; NOT_COORDINATOR when another broker leads the
@@ -135,7 +110,7 @@ async fn respond(shard: &Rc<Shard>, group_id: &str, c: GroupCall) -> Result<Resp
     }
 }
 
-/// The group's coordinator with its address on `listener` (`native` here, `kafka` for the Kafka
+/// The group's (or transactional id's) coordinator with its address on `listener` (`native` here, `kafka` for the Kafka
 /// front).
 pub async fn find_coordinator(
     shard: &Rc<Shard>,
@@ -148,15 +123,16 @@ pub async fn find_coordinator(
             error_message: Some(message.to_string()),
         })
     };
-    if req.key_type != CoordinatorType::Group {
-        return error(
-            ErrorCode::CoordinatorNotAvailable,
-            "this broker has no transaction coordinator",
-        );
-    }
-    let node = match coordinator_of(shard, &req.key).await {
-        Ok((node, _)) => node,
-        Err(c) => return error(c, "no coordinator for this group"),
+    let node = if req.key_type == CoordinatorType::Transaction {
+        match super::txn::coordinator_of(shard, &req.key).await {
+            Ok((node, _)) => node,
+            Err(c) => return error(c, "no coordinator for this transactional id"),
+        }
+    } else {
+        match coordinator_of(shard, &req.key).await {
+            Ok((node, _)) => node,
+            Err(c) => return error(c, "no coordinator for this group"),
+        }
     };
     let Some(address) = shard
         .brokers(listener)
@@ -331,6 +307,16 @@ fn commit_response(results: Vec<(String, i32, ErrorCode)>) -> OffsetCommitRespon
 }
 
 pub async fn offset_commit(shard: &Rc<Shard>, req: OffsetCommitRequestT) -> OffsetCommitResponseT {
+    commit_offsets(shard, req, None).await
+}
+
+/// OffsetCommit, or TxnOffsetCommit with the transactional producer's (id, epoch): its offsets
+/// count only once the transaction commits (`spool_core::group::txn_offsets`).
+pub async fn commit_offsets(
+    shard: &Rc<Shard>,
+    req: OffsetCommitRequestT,
+    producer: Option<(i64, i16)>,
+) -> OffsetCommitResponseT {
     let now = now_ms();
     // (topic, partition, code decided here or None = for the coordinator, value)
     let mut order: Vec<(String, i32, Option<ErrorCode>)> = Vec::new();
@@ -369,6 +355,7 @@ pub async fn offset_commit(shard: &Rc<Shard>, req: OffsetCommitRequestT) -> Offs
             member_id: req.member_id.unwrap_or_default(),
             group_instance_id: req.group_instance_id.filter(|i| !i.is_empty()),
             offsets: offsets.clone(),
+            producer,
         };
         match respond(shard, &req.group_id, GroupCall::Commit(args)).await {
             Ok(Response::Commit(r)) => r,

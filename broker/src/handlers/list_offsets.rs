@@ -1,4 +1,5 @@
-//! ListOffsets (earliest, latest = high watermark, by timestamp), routed to the owning cores.
+//! ListOffsets (earliest, latest = high watermark or, read_committed, the last stable offset, by
+//! timestamp), routed to the owning cores.
 
 use std::rc::Rc;
 
@@ -12,12 +13,14 @@ use crate::requests::TopicPartition;
 use crate::shard::Shard;
 
 pub async fn handle(shard: &Rc<Shard>, req: ListOffsetsRequestT) -> ListOffsetsResponseT {
+    let read_committed = req.isolation_level == wire::IsolationLevel::ReadCommitted;
     let mut topics = Vec::new();
     for t in req.topics.unwrap_or_default() {
         let mut parts = Vec::new();
         for p in t.partitions.unwrap_or_default() {
             let tp = TopicPartition::new(t.name.clone(), p.partition_index);
-            let r = crate::ops::list_offsets_partition(shard, tp, p.timestamp).await;
+            let r =
+                crate::ops::list_offsets_partition(shard, tp, p.timestamp, read_committed).await;
             parts.push(build!(ListOffsetsPartitionResponseT {
                 partition_index: p.partition_index,
                 error_code: wire::ErrorCode::from(r.error),

@@ -8,10 +8,12 @@ mod admin;
 mod fetch;
 pub(crate) mod groups;
 mod init_producer_id;
+mod internal_topics;
 mod list_offsets;
 mod metadata;
 mod produce;
 mod topics;
+pub(crate) mod txn;
 
 use std::rc::Rc;
 

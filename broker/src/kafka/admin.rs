@@ -225,7 +225,7 @@ pub async fn delete_topics(shard: &Rc<Shard>, req: DeleteTopicsRequest) -> Delet
     )
 }
 
-/// InitProducerId: [`crate::front_rules::init_producer_id`]'s rule (shared with the native
+/// InitProducerId: [`crate::handlers::txn::init_producer`]'s rule (shared with the native
 /// front); an error answers producer id -1, epoch -1.
 pub async fn init_producer_id(
     shard: &Rc<Shard>,
@@ -235,7 +235,11 @@ pub async fn init_producer_id(
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
     let transactional_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
-    match crate::front_rules::init_producer_id(shard, transactional_id).await {
+    // KIP-360 (v3+): the producer's current id and epoch, -1 when it has none.
+    let expected = (req.producer_id.0 >= 0 && req.producer_epoch >= 0)
+        .then_some((req.producer_id.0, req.producer_epoch));
+    let timeout_ms = req.transaction_timeout_ms;
+    match crate::handlers::txn::init_producer(shard, transactional_id, timeout_ms, expected).await {
         Ok(p) => resp
             .with_producer_id(ProducerId(p.producer_id))
             .with_producer_epoch(p.producer_epoch),

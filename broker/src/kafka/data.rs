@@ -129,9 +129,16 @@ pub async fn fetch(
             (t.topic.0.as_str().to_owned(), partitions)
         })
         .collect();
-    let results =
-        front_rules::fetch(shard, topics, req.max_wait_ms, req.min_bytes, req.max_bytes).await;
-    let aborted = (req.isolation_level == READ_COMMITTED).then(Vec::new);
+    let read_committed = req.isolation_level == READ_COMMITTED;
+    let results = front_rules::fetch(
+        shard,
+        topics,
+        req.max_wait_ms,
+        req.min_bytes,
+        req.max_bytes,
+        read_committed,
+    )
+    .await;
     let mut frame = FetchResponseFrame::default();
     let mut chunks_per_partition: Vec<Vec<FetchChunk>> = Vec::new();
     for (name, answered) in results {
@@ -143,7 +150,8 @@ pub async fn fetch(
                 high_watermark: r.high_watermark,
                 last_stable_offset: front_rules::last_stable_offset(&r),
                 log_start_offset: r.log_start_offset,
-                aborted_transactions: aborted.clone(),
+                // read_committed only; null for read_uncommitted, as Kafka answers.
+                aborted_transactions: read_committed.then(|| r.aborted.clone()),
                 // Bounded by the request's max_bytes (an i32) plus one batch (max.message.bytes).
                 records_bytes: u32::try_from(r.bytes()).unwrap_or(u32::MAX),
             });
@@ -175,13 +183,16 @@ pub async fn list_offsets(
     req: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
+    // v2+; v1 has no isolation level (read_uncommitted).
+    let read_committed = req.isolation_level == READ_COMMITTED;
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let name = t.name.0.as_str().to_owned();
         let mut parts = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
             let tp = TopicPartition::new(name.clone(), p.partition_index);
-            let r = crate::ops::list_offsets_partition(shard, tp, p.timestamp).await;
+            let r =
+                crate::ops::list_offsets_partition(shard, tp, p.timestamp, read_committed).await;
             let part = list_offsets_partition_answer(p.partition_index, r, version);
             parts.push(part);
         }

@@ -16,7 +16,7 @@ use spool_protocol::kafka::unsupported;
 use spool_protocol::ErrorCode;
 
 use super::delete_records;
-use super::{admin, cluster, data, groups, topic_admin, Peer};
+use super::{admin, cluster, data, groups, topic_admin, txn, Peer};
 use crate::apis::api_table;
 use crate::handlers::Outgoing;
 use crate::shard::Shard;
@@ -67,6 +67,8 @@ api_table! {
     /// - FindCoordinator ≤ 3 and OffsetFetch ≤ 7: later versions batch several keys or groups
     ///   per request; clients fall back to one request per key.
     /// - OffsetCommit ≤ 8: v9+ belong to the KIP-848 consumer protocol.
+    /// - AddPartitionsToTxn ≤ 3: v4+ batch transactions for KIP-890's broker-side
+    ///   verification; clients send v0–3.
     /// - ApiVersions ≤ 3: a client asking for more gets the KIP-511 fallback (a v0 response with
     ///   UNSUPPORTED_VERSION and this table) and retries with v3.
     pub const KAFKA_APIS: [ApiKey];
@@ -116,6 +118,14 @@ api_table! {
     OffsetForLeaderEpoch 2..=4 OffsetForLeaderEpoch(r) => {
         cx.reply(data::offset_for_leader_epoch(cx.shard, r).await)
     },
+    AddPartitionsToTxn 0..=3 AddPartitionsToTxn(r) => {
+        cx.reply(txn::add_partitions(cx.shard, r).await)
+    },
+    AddOffsetsToTxn 0..=3 AddOffsetsToTxn(r) => cx.reply(txn::add_offsets(cx.shard, r).await),
+    EndTxn 0..=3 EndTxn(r) => cx.reply(txn::end_txn(cx.shard, r).await),
+    TxnOffsetCommit 0..=3 TxnOffsetCommit(r) => {
+        cx.reply(txn::txn_offset_commit(cx.shard, r).await)
+    },
     DescribeConfigs 0..=4 DescribeConfigs(r) => {
         cx.reply(admin::describe_configs(cx.shard, r))
     },
@@ -140,6 +150,10 @@ api_table! {
     DescribeCluster 0..=2 DescribeCluster(r) => {
         cx.reply(cluster::describe_cluster(cx.shard, r, cx.version))
     },
+    DescribeTransactions 0..=0 DescribeTransactions(r) => {
+        cx.reply(txn::describe(cx.shard, r).await)
+    },
+    ListTransactions 0..=1 ListTransactions(r) => cx.reply(txn::list(cx.shard, r).await),
 }
 
 /// Answers one request: UNSUPPORTED_VERSION for what the codec marked unsupported, otherwise the

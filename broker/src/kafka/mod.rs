@@ -37,6 +37,7 @@ mod legacy_tests;
 #[cfg(test)]
 mod tests;
 mod topic_admin;
+mod txn;
 
 pub use dispatch::KAFKA_APIS;
 

@@ -103,7 +103,7 @@ fn the_leader_answers_once_the_follower_follows_and_a_failover_keeps_the_start()
         // Failover: the follower leads; its earliest offset is where the deletion left it.
         follower.learn(&committed(FOLLOWER, 2, 20), 0).await;
         assert!(follower.is_leader());
-        let earliest = follower.list_offsets(EARLIEST_TIMESTAMP).await;
+        let earliest = follower.list_offsets(EARLIEST_TIMESTAMP, false).await;
         assert_eq!((earliest.error, earliest.offset), (ErrorCode::None, 10));
     });
 }

@@ -32,23 +32,24 @@ mod follower;
 mod leader;
 #[cfg(test)]
 mod pair_support;
+mod read;
 #[cfg(test)]
 mod restart_tests;
 mod role;
+mod txn;
 
 pub use delete::DELETE_TO_HIGH_WATERMARK;
 pub use follower::NotApplied;
 pub use role::{Committed, NO_LEADER};
 
 use std::cell::{Cell, RefCell};
-use std::os::fd::{AsRawFd, BorrowedFd};
 use std::rc::Rc;
 use std::task::Waker;
 
 use bytes::Bytes;
 use spool_protocol::ErrorCode;
 use spool_storage::batch::{self, BatchError};
-use spool_storage::{Durability, LogError, PartitionLog, ReadChunk};
+use spool_storage::{Durability, LogError, PartitionLog};
 
 use glommio::sync::Semaphore;
 
@@ -56,12 +57,12 @@ use std::collections::HashMap;
 
 use glommio::channels::local_channel::LocalSender;
 use spool_core::ack_wait::Acks;
-use spool_core::producer_state::{BatchInfo, Check, ProducerStateTable};
+use spool_core::producer_state::{BatchInfo, ProducerStateTable};
+use spool_core::txn::partition_txns::PartitionTxns;
 
 use role::Role;
 
-use crate::requests::{FetchChunk, FetchResult, ListOffsetsResult, ProduceResult, TopicPartition};
-use crate::requests::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
+use crate::requests::{ProduceResult, TopicPartition};
 
 pub struct Partition {
     pub tp: TopicPartition,
@@ -83,10 +84,20 @@ pub struct Partition {
     copy_reads: bool,
     /// Idempotent producers' recent batches; checked and updated under `append_turn`.
     producers: RefCell<ProducerStateTable>,
-    /// Whether `producers` was rebuilt from the log (done once, at the first produce).
+    /// Open and aborted transactions (`txn`); rebuilt and updated with `producers`.
+    txns: RefCell<PartitionTxns>,
+    /// Whether `producers` and `txns` were rebuilt from the log (once per leadership, at the
+    /// first produce or fetch).
     producers_loaded: Cell<bool>,
     /// Serializes check-then-append, so two retries of one batch cannot both pass the check.
     append_turn: Semaphore,
+}
+
+/// Who writes a produce's batches: clients write data, transaction coordinators markers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Client,
+    Coordinator,
 }
 
 /// Long-poll wakers kept per partition.
@@ -142,6 +153,7 @@ impl Partition {
             watchers: RefCell::new(Vec::new()),
             copy_reads,
             producers: RefCell::new(ProducerStateTable::new(PRODUCERS_PER_PARTITION_MAX)),
+            txns: RefCell::new(PartitionTxns::new(txn::ABORTED_TXNS_MAX)),
             producers_loaded: Cell::new(false),
             append_turn: Semaphore::new(1),
         })
@@ -199,10 +211,11 @@ impl Partition {
             return Ok(());
         }
         let mut table = ProducerStateTable::new(PRODUCERS_PER_PARTITION_MAX);
+        let mut txns = PartitionTxns::new(txn::ABORTED_TXNS_MAX);
         let scan = self
             .log
-            .for_each_tail_header(PRODUCER_STATE_REBUILD_BYTES_MAX, |h| {
-                table.replay(&BatchInfo {
+            .for_each_tail_batch(PRODUCER_STATE_REBUILD_BYTES_MAX, |h, marker| {
+                let info = BatchInfo {
                     producer_id: h.producer_id,
                     producer_epoch: h.producer_epoch,
                     first_seq: h.base_sequence,
@@ -210,7 +223,9 @@ impl Partition {
                     base_offset: h.base_offset as u64,
                     last_offset: h.last_offset() as u64,
                     is_control: h.is_control(),
-                })
+                };
+                table.replay(&info);
+                txn::replay(&mut txns, &info, h.is_transactional(), marker);
             })
             .await?;
         tracing::debug!(
@@ -219,8 +234,11 @@ impl Partition {
             bytes = scan.bytes,
             whole_log = scan.whole_log,
             producers = table.len(),
+            open_transactions = txns.open_txns().count(),
+            aborted_transactions = txns.aborted_count(),
             "rebuilt the producer table from the log"
         );
+        *self.txns.borrow_mut() = txns;
         *self.producers.borrow_mut() = table;
         self.producers_loaded.set(true);
         Ok(())
@@ -238,13 +256,55 @@ impl Partition {
         max_message_bytes: usize,
         now_ms: i64,
     ) -> ProduceResult {
+        self.produce_as(
+            Origin::Client,
+            records,
+            acks,
+            timeout_ms,
+            max_message_bytes,
+            now_ms,
+        )
+        .await
+    }
+
+    /// A coordinator's own batches, acks=all: a transaction coordinator's markers, or a group
+    /// coordinator's TxnOffsetCommit records in a transactional batch of the client's producer
+    /// (no sequence: the producer table checks only its epoch, `txn`).
+    pub async fn produce_for_coordinator(
+        &self,
+        records: Bytes,
+        timeout_ms: i32,
+        max_message_bytes: usize,
+        now_ms: i64,
+    ) -> ProduceResult {
+        self.produce_as(
+            Origin::Coordinator,
+            records,
+            -1,
+            timeout_ms,
+            max_message_bytes,
+            now_ms,
+        )
+        .await
+    }
+
+    /// [`Partition::produce`] for a client's batches or a coordinator's.
+    async fn produce_as(
+        &self,
+        origin: Origin,
+        records: Bytes,
+        acks: i16,
+        timeout_ms: i32,
+        max_message_bytes: usize,
+        now_ms: i64,
+    ) -> ProduceResult {
         let acks = match Acks::from_wire(acks) {
             Ok(a) => a,
             Err(code) => {
                 return ProduceResult::error(code, format!("acks must be 0, 1 or -1, got {acks}"))
             }
         };
-        let batches = match self.split_batches(&records, max_message_bytes) {
+        let batches = match self.split_batches(origin, &records, max_message_bytes) {
             Ok(b) => b,
             Err(r) => return r,
         };
@@ -275,7 +335,7 @@ impl Partition {
                 }
             };
             if let Err(r) = self
-                .append_in_turn(batches, now_ms, &mut first, &mut end)
+                .append_in_turn(origin, batches, now_ms, &mut first, &mut end)
                 .await
             {
                 self.role.borrow_mut().cancel(admitted);
@@ -323,6 +383,7 @@ impl Partition {
     /// The request's batches, each validated (length, magic, CRC, size), as slices of `records`.
     fn split_batches(
         &self,
+        origin: Origin,
         records: &Bytes,
         max_message_bytes: usize,
     ) -> Result<Vec<batch::Checked>, ProduceResult> {
@@ -331,6 +392,16 @@ impl Partition {
         while at < records.len() {
             // The batch's one CRC check: the log trusts `Checked` and does not repeat it.
             match batch::Checked::first_of(&records.slice(at..), max_message_bytes) {
+                Ok(b) if b.header().is_control() && origin == Origin::Client => {
+                    // Markers come from a transaction coordinator only (Kafka's rule).
+                    return Err(ProduceResult::error(
+                        ErrorCode::InvalidRecord,
+                        format!(
+                            "{}: batch at byte {at}: control batches are written by transaction coordinators only",
+                            self.tp
+                        ),
+                    ));
+                }
                 Ok(b) => {
                     at += b.total_bytes();
                     batches.push(b);
@@ -365,6 +436,7 @@ impl Partition {
     /// `first` and `end` become the request's first offset and the end of its last batch.
     async fn append_in_turn(
         &self,
+        origin: Origin,
         batches: Vec<batch::Checked>,
         now_ms: i64,
         first: &mut Option<u64>,
@@ -373,20 +445,15 @@ impl Partition {
         for b in batches {
             let h = *b.header();
             let last_seq = h.base_sequence.wrapping_add(h.last_offset_delta);
-            let check = self.producers.borrow().check(
-                h.producer_id,
-                h.producer_epoch,
-                h.base_sequence,
-                last_seq,
-            );
-            match check {
-                Check::Append => {}
-                Check::Duplicate { base_offset } => {
+            let marker = match self.check_batch(origin, &b, last_seq) {
+                Ok(txn::Checked::Duplicate { base_offset }) => {
                     first.get_or_insert(base_offset);
                     *end = (*end).max(base_offset + h.offset_count());
                     continue;
                 }
-                Check::Reject(code) => {
+                Ok(txn::Checked::Data) => None,
+                Ok(txn::Checked::Marker(m)) => Some(m),
+                Err(code) => {
                     return Err(ProduceResult::error(
                         code,
                         format!(
@@ -395,7 +462,7 @@ impl Partition {
                         ),
                     ))
                 }
-            }
+            };
             let end_before = self.log.log_end_offset();
             let info = self
                 .log
@@ -419,14 +486,12 @@ impl Partition {
                 "{}: log end",
                 self.tp
             );
-            self.producers.borrow_mut().on_append(
-                h.producer_id,
-                h.producer_epoch,
-                h.base_sequence,
-                last_seq,
-                info.base_offset,
-                info.last_offset,
-            );
+            match marker {
+                Some(m) => self.on_marker_appended(&h, m, info.base_offset),
+                None => {
+                    self.on_batch_appended(origin, &h, last_seq, info.base_offset, info.last_offset)
+                }
+            }
             first.get_or_insert(info.base_offset);
             *end = info.log_end_offset;
         }
@@ -443,105 +508,5 @@ impl Partition {
             self.log.flush().await?;
         }
         Ok(())
-    }
-
-    /// Reads from `offset` below the high watermark.
-    pub async fn fetch(&self, offset: i64, max_bytes: i32) -> FetchResult {
-        let hw = self.high_watermark();
-        let start = self.log.log_start_offset();
-        let mut out = FetchResult {
-            error: ErrorCode::None,
-            high_watermark: hw as i64,
-            log_start_offset: start as i64,
-            chunks: Vec::new(),
-        };
-        // Kafka's rule: out of range only outside [log start, log end]; between the high
-        // watermark and the log end a fetch is simply empty (the data is not safe to show yet).
-        if offset < 0 || (offset as u64) < start || (offset as u64) > self.log.log_end_offset() {
-            out.error = ErrorCode::OffsetOutOfRange;
-            return out;
-        }
-        let max_bytes = max_bytes.max(0) as usize;
-        let slice = if self.copy_reads {
-            // Charged to the response budget before the copy is made; without room now, no
-            // records this time (`response_memory` says why not a wait).
-            let copy = self.log.read_copy(offset as u64, max_bytes, hw);
-            match crate::response_memory::charged_copy(max_bytes, copy).await {
-                None => return out,
-                Some(read) => read.map(|b| vec![ReadChunk::Memory(b)]),
-            }
-        } else {
-            self.log
-                .read(offset as u64, max_bytes, hw)
-                .await
-                .map(|s| s.chunks)
-        };
-        match slice {
-            Ok(chunks) => {
-                for c in chunks {
-                    match c {
-                        ReadChunk::Memory(b) if !b.is_empty() => {
-                            out.chunks.push(FetchChunk::Memory(b))
-                        }
-                        ReadChunk::Memory(_) => {}
-                        ReadChunk::File {
-                            file,
-                            position,
-                            len,
-                            ..
-                        } => {
-                            // SAFETY: the descriptor belongs to `file`, alive for this borrow.
-                            let fd = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
-                            match fd.try_clone_to_owned() {
-                                Ok(fd) => out.chunks.push(FetchChunk::File { fd, position, len }),
-                                Err(_) => {
-                                    out.error = ErrorCode::KafkaStorageError;
-                                    out.chunks.clear();
-                                    return out;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            Err(e) => out.error = log_error_code(&e),
-        }
-        out
-    }
-
-    pub async fn list_offsets(&self, timestamp: i64) -> ListOffsetsResult {
-        let epoch = self.leader_epoch();
-        let ok = |offset: u64, ts: i64| ListOffsetsResult {
-            error: ErrorCode::None,
-            timestamp: ts,
-            offset: offset as i64,
-            leader_epoch: epoch,
-        };
-        match timestamp {
-            EARLIEST_TIMESTAMP => ok(self.log.log_start_offset(), -1),
-            LATEST_TIMESTAMP => ok(self.high_watermark(), -1),
-            ts if ts < 0 => ListOffsetsResult {
-                error: ErrorCode::InvalidRequest,
-                timestamp: ts,
-                offset: -1,
-                leader_epoch: epoch,
-            },
-            ts => match self.log.offset_for_timestamp(ts).await {
-                // The found record's own timestamp, as Kafka answers (clients show it).
-                Ok(Some((o, found_ts))) if o < self.high_watermark() => ok(o, found_ts),
-                Ok(_) => ListOffsetsResult {
-                    error: ErrorCode::None,
-                    timestamp: -1,
-                    offset: -1,
-                    leader_epoch: epoch,
-                },
-                Err(e) => ListOffsetsResult {
-                    error: log_error_code(&e),
-                    timestamp: ts,
-                    offset: -1,
-                    leader_epoch: epoch,
-                },
-            },
-        }
     }
 }

@@ -144,7 +144,7 @@ fn a_follower_behind_the_leaders_log_start_restarts_there_and_catches_up() {
         failover.isr = vec![LEADER, FOLLOWER];
         follower.learn(&failover, 0).await;
         assert!(follower.is_leader());
-        let earliest = follower.list_offsets(EARLIEST_TIMESTAMP).await;
+        let earliest = follower.list_offsets(EARLIEST_TIMESTAMP, false).await;
         assert_eq!((earliest.error, earliest.offset), (ErrorCode::None, 25));
     });
 }

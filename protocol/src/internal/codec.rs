@@ -56,6 +56,10 @@ use super::replica_fetch_codec::{
     encode_replica_fetch_answer,
 };
 use super::topic_admin_codec;
+use super::txn_markers_codec::{
+    decode_write_txn_markers, decode_write_txn_markers_answer, encode_write_txn_markers,
+    encode_write_txn_markers_answer,
+};
 use super::types::{
     ForwardAnswer, ForwardOp, ForwardTopic, ForwardTopicOutcome, Heartbeat, HeartbeatAnswer,
     InternalFrame, InternalMessage, Listener, RegisterBroker, RegisterBrokerAnswer,
@@ -240,6 +244,14 @@ fn encode_body(
         InternalMessage::ReplicaFetchAnswer(a) => (
             fb::InternalBody::ReplicaFetchAnswer,
             encode_replica_fetch_answer(fbb, a)?.as_union_value(),
+        ),
+        InternalMessage::WriteTxnMarkers(m) => (
+            fb::InternalBody::WriteTxnMarkers,
+            encode_write_txn_markers(fbb, m)?.as_union_value(),
+        ),
+        InternalMessage::WriteTxnMarkersAnswer(a) => (
+            fb::InternalBody::WriteTxnMarkersAnswer,
+            encode_write_txn_markers_answer(fbb, a)?.as_union_value(),
         ),
         InternalMessage::Forward(op) => {
             let (op_type, op) = encode_forward_op(fbb, op)?;
@@ -578,6 +590,18 @@ fn decode_header(header: &[u8], payload_bytes: usize) -> Result<InternalFrame, I
         fb::InternalBody::ReplicaFetchAnswer => {
             InternalMessage::ReplicaFetchAnswer(decode_replica_fetch_answer(
                 root.body_as_replica_fetch_answer()
+                    .ok_or(InternalError::MissingBody)?,
+            )?)
+        }
+        fb::InternalBody::WriteTxnMarkers => {
+            InternalMessage::WriteTxnMarkers(decode_write_txn_markers(
+                root.body_as_write_txn_markers()
+                    .ok_or(InternalError::MissingBody)?,
+            )?)
+        }
+        fb::InternalBody::WriteTxnMarkersAnswer => {
+            InternalMessage::WriteTxnMarkersAnswer(decode_write_txn_markers_answer(
+                root.body_as_write_txn_markers_answer()
                     .ok_or(InternalError::MissingBody)?,
             )?)
         }

@@ -1,7 +1,8 @@
 //! The internal protocol on `--internal-port` (9094): what brokers say to each other (DESIGN §7) —
 //! raft messages between controller voters, and the brokers' calls to the active controller
 //! (registration, heartbeats, forwarded metadata changes and partition leaders' ISR changes), and
-//! followers' replica fetches from partition leaders.
+//! followers' replica fetches from partition leaders, and transaction coordinators' markers for
+//! partitions other brokers lead.
 //!
 //! Frames are the native envelope (`u32 length | u32 header length | flatbuffers header |
 //! payload`, [`crate::frame`]), with the header an `InternalFrame` of `schemas/internal.fbs`,
@@ -17,6 +18,7 @@ pub mod codec;
 mod limits;
 mod replica_fetch_codec;
 mod topic_admin_codec;
+mod txn_markers_codec;
 pub mod types;
 
 pub use codec::{

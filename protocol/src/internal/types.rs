@@ -35,6 +35,28 @@ pub enum InternalMessage {
     /// The leader's answer; the frame's payload carries the partitions' record batches (see
     /// [`ReplicaFetchAnswer`]).
     ReplicaFetchAnswer(ReplicaFetchAnswer),
+    /// A transaction coordinator's markers for partitions the receiver leads.
+    WriteTxnMarkers(WriteTxnMarkers),
+    /// One code per partition, in request order.
+    WriteTxnMarkersAnswer(Vec<TxnMarkerResult>),
+}
+
+/// One transaction's commit (or abort) marker for partitions the receiving broker leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteTxnMarkers {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+    pub coordinator_epoch: i32,
+    /// (topic, partition).
+    pub partitions: Vec<(String, i32)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnMarkerResult {
+    pub topic: String,
+    pub partition: i32,
+    pub error: ErrorCode,
 }
 
 /// A listener a broker advertises (`name` is `native` or `kafka`, or `internal`).

@@ -1,6 +1,8 @@
 //! Header-only scan of the log's tail: every batch's 61-byte header, oldest first, over at most a
-//! caller-chosen number of bytes at the end of the log. The broker rebuilds its idempotent-producer
-//! table from it when a partition opens (DESIGN §9); nothing here decompresses records.
+//! caller-chosen number of bytes at the end of the log, and on request each control batch's
+//! transaction marker. The broker rebuilds its idempotent-producer table and its partitions'
+//! transaction state from it when a partition opens (DESIGN §9); nothing here decompresses
+//! records, and only control batches (tiny) are read past their header.
 //!
 //! Promises: headers come in log order, each from a batch boundary (a scan never starts inside a
 //! batch); the bytes read from the segments are at most `bytes_max` (the start is an indexed batch
@@ -10,7 +12,8 @@
 use std::rc::Rc;
 
 use super::PartitionLog;
-use crate::batch::BatchHeader;
+use crate::batch::{BatchError, BatchHeader};
+use crate::control::{read_marker, Marker, MARKER_BATCH_BYTES_MAX};
 use crate::error::LogError;
 use crate::segment::{HeaderCursor, Segment};
 
@@ -33,6 +36,28 @@ impl PartitionLog {
         bytes_max: u64,
         mut f: impl FnMut(&BatchHeader),
     ) -> Result<TailScan, LogError> {
+        self.tail_scan(bytes_max, false, |h, _| f(h)).await
+    }
+
+    /// [`Self::for_each_tail_header`], also giving each control batch's marker: `Some` for a
+    /// control batch whose marker reads, `None` for every other batch. A control batch whose
+    /// marker does not read (not a transaction marker, or malformed) is reported with `None` and
+    /// a warning, and the scan goes on. Only a control batch's own bytes are read past its
+    /// header (a marker batch is 78 bytes, usually in the window its header came in).
+    pub async fn for_each_tail_batch(
+        &self,
+        bytes_max: u64,
+        f: impl FnMut(&BatchHeader, Option<Marker>),
+    ) -> Result<TailScan, LogError> {
+        self.tail_scan(bytes_max, true, f).await
+    }
+
+    async fn tail_scan(
+        &self,
+        bytes_max: u64,
+        markers: bool,
+        mut f: impl FnMut(&BatchHeader, Option<Marker>),
+    ) -> Result<TailScan, LogError> {
         let plan = self.tail_plan(bytes_max);
         let whole_log = plan.first().is_none_or(|(_, start, _)| *start == 0)
             && plan.len() == self.segment_count_nonempty();
@@ -44,7 +69,12 @@ impl PartitionLog {
             seg.ensure_written(end).await?;
             let mut cur = HeaderCursor::new(seg.reader(), start, end);
             while let Some(h) = cur.peek(&seg, self.config.get().max_batch_bytes).await? {
-                f(&h);
+                let marker = if markers && h.is_control() {
+                    marker_at(&mut cur, &seg, &h).await?
+                } else {
+                    None
+                };
+                f(&h, marker);
                 out.batches += 1;
                 out.bytes += h.total_bytes() as u64;
                 cur.advance(&h);
@@ -89,6 +119,38 @@ impl PartitionLog {
         }
         plan.reverse();
         plan
+    }
+}
+
+/// The marker of the control batch `h` at the cursor, or `None` (with a warning) when it is not
+/// one; only I/O errors fail.
+async fn marker_at(
+    cur: &mut HeaderCursor,
+    seg: &Segment,
+    h: &BatchHeader,
+) -> Result<Option<Marker>, LogError> {
+    let total = h.total_bytes();
+    let read = if total > MARKER_BATCH_BYTES_MAX {
+        Err(BatchError::BadLength {
+            length: total as i64,
+            min: crate::batch::HEADER_BYTES as i64,
+            max: MARKER_BATCH_BYTES_MAX as i64,
+        })
+    } else {
+        read_marker(cur.peek_bytes(seg, total).await?)
+    };
+    match read {
+        Ok(marker) => Ok(Some(marker)),
+        Err(e) => {
+            tracing::warn!(
+                file = %seg.log_path.display(),
+                position = cur.position,
+                offset = h.base_offset,
+                producer_id = h.producer_id,
+                "control batch without a readable transaction marker: {e}"
+            );
+            Ok(None)
+        }
     }
 }
 
@@ -178,6 +240,120 @@ mod tests {
                     assert!(!tail.is_empty(), "an index interval fits in {bytes_max}");
                 }
             }
+        });
+    }
+
+    /// Data batches and marker batches of two producers, across segments and a reopen: the scan
+    /// reports each marker at its offset with its kind and coordinator epoch, `None` for data,
+    /// and `None` (not an error) for a control batch that is not a marker.
+    #[test]
+    fn tail_batches_report_the_markers_at_their_offsets() {
+        use crate::control::{marker_batch, Marker};
+        run(|| async {
+            let dir = tempfile::tempdir().unwrap();
+            let mut want: Vec<(u64, bool, Option<Marker>)> = Vec::new();
+            {
+                let (log, _) = PartitionLog::open(dir.path(), config()).await.unwrap();
+                for round in 0..40i32 {
+                    let pid = 7 + i64::from(round % 2);
+                    let mut data = BatchBuilder::new(1_000);
+                    (data.producer_id, data.producer_epoch) = (pid, 3);
+                    (data.base_sequence, data.transactional) = (round * 2, true);
+                    data.push(1_000, None, Some(Bytes::from(format!("a-{round}"))));
+                    data.push(1_000, None, Some(Bytes::from(format!("b-{round}"))));
+                    let data = data.build().unwrap();
+                    let info = log.append(data, 0, 1_000).await.unwrap();
+                    want.push((info.base_offset, false, None));
+                    let marker = Marker {
+                        commit: round % 3 != 0,
+                        coordinator_epoch: round,
+                    };
+                    let control = marker_batch(pid, 3, marker, 1_000);
+                    let info = log.append(control, 0, 1_000).await.unwrap();
+                    want.push((info.base_offset, true, Some(marker)));
+                }
+                // A control batch that is not a transaction marker (type 3).
+                let mut other = BatchBuilder::new(1_000);
+                (other.transactional, other.control) = (true, true);
+                other.push(1_000, Some(Bytes::from_static(&[0, 0, 0, 3])), None);
+                let info = log.append(other.build().unwrap(), 0, 1_000).await.unwrap();
+                want.push((info.base_offset, true, None));
+                log.close().await.unwrap();
+            }
+            let (log, _) = PartitionLog::open(dir.path(), config()).await.unwrap();
+            assert!(log.segment_count() > 1, "the test spans segments");
+            let mut got = Vec::new();
+            let scan = log
+                .for_each_tail_batch(u64::MAX, |h, m| {
+                    got.push((h.base_offset as u64, h.is_control(), m))
+                })
+                .await
+                .unwrap();
+            assert!(scan.whole_log);
+            assert_eq!(got, want);
+            let (headers, header_scan) = headers(&log, u64::MAX).await;
+            assert_eq!(
+                header_scan, scan,
+                "the header-only scan covers the same batches"
+            );
+            assert_eq!(headers.len(), want.len());
+        });
+    }
+
+    /// A marker batch whose header ends inside the scan's read window and whose record does not:
+    /// the cursor reads it whole from a new window and the scan goes on in step.
+    #[test]
+    fn a_marker_across_a_read_window_is_read_whole() {
+        use crate::control::{marker_batch, Marker};
+        use crate::segment::HEADER_WINDOW_BYTES;
+        /// A one-record data batch of exactly `bytes` bytes (in [200, 8000]).
+        fn data_of(bytes: usize) -> bytes::BytesMut {
+            (100..bytes)
+                .map(|len| {
+                    let mut b = BatchBuilder::new(1_000);
+                    b.push(1_000, None, Some(Bytes::from(vec![b'x'; len])));
+                    b.build().unwrap()
+                })
+                .find(|b| b.len() == bytes)
+                .expect("sizes step by one byte in this range")
+        }
+        run(|| async {
+            let dir = tempfile::tempdir().unwrap();
+            let config = LogConfig {
+                segment_bytes: 1 << 20,
+                ..config()
+            };
+            let (log, _) = PartitionLog::open(dir.path(), config).await.unwrap();
+            let marker = Marker {
+                commit: true,
+                coordinator_epoch: 11,
+            };
+            // The marker (78 bytes) starts 70 bytes before the first window's end.
+            let marker_position = HEADER_WINDOW_BYTES - 70;
+            let mut position = 0;
+            while position < marker_position {
+                let left = marker_position - position;
+                let bytes = if left > 4_200 { 4_000 } else { left };
+                log.append(data_of(bytes), 0, 1_000).await.unwrap();
+                position += bytes;
+            }
+            assert_eq!(position, marker_position);
+            let at = log.append(marker_batch(5, 0, marker, 1_000), 0, 1_000);
+            let at = at.await.unwrap().base_offset;
+            let after = log
+                .append(data_of(300), 0, 1_000)
+                .await
+                .unwrap()
+                .base_offset;
+            let mut got = Vec::new();
+            log.for_each_tail_batch(u64::MAX, |h, m| {
+                if h.is_control() || m.is_some() || h.base_offset as u64 == after {
+                    got.push((h.base_offset as u64, m))
+                }
+            })
+            .await
+            .unwrap();
+            assert_eq!(got, vec![(at, Some(marker)), (after, None)]);
         });
     }
 }

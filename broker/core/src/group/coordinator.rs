@@ -53,6 +53,8 @@ pub(super) enum Pending {
         group: String,
         results: Vec<(String, i32, ErrorCode)>,
         offsets: Vec<(String, i32, OffsetValue)>,
+        /// A TxnOffsetCommit's producer id: the offsets wait for its marker.
+        producer: Option<i64>,
     },
     Group {
         group: String,
@@ -357,6 +359,15 @@ impl Coordinator {
             Err(c) => return out.push(Action::Respond(id, Response::Commit(all(c)))),
         };
         let checked = match self.groups.get_mut(&a.group_id) {
+            // Kafka's TxnOffsetCommit before v3 names no member: it is not checked against the
+            // group's generation (the transaction is what fences a zombie).
+            Some(g) if a.producer.is_some() && a.generation < 0 && a.member_id.is_empty() => {
+                if g.state() == GroupState::Dead {
+                    Err(ErrorCode::CoordinatorNotAvailable)
+                } else {
+                    Ok(())
+                }
+            }
             Some(g) => g.check_commit(
                 a.generation,
                 &a.member_id,
@@ -412,11 +423,21 @@ impl Coordinator {
             group: a.group_id,
             results,
             offsets: accepted,
+            producer: a.producer.map(|(pid, _)| pid),
         });
-        out.push(Action::Persist {
-            token,
-            partition,
-            records,
+        out.push(match a.producer {
+            None => Action::Persist {
+                token,
+                partition,
+                records,
+            },
+            Some((producer_id, producer_epoch)) => Action::PersistTxn {
+                token,
+                partition,
+                producer_id,
+                producer_epoch,
+                records,
+            },
         });
     }
 
@@ -434,6 +455,7 @@ impl Coordinator {
                 group,
                 mut results,
                 offsets,
+                producer,
             }) => {
                 match result {
                     Ok(()) => {
@@ -443,8 +465,13 @@ impl Coordinator {
                                 .groups
                                 .entry(group.clone())
                                 .or_insert_with(|| Group::new(group.clone(), p));
-                            for (t, part, v) in offsets {
-                                g.offsets.insert((t, part), v);
+                            match producer {
+                                None => {
+                                    for (t, part, v) in offsets {
+                                        g.offsets.insert((t, part), v);
+                                    }
+                                }
+                                Some(pid) => g.stage_txn_offsets(pid, offsets),
                             }
                         }
                     }

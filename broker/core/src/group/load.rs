@@ -26,13 +26,16 @@ impl Coordinator {
         self.partitions.get(&partition) == Some(&Load::Loading)
     }
 
-    /// One replayed record (key, value; `None` = tombstone), in log order. An undecodable
-    /// record is skipped (returned as an error for the driver to log).
+    /// One replayed record (key, value; `None` = tombstone), in log order; `txn_producer` is
+    /// the producer id of a transactional batch's record (a TxnOffsetCommit, staged until its
+    /// marker: `super::txn_offsets`). An undecodable record is skipped (returned as an error
+    /// for the driver to log).
     pub fn load_record(
         &mut self,
         partition: i32,
         key: &[u8],
         value: Option<&[u8]>,
+        txn_producer: Option<i64>,
     ) -> Result<(), records::RecordError> {
         let (k, v) = records::decode(key, value)?;
         let group_id = match &k {
@@ -49,6 +52,14 @@ impl Coordinator {
             .entry(group_id.clone())
             .or_insert_with(|| Group::new(group_id, partition));
         match (k, v) {
+            (
+                RecordKey::Offset {
+                    topic, partition, ..
+                },
+                Some(RecordValue::Offset(o)),
+            ) if txn_producer.is_some() => {
+                g.stage_txn_offsets(txn_producer.unwrap_or(-1), vec![(topic, partition, o)]);
+            }
             (
                 RecordKey::Offset {
                     topic, partition, ..
@@ -72,8 +83,10 @@ impl Coordinator {
             (RecordKey::Group { .. }, Some(RecordValue::Group(v))) => g.restore(v),
             (RecordKey::Group { .. }, None) => {
                 let offsets = std::mem::take(&mut g.offsets);
+                let txn_offsets = std::mem::take(&mut g.txn_offsets);
                 *g = Group::new(g.id.clone(), g.partition);
                 g.offsets = offsets;
+                g.txn_offsets = txn_offsets;
             }
             _ => {
                 return Err(records::RecordError::Malformed(

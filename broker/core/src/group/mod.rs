@@ -21,6 +21,7 @@ mod load;
 pub mod records;
 pub mod state;
 pub mod subscription;
+mod txn_offsets;
 pub mod types;
 
 #[cfg(test)]

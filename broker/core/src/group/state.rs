@@ -88,6 +88,8 @@ pub struct Group {
     /// group.instance.id → member id.
     pub(crate) instances: HashMap<String, String>,
     pub(crate) offsets: BTreeMap<(String, i32), OffsetValue>,
+    /// TxnOffsetCommits of open transactions, by producer id (`super::txn_offsets`).
+    pub(crate) txn_offsets: BTreeMap<i64, BTreeMap<(String, i32), OffsetValue>>,
     pub(super) join_deadline_ms: u64,
     pub(super) initial_delay: Option<InitialDelay>,
     pub(super) sync_persisting: bool,
@@ -109,6 +111,7 @@ impl Group {
             members: BTreeMap::new(),
             instances: HashMap::new(),
             offsets: BTreeMap::new(),
+            txn_offsets: BTreeMap::new(),
             join_deadline_ms: 0,
             initial_delay: None,
             sync_persisting: false,

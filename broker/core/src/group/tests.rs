@@ -11,6 +11,7 @@ use super::records::{self, OffsetValue};
 use super::*;
 
 mod delete;
+mod txn_offsets;
 
 const GROUP: &str = "g";
 const SESSION_MS: i32 = 10_000;
@@ -24,6 +25,8 @@ struct H {
     answers: BTreeMap<RequestId, Response>,
     /// Appended records, in order (what a replay would read).
     log: Vec<(i32, bytes::Bytes, Option<bytes::Bytes>)>,
+    /// Appended transactional records (partition, producer id, key, value), in order.
+    txn_log: Vec<(i32, i64, bytes::Bytes, Option<bytes::Bytes>)>,
     /// When set, appends fail with this code.
     fail_appends: Option<ErrorCode>,
 }
@@ -50,6 +53,7 @@ impl H {
             next_id: 1,
             answers: BTreeMap::new(),
             log: Vec::new(),
+            txn_log: Vec::new(),
             fail_appends: None,
         }
     }
@@ -79,6 +83,18 @@ impl H {
                         }
                     };
                     queue.extend(self.c.persisted(token, result, self.now));
+                }
+                Action::PersistTxn {
+                    token,
+                    partition,
+                    producer_id,
+                    records,
+                    ..
+                } => {
+                    for (k, v) in records {
+                        self.txn_log.push((partition, producer_id, k, v));
+                    }
+                    queue.extend(self.c.persisted(token, Ok(()), self.now));
                 }
             }
         }
@@ -175,6 +191,7 @@ impl H {
             member_id: member.into(),
             group_instance_id: None,
             offsets: vec![("t".into(), 0, value(offset))],
+            producer: None,
         };
         let id = self.send(|id| Input::Commit(id, a));
         match self.answers.get(&id) {
@@ -509,7 +526,7 @@ fn requests_wait_while_a_partition_loads_and_replay_restores_the_group() {
         )]
     );
     for (_, k, v) in &h.log {
-        c.load_record(p, k, v.as_deref()).unwrap();
+        c.load_record(p, k, v.as_deref(), None).unwrap();
     }
     c.finish_load(p, 100);
     let out = c.handle(Input::Heartbeat(2, hb), 200);
@@ -720,7 +737,7 @@ proptest! {
             replayed.begin_load(p);
         }
         for (p, k, v) in &h.log {
-            prop_assert!(replayed.load_record(*p, k, v.as_deref()).is_ok());
+            prop_assert!(replayed.load_record(*p, k, v.as_deref(), None).is_ok());
         }
         for p in 0..4 {
             replayed.finish_load(p, h.now);

@@ -62,6 +62,10 @@ pub struct CommitArgs {
     pub member_id: String,
     pub group_instance_id: Option<String>,
     pub offsets: Vec<(String, i32, OffsetValue)>,
+    /// TxnOffsetCommit: the transactional producer's (id, epoch). Its offsets are pending until
+    /// the transaction's marker reaches the group's offsets partition (committed) or are
+    /// dropped (aborted).
+    pub producer: Option<(i64, i16)>,
 }
 
 /// OffsetDelete for one group.
@@ -175,6 +179,15 @@ pub enum Action {
     Persist {
         token: PersistToken,
         partition: i32,
+        records: Vec<(Bytes, Option<Bytes>)>,
+    },
+    /// [`Action::Persist`] as one transactional batch of (`producer_id`, `producer_epoch`): a
+    /// TxnOffsetCommit's offsets, decided by the transaction's marker.
+    PersistTxn {
+        token: PersistToken,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
         records: Vec<(Bytes, Option<Bytes>)>,
     },
 }

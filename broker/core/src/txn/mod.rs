@@ -1,4 +1,5 @@
-//! Transactions (DESIGN §9, issue 18): the transaction coordinator's decisions, sans-IO.
+//! Transactions (DESIGN §9, issue 18): the transaction coordinator's decisions and a partition's
+//! transaction state, sans-IO.
 //!
 //! Transactional id T lives on the leader of partition `java_string_hash(T) % N` of the compacted
 //! internal topic `__transaction_state` (N = `transaction.state.log.num.partitions`, 50 by
@@ -6,12 +7,16 @@
 //! - [`state`]: one id's metadata and Kafka's states and transitions;
 //! - [`records`]: its `__transaction_state` records, in Kafka's layout;
 //! - [`coordinator`]: one core's ids and the rules of InitProducerId, AddPartitionsToTxn,
-//!   AddOffsetsToTxn, EndTxn and the transaction timeout, each change durable before it counts.
+//!   AddOffsetsToTxn, EndTxn and the transaction timeout, each change durable before it counts;
+//! - [`partition_txns`]: one partition's side: its open and aborted transactions and its last
+//!   stable offset, fed by the partition's appends, markers and high watermark.
 //!
-//! Not built yet (issue 18): the glommio driver, the APIs on both ports, markers and the LSO on
-//! the partitions, read_committed, transactional offset commits, the client and the tools.
+//! Not built yet (issue 18): the glommio driver, the APIs on both ports, wiring the partitions'
+//! transaction state into the partition (markers written, the LSO served), read_committed,
+//! transactional offset commits, the client and the tools.
 
 pub mod coordinator;
+pub mod partition_txns;
 pub mod records;
 pub mod state;
 

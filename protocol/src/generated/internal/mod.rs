@@ -80,6 +80,14 @@ pub mod spool {
     pub use self::replica_fetch_answer_partition_generated::*;
     mod replica_fetch_answer_generated;
     pub use self::replica_fetch_answer_generated::*;
+    mod txn_marker_partition_generated;
+    pub use self::txn_marker_partition_generated::*;
+    mod write_txn_markers_generated;
+    pub use self::write_txn_markers_generated::*;
+    mod txn_marker_result_generated;
+    pub use self::txn_marker_result_generated::*;
+    mod write_txn_markers_answer_generated;
+    pub use self::write_txn_markers_answer_generated::*;
     mod internal_frame_generated;
     pub use self::internal_frame_generated::*;
   } // internal

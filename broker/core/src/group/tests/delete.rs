@@ -40,6 +40,7 @@ fn commit_at(h: &mut H, member: &str, generation: i32, topic: &str, p: i32, offs
         member_id: member.into(),
         group_instance_id: None,
         offsets: vec![(topic.into(), p, value(offset))],
+        producer: None,
     };
     let id = h.send(|id| Input::Commit(id, a));
     assert_eq!(
@@ -62,7 +63,7 @@ fn replayed(h: &H) -> Coordinator {
         c.begin_load(p);
     }
     for (p, k, v) in &h.log {
-        c.load_record(*p, k, v.as_deref()).unwrap();
+        c.load_record(*p, k, v.as_deref(), None).unwrap();
     }
     for p in 0..4 {
         c.finish_load(p, h.now);
@@ -172,6 +173,7 @@ fn while_its_tombstones_are_in_flight_the_group_is_dead_and_a_commit_in_flight_g
         member_id: String::new(),
         group_instance_id: None,
         offsets: vec![("t".into(), 1, value(9))],
+        producer: None,
     };
     let (c_id, c_appends) = held(&mut h, |id| Input::Commit(id, commit));
     // ...then the deletion, appended after it.
@@ -299,6 +301,7 @@ fn a_failed_offset_delete_keeps_the_offset_and_a_later_commit_survives_the_tombs
         member_id: String::new(),
         group_instance_id: None,
         offsets: vec![("t".into(), 0, value(8))],
+        producer: None,
     };
     let (_, c_appends) = held(&mut h, |id| Input::Commit(id, commit));
     h.apply(d_appends);

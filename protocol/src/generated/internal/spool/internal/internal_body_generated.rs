@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_INTERNAL_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_INTERNAL_BODY: u8 = 9;
+pub const ENUM_MAX_INTERNAL_BODY: u8 = 11;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_INTERNAL_BODY: [InternalBody; 10] = [
+pub const ENUM_VALUES_INTERNAL_BODY: [InternalBody; 12] = [
   InternalBody::NONE,
   InternalBody::Raft,
   InternalBody::RegisterBroker,
@@ -19,6 +19,8 @@ pub const ENUM_VALUES_INTERNAL_BODY: [InternalBody; 10] = [
   InternalBody::ForwardAnswer,
   InternalBody::ReplicaFetch,
   InternalBody::ReplicaFetchAnswer,
+  InternalBody::WriteTxnMarkers,
+  InternalBody::WriteTxnMarkersAnswer,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -36,9 +38,11 @@ impl InternalBody {
   pub const ForwardAnswer: Self = Self(7);
   pub const ReplicaFetch: Self = Self(8);
   pub const ReplicaFetchAnswer: Self = Self(9);
+  pub const WriteTxnMarkers: Self = Self(10);
+  pub const WriteTxnMarkersAnswer: Self = Self(11);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 9;
+  pub const ENUM_MAX: u8 = 11;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::Raft,
@@ -50,6 +54,8 @@ impl InternalBody {
     Self::ForwardAnswer,
     Self::ReplicaFetch,
     Self::ReplicaFetchAnswer,
+    Self::WriteTxnMarkers,
+    Self::WriteTxnMarkersAnswer,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -64,6 +70,8 @@ impl InternalBody {
       Self::ForwardAnswer => Some("ForwardAnswer"),
       Self::ReplicaFetch => Some("ReplicaFetch"),
       Self::ReplicaFetchAnswer => Some("ReplicaFetchAnswer"),
+      Self::WriteTxnMarkers => Some("WriteTxnMarkers"),
+      Self::WriteTxnMarkersAnswer => Some("WriteTxnMarkersAnswer"),
       _ => None,
     }
   }
@@ -134,6 +142,8 @@ pub enum InternalBodyT {
   ForwardAnswer(alloc::boxed::Box<ForwardAnswerT>),
   ReplicaFetch(alloc::boxed::Box<ReplicaFetchT>),
   ReplicaFetchAnswer(alloc::boxed::Box<ReplicaFetchAnswerT>),
+  WriteTxnMarkers(alloc::boxed::Box<WriteTxnMarkersT>),
+  WriteTxnMarkersAnswer(alloc::boxed::Box<WriteTxnMarkersAnswerT>),
 }
 impl Default for InternalBodyT {
   fn default() -> Self {
@@ -153,6 +163,8 @@ impl InternalBodyT {
       Self::ForwardAnswer(_) => InternalBody::ForwardAnswer,
       Self::ReplicaFetch(_) => InternalBody::ReplicaFetch,
       Self::ReplicaFetchAnswer(_) => InternalBody::ReplicaFetchAnswer,
+      Self::WriteTxnMarkers(_) => InternalBody::WriteTxnMarkers,
+      Self::WriteTxnMarkersAnswer(_) => InternalBody::WriteTxnMarkersAnswer,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -167,6 +179,8 @@ impl InternalBodyT {
       Self::ForwardAnswer(v) => Some(v.pack(fbb).as_union_value()),
       Self::ReplicaFetch(v) => Some(v.pack(fbb).as_union_value()),
       Self::ReplicaFetchAnswer(v) => Some(v.pack(fbb).as_union_value()),
+      Self::WriteTxnMarkers(v) => Some(v.pack(fbb).as_union_value()),
+      Self::WriteTxnMarkersAnswer(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned RaftT, setting the union to NONE.
@@ -357,5 +371,47 @@ impl InternalBodyT {
   /// If the union variant matches, return a mutable reference to the ReplicaFetchAnswerT.
   pub fn as_replica_fetch_answer_mut(&mut self) -> Option<&mut ReplicaFetchAnswerT> {
     if let Self::ReplicaFetchAnswer(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned WriteTxnMarkersT, setting the union to NONE.
+  pub fn take_write_txn_markers(&mut self) -> Option<alloc::boxed::Box<WriteTxnMarkersT>> {
+    if let Self::WriteTxnMarkers(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::WriteTxnMarkers(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the WriteTxnMarkersT.
+  pub fn as_write_txn_markers(&self) -> Option<&WriteTxnMarkersT> {
+    if let Self::WriteTxnMarkers(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the WriteTxnMarkersT.
+  pub fn as_write_txn_markers_mut(&mut self) -> Option<&mut WriteTxnMarkersT> {
+    if let Self::WriteTxnMarkers(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned WriteTxnMarkersAnswerT, setting the union to NONE.
+  pub fn take_write_txn_markers_answer(&mut self) -> Option<alloc::boxed::Box<WriteTxnMarkersAnswerT>> {
+    if let Self::WriteTxnMarkersAnswer(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::WriteTxnMarkersAnswer(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the WriteTxnMarkersAnswerT.
+  pub fn as_write_txn_markers_answer(&self) -> Option<&WriteTxnMarkersAnswerT> {
+    if let Self::WriteTxnMarkersAnswer(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the WriteTxnMarkersAnswerT.
+  pub fn as_write_txn_markers_answer_mut(&mut self) -> Option<&mut WriteTxnMarkersAnswerT> {
+    if let Self::WriteTxnMarkersAnswer(v) = self { Some(v.as_mut()) } else { None }
   }
 }

@@ -94,6 +94,16 @@ impl<'a> InternalFrame<'a> {
             .expect("Invalid union table, expected `InternalBody::ReplicaFetchAnswer`.")
             .unpack()
       )),
+      InternalBody::WriteTxnMarkers => InternalBodyT::WriteTxnMarkers(alloc::boxed::Box::new(
+        self.body_as_write_txn_markers()
+            .expect("Invalid union table, expected `InternalBody::WriteTxnMarkers`.")
+            .unpack()
+      )),
+      InternalBody::WriteTxnMarkersAnswer => InternalBodyT::WriteTxnMarkersAnswer(alloc::boxed::Box::new(
+        self.body_as_write_txn_markers_answer()
+            .expect("Invalid union table, expected `InternalBody::WriteTxnMarkersAnswer`.")
+            .unpack()
+      )),
       _ => InternalBodyT::NONE,
     };
     let cluster_id = self.cluster_id().map(|x| {
@@ -277,6 +287,36 @@ impl<'a> InternalFrame<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_write_txn_markers(&self) -> Option<WriteTxnMarkers<'a>> {
+    if self.body_type() == InternalBody::WriteTxnMarkers {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { WriteTxnMarkers::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_write_txn_markers_answer(&self) -> Option<WriteTxnMarkersAnswer<'a>> {
+    if self.body_type() == InternalBody::WriteTxnMarkersAnswer {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { WriteTxnMarkersAnswer::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for InternalFrame<'_> {
@@ -298,6 +338,8 @@ impl ::flatbuffers::Verifiable for InternalFrame<'_> {
           InternalBody::ForwardAnswer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ForwardAnswer>>("InternalBody::ForwardAnswer", pos),
           InternalBody::ReplicaFetch => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ReplicaFetch>>("InternalBody::ReplicaFetch", pos),
           InternalBody::ReplicaFetchAnswer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ReplicaFetchAnswer>>("InternalBody::ReplicaFetchAnswer", pos),
+          InternalBody::WriteTxnMarkers => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<WriteTxnMarkers>>("InternalBody::WriteTxnMarkers", pos),
+          InternalBody::WriteTxnMarkersAnswer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<WriteTxnMarkersAnswer>>("InternalBody::WriteTxnMarkersAnswer", pos),
           _ => Ok(()),
         }
      })?
@@ -431,6 +473,20 @@ impl ::core::fmt::Debug for InternalFrame<'_> {
         },
         InternalBody::ReplicaFetchAnswer => {
           if let Some(x) = self.body_as_replica_fetch_answer() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        InternalBody::WriteTxnMarkers => {
+          if let Some(x) = self.body_as_write_txn_markers() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        InternalBody::WriteTxnMarkersAnswer => {
+          if let Some(x) = self.body_as_write_txn_markers_answer() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")

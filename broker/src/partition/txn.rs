@@ -1,0 +1,217 @@
+//! A partition's share of transactions (DESIGN §9): the markers a transaction coordinator
+//! writes, what a transactional batch or a marker changes (the producer table's epochs and the
+//! open and aborted transactions of spool-core's [`PartitionTxns`]), and what read_committed
+//! readers see — the last stable offset (LSO) and the aborted transactions in a fetch's range.
+//!
+//! Promises: only a coordinator's produce may carry a control batch (`Origin` in `mod.rs`); a marker from an epoch older than the producer's is refused
+//! (INVALID_PRODUCER_EPOCH) and one from a newer epoch fences the old one; markers are appended
+//! like any batch (leader epoch, replication, acks=all, fdatasync under `durability = fsync`) and
+//! answered only once the in-sync replicas hold them. The LSO never passes the high watermark,
+//! nor the first offset of a transaction still open or decided above the high watermark.
+//!
+//! Rebuilt with the producer table (same tail scan, same bound): a transaction whose first batch
+//! lies before the scanned tail is not known after a restart or a leadership move, so its abort
+//! marker would not hide its records from read_committed readers. Kafka keeps an aborted-
+//! transaction index per segment on disk; spool does not yet (issue 18, not done).
+
+use spool_core::producer_state::{BatchInfo, Check};
+use spool_core::txn::partition_txns::PartitionTxns;
+use spool_protocol::ErrorCode;
+use spool_storage::batch::{self, BatchHeader};
+use spool_storage::control::{self, Marker};
+use spool_storage::LogError;
+
+use super::{Origin, Partition};
+
+/// Aborted transactions remembered per partition (past it the oldest are forgotten, and their
+/// records would show to read_committed readers again: logged).
+pub const ABORTED_TXNS_MAX: usize = 100_000;
+/// Aborted transactions one fetch of one partition reports.
+pub const ABORTED_PER_FETCH_MAX: usize = 10_000;
+/// How long a marker waits for the in-sync replicas.
+const MARKER_TIMEOUT_MS: i32 = 5_000;
+
+/// What the producer table and the transaction state say of one batch before its append.
+pub(super) enum Checked {
+    Data,
+    /// A retry of a batch already in the log at this base offset.
+    Duplicate {
+        base_offset: u64,
+    },
+    Marker(Marker),
+}
+
+/// Replays one batch read back from the log into the transaction state.
+pub(super) fn replay(
+    txns: &mut PartitionTxns,
+    info: &BatchInfo,
+    transactional: bool,
+    marker: Option<Marker>,
+) {
+    if info.is_control {
+        if let Some(m) = marker {
+            txns.on_marker(
+                info.producer_id,
+                info.producer_epoch,
+                m.commit,
+                info.base_offset,
+            );
+        }
+    } else {
+        txns.on_batch(
+            info.producer_id,
+            info.producer_epoch,
+            transactional,
+            info.base_offset,
+            info.last_offset,
+        );
+    }
+}
+
+impl Partition {
+    /// The producer table's verdict on a batch (under `append_turn`).
+    pub(super) fn check_batch(
+        &self,
+        origin: Origin,
+        b: &batch::Checked,
+        last_seq: i32,
+    ) -> Result<Checked, ErrorCode> {
+        let h = b.header();
+        if h.is_control() {
+            let m = control::read_marker(b.bytes()).map_err(|_| ErrorCode::InvalidRecord)?;
+            self.producers
+                .borrow()
+                .check_marker(h.producer_id, h.producer_epoch)?;
+            return Ok(Checked::Marker(m));
+        }
+        if origin == Origin::Coordinator {
+            // A group coordinator's TxnOffsetCommit batch carries the producer's epoch but no
+            // sequence: only a fenced epoch is refused.
+            self.producers
+                .borrow()
+                .check_marker(h.producer_id, h.producer_epoch)
+                .map_err(|_| ErrorCode::ProducerFenced)?;
+            return Ok(Checked::Data);
+        }
+        let check = self.producers.borrow().check(
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+            last_seq,
+        );
+        match check {
+            Check::Append => Ok(Checked::Data),
+            Check::Duplicate { base_offset } => Ok(Checked::Duplicate { base_offset }),
+            Check::Reject(code) => Err(code),
+        }
+    }
+
+    pub(super) fn on_batch_appended(
+        &self,
+        origin: Origin,
+        h: &BatchHeader,
+        last_seq: i32,
+        base_offset: u64,
+        last_offset: u64,
+    ) {
+        if origin == Origin::Client {
+            self.producers.borrow_mut().on_append(
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                last_seq,
+                base_offset,
+                last_offset,
+            );
+        }
+        self.txns.borrow_mut().on_batch(
+            h.producer_id,
+            h.producer_epoch,
+            h.is_transactional(),
+            base_offset,
+            last_offset,
+        );
+    }
+
+    pub(super) fn on_marker_appended(&self, h: &BatchHeader, m: Marker, offset: u64) {
+        self.producers
+            .borrow_mut()
+            .on_marker(h.producer_id, h.producer_epoch, offset);
+        let mut txns = self.txns.borrow_mut();
+        let dropped = txns.aborted_dropped();
+        txns.on_marker(h.producer_id, h.producer_epoch, m.commit, offset);
+        if txns.aborted_dropped() > dropped {
+            tracing::warn!(tp = %self.tp, kept = ABORTED_TXNS_MAX, "forgot the oldest aborted transaction");
+        }
+    }
+
+    /// Writes a commit (or abort) marker of (`producer_id`, `producer_epoch`) as the leader and
+    /// waits for the in-sync replicas (module docs): the code a coordinator's WriteTxnMarkers
+    /// gets for this partition.
+    pub async fn write_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> ErrorCode {
+        let now = crate::clock::now_ms();
+        let marker = Marker {
+            commit,
+            coordinator_epoch,
+        };
+        let batch = control::marker_batch(producer_id, producer_epoch, marker, now).freeze();
+        let r = self
+            .produce_as(
+                Origin::Coordinator,
+                batch,
+                -1,
+                MARKER_TIMEOUT_MS,
+                control::MARKER_BATCH_BYTES_MAX,
+                now,
+            )
+            .await;
+        if r.error != ErrorCode::None {
+            tracing::debug!(tp = %self.tp, producer_id, producer_epoch, commit, code = ?r.error, message = ?r.message, "marker not written");
+        }
+        r.error
+    }
+
+    /// Rebuilds the producer table and the transaction state unless this leadership did.
+    pub(super) async fn ensure_txn_state(&self) -> Result<(), LogError> {
+        if self.producers_loaded.get() {
+            return Ok(());
+        }
+        self.load_producer_state().await
+    }
+
+    /// The last stable offset (call after [`Partition::ensure_txn_state`]).
+    pub fn last_stable_offset(&self) -> u64 {
+        let hw = self.high_watermark();
+        let mut txns = self.txns.borrow_mut();
+        txns.on_high_watermark(hw);
+        let lso = txns.last_stable_offset(hw);
+        debug_assert!(lso <= hw, "{}: LSO {lso} above HW {hw}", self.tp);
+        lso
+    }
+
+    /// (producer id, first offset) of the aborted transactions a read_committed fetch of
+    /// [`from`, `to`) reports.
+    pub(super) fn aborted_in(&self, from: u64, to: u64) -> Vec<(i64, i64)> {
+        let mut txns = self.txns.borrow_mut();
+        txns.trim_before(self.log.log_start_offset());
+        txns.aborted(from, to, ABORTED_PER_FETCH_MAX)
+            .into_iter()
+            .map(|a| (a.producer_id, a.first_offset as i64))
+            .collect()
+    }
+
+    /// The open transactions: (producer id, epoch, first offset), for DescribeProducers.
+    pub fn open_transactions(&self) -> Vec<(i64, i16, u64)> {
+        self.txns
+            .borrow()
+            .open_txns()
+            .map(|t| (t.producer_id, t.producer_epoch, t.first_offset))
+            .collect()
+    }
+}

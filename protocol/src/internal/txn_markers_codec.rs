@@ -1,0 +1,120 @@
+//! WriteTxnMarkers and its answer to and from their flatbuffers form (`schemas/internal.fbs`):
+//! a transaction coordinator's commit or abort marker for partitions another broker leads, and
+//! that broker's code per partition.
+//!
+//! Owns: these two messages' fields, checked on both sides (producer id and epoch, coordinator
+//! epoch and partition indexes non-negative; names bounded; at most
+//! [`MARKER_PARTITIONS_MAX`] partitions). Never does: frame, verify or route a message (the
+//! codec does), or write a marker (the partition does).
+
+use flatbuffers::WIPOffset;
+
+use super::limits::{at_least, check_count, decode_name, encode_name, Fbb, InternalError};
+use super::types::{TxnMarkerResult, WriteTxnMarkers};
+use crate::internal_wire as fb;
+use crate::ErrorCode;
+
+/// Partitions one WriteTxnMarkers may name (a transaction's partitions on one broker).
+pub const MARKER_PARTITIONS_MAX: usize = 100_000;
+
+const NON_NEGATIVE: i128 = 0;
+
+pub(super) fn encode_write_txn_markers<'b>(
+    fbb: &mut Fbb<'b>,
+    m: &WriteTxnMarkers,
+) -> Result<WIPOffset<fb::WriteTxnMarkers<'b>>, InternalError> {
+    check_count(
+        "marker partitions",
+        m.partitions.len(),
+        MARKER_PARTITIONS_MAX,
+    )?;
+    let mut partitions = Vec::with_capacity(m.partitions.len());
+    for (topic, partition) in &m.partitions {
+        let topic = encode_name(fbb, "marker topic", topic)?;
+        partitions.push(fb::TxnMarkerPartition::create(
+            fbb,
+            &fb::TxnMarkerPartitionArgs {
+                topic: Some(topic),
+                partition: at_least("marker partition", *partition, NON_NEGATIVE)?,
+            },
+        ));
+    }
+    let partitions = fbb.create_vector(&partitions);
+    Ok(fb::WriteTxnMarkers::create(
+        fbb,
+        &fb::WriteTxnMarkersArgs {
+            producer_id: at_least("producer_id", m.producer_id, NON_NEGATIVE)?,
+            producer_epoch: at_least("producer_epoch", m.producer_epoch, NON_NEGATIVE)?,
+            commit: m.commit,
+            coordinator_epoch: at_least("coordinator_epoch", m.coordinator_epoch, NON_NEGATIVE)?,
+            partitions: Some(partitions),
+        },
+    ))
+}
+
+pub(super) fn decode_write_txn_markers(
+    m: fb::WriteTxnMarkers<'_>,
+) -> Result<WriteTxnMarkers, InternalError> {
+    let mut partitions = Vec::new();
+    if let Some(ps) = m.partitions() {
+        check_count("marker partitions", ps.len(), MARKER_PARTITIONS_MAX)?;
+        partitions.reserve_exact(ps.len());
+        for p in ps {
+            partitions.push((
+                decode_name("marker topic", p.topic())?,
+                at_least("marker partition", p.partition(), NON_NEGATIVE)?,
+            ));
+        }
+    }
+    Ok(WriteTxnMarkers {
+        producer_id: at_least("producer_id", m.producer_id(), NON_NEGATIVE)?,
+        producer_epoch: at_least("producer_epoch", m.producer_epoch(), NON_NEGATIVE)?,
+        commit: m.commit(),
+        coordinator_epoch: at_least("coordinator_epoch", m.coordinator_epoch(), NON_NEGATIVE)?,
+        partitions,
+    })
+}
+
+pub(super) fn encode_write_txn_markers_answer<'b>(
+    fbb: &mut Fbb<'b>,
+    results: &[TxnMarkerResult],
+) -> Result<WIPOffset<fb::WriteTxnMarkersAnswer<'b>>, InternalError> {
+    check_count("marker results", results.len(), MARKER_PARTITIONS_MAX)?;
+    let mut out = Vec::with_capacity(results.len());
+    for r in results {
+        let topic = encode_name(fbb, "marker topic", &r.topic)?;
+        out.push(fb::TxnMarkerResult::create(
+            fbb,
+            &fb::TxnMarkerResultArgs {
+                topic: Some(topic),
+                partition: at_least("marker partition", r.partition, NON_NEGATIVE)?,
+                error: r.error.code(),
+            },
+        ));
+    }
+    let results = fbb.create_vector(&out);
+    Ok(fb::WriteTxnMarkersAnswer::create(
+        fbb,
+        &fb::WriteTxnMarkersAnswerArgs {
+            results: Some(results),
+        },
+    ))
+}
+
+pub(super) fn decode_write_txn_markers_answer(
+    a: fb::WriteTxnMarkersAnswer<'_>,
+) -> Result<Vec<TxnMarkerResult>, InternalError> {
+    let mut out = Vec::new();
+    if let Some(rs) = a.results() {
+        check_count("marker results", rs.len(), MARKER_PARTITIONS_MAX)?;
+        out.reserve_exact(rs.len());
+        for r in rs {
+            out.push(TxnMarkerResult {
+                topic: decode_name("marker topic", r.topic())?,
+                partition: at_least("marker partition", r.partition(), NON_NEGATIVE)?,
+                error: ErrorCode::from_wire(r.error()),
+            });
+        }
+    }
+    Ok(out)
+}
