@@ -120,6 +120,18 @@ pub struct ServeArgs {
     /// `offsets.topic.num.partitions`).
     #[arg(long, env = "SPOOL_OFFSETS_TOPIC_PARTITIONS", default_value_t = 50)]
     pub offsets_topic_partitions: i32,
+    /// Partitions of `__transaction_state` when it is created (Kafka's
+    /// `transaction.state.log.num.partitions`).
+    #[arg(long, env = "SPOOL_TRANSACTION_STATE_PARTITIONS", default_value_t = 50)]
+    pub transaction_state_partitions: i32,
+    /// Longest `transaction.timeout.ms` a transactional producer may ask for (Kafka's
+    /// `transaction.max.timeout.ms`).
+    #[arg(
+        long,
+        env = "SPOOL_TRANSACTION_MAX_TIMEOUT_MS",
+        default_value_t = 900_000
+    )]
+    pub transaction_max_timeout_ms: u32,
     /// The controller quorum, Kafka's `controller.quorum.voters` form:
     /// `1@127.0.0.1:9094,2@127.0.0.2:9094,3@127.0.0.3:9094`. Unset: this broker is the single
     /// voter of its own quorum (one node).
@@ -215,6 +227,8 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: u64,
     pub group_max_session_timeout_ms: u64,
     pub offsets_topic_partitions: i32,
+    pub transaction_state_partitions: i32,
+    pub transaction_max_timeout_ms: u32,
     /// What a topic that sets nothing gets (from the flags above, Kafka's defaults elsewhere).
     pub topic_defaults: TopicDefaults,
     /// The controller quorum; empty: this broker alone (a single voter, not on the network).
@@ -309,6 +323,19 @@ impl BrokerConfig {
             return Err(format!(
                 "--group-min-session-timeout-ms ({}) must not exceed --group-max-session-timeout-ms ({})",
                 a.group_min_session_timeout_ms, a.group_max_session_timeout_ms
+            ));
+        }
+        if !(1..=10_000).contains(&a.transaction_state_partitions) {
+            return Err(format!(
+                "--transaction-state-partitions must be in [1, 10000], got {}",
+                a.transaction_state_partitions
+            ));
+        }
+        if a.transaction_max_timeout_ms == 0 || a.transaction_max_timeout_ms > i32::MAX as u32 {
+            return Err(format!(
+                "--transaction-max-timeout-ms must be in [1, {}], got {}",
+                i32::MAX,
+                a.transaction_max_timeout_ms
             ));
         }
         if !(1..=10_000).contains(&a.offsets_topic_partitions) {
@@ -417,6 +444,8 @@ impl BrokerConfig {
             group_min_session_timeout_ms: a.group_min_session_timeout_ms,
             group_max_session_timeout_ms: a.group_max_session_timeout_ms,
             offsets_topic_partitions: a.offsets_topic_partitions,
+            transaction_state_partitions: a.transaction_state_partitions,
+            transaction_max_timeout_ms: a.transaction_max_timeout_ms,
             topic_defaults: TopicDefaults {
                 segment_bytes: a.segment_bytes,
                 retention_ms: (a.retention_ms >= 0).then_some(a.retention_ms),

@@ -22,7 +22,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a broker (zero config: ./spool-data, every core, 127.0.0.1).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create, delete, list and describe topics.
     #[command(subcommand)]
     Topic(TopicCmd),

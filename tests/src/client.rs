@@ -26,8 +26,13 @@ pub fn admin(broker: &Broker) -> Admin {
 
 /// Creates `name` with `partitions` partitions (one replica); panics unless it was created.
 pub fn create_topic(broker: &Broker, name: &str, partitions: i32) {
+    create_topic_rf(broker, name, partitions, 1)
+}
+
+/// [`create_topic`] with `replication_factor` replicas per partition.
+pub fn create_topic_rf(broker: &Broker, name: &str, partitions: i32, replication_factor: i16) {
     let results = admin(broker)
-        .create_topics(vec![NewTopic::new(name, partitions, 1)])
+        .create_topics(vec![NewTopic::new(name, partitions, replication_factor)])
         .unwrap_or_else(|e| panic!("create topic {name}: {e}\n{}", broker.log_tail()));
     for (topic, r) in results {
         r.unwrap_or_else(|e| panic!("create topic {topic}: {e}"));

@@ -20,9 +20,7 @@ use crate::group::{coordinator_partition as group_partition, OFFSETS_TOPIC};
 use crate::requests::TopicPartition;
 use crate::shard::Shard;
 use crate::txn::calls::{TxnAnswer, TxnCall};
-use crate::txn::{
-    coordinator_partition, TxnMetadata, TRANSACTION_STATE_PARTITIONS, TRANSACTION_STATE_TOPIC,
-};
+use crate::txn::{coordinator_partition, TxnMetadata, TRANSACTION_STATE_TOPIC};
 
 /// `segment.bytes` of `__transaction_state` (Kafka's `transaction.state.log.segment.bytes`).
 pub const TXN_STATE_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
@@ -40,7 +38,7 @@ async fn txn_state_topic(shard: &Rc<Shard>) -> Result<i32, ErrorCode> {
     super::internal_topics::create(
         shard,
         TRANSACTION_STATE_TOPIC,
-        TRANSACTION_STATE_PARTITIONS,
+        shard.config.transaction_state_partitions,
         configs,
     )
     .await

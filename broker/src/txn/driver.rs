@@ -27,8 +27,7 @@ use spool_storage::records::BatchBuilder;
 use super::calls::{TxnAnswer, TxnCall};
 use super::records;
 use super::{
-    coordinator_partition, Step, TxnAction, TxnCoordinator, TxnMetadata,
-    TRANSACTION_MAX_TIMEOUT_MS, TRANSACTION_STATE_TOPIC,
+    coordinator_partition, Step, TxnAction, TxnCoordinator, TxnMetadata, TRANSACTION_STATE_TOPIC,
 };
 use crate::clock::{now_ms, now_ms_u64};
 use crate::internal_replay::Replay;
@@ -79,7 +78,7 @@ impl TxnDriver {
         // id has at most one (the coordinator's one-pending-record rule).
         let (markers_tx, markers_rx) = local_channel::new_unbounded();
         Rc::new(Self {
-            machine: RefCell::new(TxnCoordinator::new(TRANSACTION_MAX_TIMEOUT_MS)),
+            machine: RefCell::new(TxnCoordinator::new(local.config.transaction_max_timeout_ms)),
             served: RefCell::new(BTreeSet::new()),
             loading: RefCell::new(BTreeSet::new()),
             completing: RefCell::new(BTreeSet::new()),
