@@ -6,7 +6,14 @@
 //! Offsets never change: a rewritten batch keeps its base offset, `lastOffsetDelta`, leader
 //! epoch, producer fields and max timestamp, so the log simply gets gaps. Records without a key,
 //! control batches, and batches compressed with a codec spool cannot decompress (gzip, snappy,
-//! lz4) are kept untouched and counted. Like Kafka, the map is built from the closed segments only:
+//! lz4) are kept untouched and counted.
+//!
+//! Transactions: a record of a transactional batch may belong to an aborted transaction, which
+//! this pass cannot tell (its marker may lie in a later segment), so transactional batches are
+//! kept whole and supersede nothing: an aborted record never displaces the committed value
+//! before it, and readers (read_committed, a coordinator's replay) still drop it by its marker.
+//! The cost: transactional records are never cleaned (Kafka's cleaner removes aborted ones and,
+//! later, markers; spool does not yet — issue 18). Like Kafka, the map is built from the closed segments only:
 //! a key newer in the active segment is cleaned once that segment rolls.
 
 use std::collections::HashMap;
@@ -65,7 +72,7 @@ impl OffsetMap {
                 position: p as u64,
                 error: e,
             })?;
-            if b.header.is_control() {
+            if b.header.is_control() || b.header.is_transactional() {
                 continue;
             }
             let bytes = image.slice(b.position..b.position + b.bytes.len());
@@ -137,25 +144,27 @@ pub fn compact_segment(
         })?;
         let h = b.header;
         let bytes = image.slice(b.position..b.position + b.bytes.len());
-        let recs =
-            match records::record_bytes(&bytes, &h) {
-                Ok(body) if !h.is_control() => records::decode_records(&body, h.record_count)
-                    .map_err(|e| CompactionError::Invalid {
+        let recs = match records::record_bytes(&bytes, &h) {
+            Ok(body) if !h.is_control() && !h.is_transactional() => {
+                records::decode_records(&body, h.record_count).map_err(|e| {
+                    CompactionError::Invalid {
                         position: b.position as u64,
                         error: e,
-                    })?,
-                Ok(_) | Err(BatchError::UnsupportedCompression(_)) => {
-                    out.image.extend_from_slice(b.bytes);
-                    out.records_kept += h.record_count.max(0) as u64;
-                    continue;
-                }
-                Err(e) => {
-                    return Err(CompactionError::Invalid {
-                        position: b.position as u64,
-                        error: e,
-                    })
-                }
-            };
+                    }
+                })?
+            }
+            Ok(_) | Err(BatchError::UnsupportedCompression(_)) => {
+                out.image.extend_from_slice(b.bytes);
+                out.records_kept += h.record_count.max(0) as u64;
+                continue;
+            }
+            Err(e) => {
+                return Err(CompactionError::Invalid {
+                    position: b.position as u64,
+                    error: e,
+                })
+            }
+        };
         let total = recs.len() as u64;
         let kept: Vec<_> = recs
             .into_iter()
@@ -231,6 +240,38 @@ mod tests {
             out.extend_from_slice(&bytes);
         }
         Bytes::from(out)
+    }
+
+    #[test]
+    fn transactional_records_supersede_nothing_and_are_kept() {
+        // Key 1: a plain value at 100, then a transactional one at 101 (maybe aborted), then a
+        // plain one for key 2 superseding nothing of key 1.
+        let plain = image(&[vec![(1, true, 0)]], false);
+        let mut txn = BatchBuilder::new(0);
+        txn.producer_id = 9;
+        txn.producer_epoch = 0;
+        txn.transactional = true;
+        txn.push(
+            0,
+            Some(Bytes::from(vec![1u8])),
+            Some(Bytes::from_static(b"t")),
+        );
+        let mut txn = txn.build().unwrap();
+        batch::set_base_offset(&mut txn, 101);
+        batch::set_partition_leader_epoch(&mut txn, 7);
+        let mut whole = plain.to_vec();
+        whole.extend_from_slice(&txn);
+        let whole = Bytes::from(whole);
+        let mut map = OffsetMap::new(100);
+        map.add_segment(&whole, usize::MAX).unwrap();
+        assert_eq!(
+            map.newest(&[1]),
+            Some(100),
+            "the transactional record is not learned"
+        );
+        let out = compact_segment(&whole, &map, 0, 0, usize::MAX).unwrap();
+        assert_eq!(out.records_removed, 0);
+        assert_eq!(&out.image[..], &whole[..], "both kept, byte for byte");
     }
 
     fn all_records(img: &Bytes) -> Vec<(u64, Option<Bytes>, Option<Bytes>, i64)> {

@@ -15,7 +15,7 @@
 //! held across an `.await`.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -38,6 +38,8 @@ use crate::requests::TopicPartition;
 /// How often open transactions are checked against their timeouts, and markers whose Complete
 /// record failed are completed again.
 pub const TICK_INTERVAL_MS: u64 = 1_000;
+/// Longest a request refused with CONCURRENT_TRANSACTIONS waits for its id's next record.
+pub const CONCURRENT_WAIT_MS: u64 = 1_000;
 /// How long a `__transaction_state` write waits for the in-sync replicas.
 const STATE_WRITE_TIMEOUT_MS: i32 = 5_000;
 
@@ -54,6 +56,9 @@ pub struct MarkerWork {
     pub partitions: Vec<TopicPartition>,
 }
 
+/// A request waiting for its id's next record: its token and its wake-up.
+type Waiter = (u64, LocalSender<()>);
+
 pub struct TxnDriver {
     machine: RefCell<TxnCoordinator>,
     /// The `__transaction_state` partitions whose ids this core coordinates (loaded).
@@ -62,6 +67,9 @@ pub struct TxnDriver {
     loading: RefCell<BTreeSet<i32>>,
     /// Ids whose markers are all written but whose Complete record has not been written yet.
     completing: RefCell<BTreeSet<String>>,
+    /// Requests waiting for an id's next record (`serve`); each woken once, then dropped.
+    waiters: RefCell<HashMap<String, Vec<Waiter>>>,
+    next_waiter: Cell<u64>,
     markers_tx: LocalSender<MarkerWork>,
     markers_rx: RefCell<Option<LocalReceiver<MarkerWork>>>,
     stopped: Cell<bool>,
@@ -82,6 +90,8 @@ impl TxnDriver {
             served: RefCell::new(BTreeSet::new()),
             loading: RefCell::new(BTreeSet::new()),
             completing: RefCell::new(BTreeSet::new()),
+            waiters: RefCell::new(HashMap::new()),
+            next_waiter: Cell::new(0),
             markers_tx,
             markers_rx: RefCell::new(Some(markers_rx)),
             stopped: Cell::new(false),
@@ -124,8 +134,79 @@ impl TxnDriver {
         Ok(p)
     }
 
-    /// Serves one routed transaction request.
+    /// Serves one routed transaction request. A request refused with CONCURRENT_TRANSACTIONS
+    /// (the id's record is being written, or its markers are) waits here, up to
+    /// [`CONCURRENT_WAIT_MS`], for the id's next record and is decided again, instead of sending
+    /// the client into its retry backoff (librdkafka's and Java's are 100 ms and 20 ms: a
+    /// transaction begun right after a commit would otherwise wait that long for its
+    /// AddPartitionsToTxn).
     pub async fn serve(&self, call: TxnCall) -> TxnAnswer {
+        let deadline_ms = clock_ms() + CONCURRENT_WAIT_MS;
+        loop {
+            let id = match &call {
+                TxnCall::InitProducerId {
+                    transactional_id, ..
+                }
+                | TxnCall::AddPartitions {
+                    transactional_id, ..
+                }
+                | TxnCall::EndTxn {
+                    transactional_id, ..
+                } => transactional_id.clone(),
+                TxnCall::Describe(_) | TxnCall::List => return self.serve_once(call).await,
+            };
+            // Registered before deciding, so a record written meanwhile is not missed.
+            let token = self.next_waiter.get();
+            self.next_waiter.set(token + 1);
+            let (tx, rx) = local_channel::new_bounded(1);
+            self.waiters
+                .borrow_mut()
+                .entry(id.clone())
+                .or_default()
+                .push((token, tx));
+            let answer = self.serve_once(call.clone()).await;
+            let busy = matches!(
+                answer,
+                TxnAnswer::Producer(Err(ErrorCode::ConcurrentTransactions))
+                    | TxnAnswer::Done(Err(ErrorCode::ConcurrentTransactions))
+            );
+            let now = clock_ms();
+            let woken = if !busy || now >= deadline_ms || self.stopped.get() {
+                false
+            } else {
+                futures_lite::future::or(async { rx.recv().await.is_some() }, async {
+                    glommio::timer::sleep(Duration::from_millis(deadline_ms - now)).await;
+                    false
+                })
+                .await
+            };
+            if !woken {
+                self.forget_waiter(&id, token);
+                return answer;
+            }
+        }
+    }
+
+    /// Wakes the requests waiting for `transactional_id`'s next record.
+    fn wake(&self, transactional_id: &str) {
+        let woken = self.waiters.borrow_mut().remove(transactional_id);
+        for (_, tx) in woken.into_iter().flatten() {
+            let _ = tx.try_send(());
+        }
+    }
+
+    /// A request that stopped waiting takes its slot back.
+    fn forget_waiter(&self, transactional_id: &str, token: u64) {
+        let mut waiters = self.waiters.borrow_mut();
+        if let Some(list) = waiters.get_mut(transactional_id) {
+            list.retain(|(t, _)| *t != token);
+            if list.is_empty() {
+                waiters.remove(transactional_id);
+            }
+        }
+    }
+
+    async fn serve_once(&self, call: TxnCall) -> TxnAnswer {
         if self.stopped.get() {
             return TxnAnswer::Refused(ErrorCode::CoordinatorNotAvailable);
         }
@@ -251,6 +332,7 @@ impl TxnDriver {
         for a in actions {
             self.send_markers(a);
         }
+        self.wake(transactional_id);
         durable
     }
 
