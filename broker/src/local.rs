@@ -171,6 +171,21 @@ impl Local {
         .await
     }
 
+    /// Sleeps `ms` unless the core starts stopping first: whether it did (a ticker's wait).
+    pub async fn sleep_unless_stopped(&self, ms: u64) -> bool {
+        futures_lite::future::or(
+            async {
+                glommio::timer::sleep(std::time::Duration::from_millis(ms)).await;
+                false
+            },
+            async {
+                let _: Option<()> = self.stopped_signal().await;
+                true
+            },
+        )
+        .await
+    }
+
     /// The start-up image has been applied here.
     pub fn mark_ready(&self) {
         if !self.ready.replace(true) {

@@ -153,6 +153,11 @@ fn sorted(v: impl IntoIterator<Item = String>) -> Vec<String> {
     v
 }
 
+/// Every node's log tail, for failure messages.
+fn logs(cluster: &Cluster) -> String {
+    cluster.nodes.iter().map(Broker::log_tail).collect()
+}
+
 fn named(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}{i}")).collect()
 }
@@ -162,13 +167,7 @@ fn committed_transactions_are_seen_whole_aborted_and_fenced_ones_never() {
     let cluster = Cluster::start_with_args(3, &CLUSTER_ARGS);
     cluster.wait_healthy();
     let node = cluster.node(1);
-    let context = || {
-        cluster
-            .nodes
-            .iter()
-            .map(Broker::log_tail)
-            .collect::<String>()
-    };
+    let context = || logs(&cluster);
     let (events, ctx) = run(node, "basic", &["--topic", "txn-basic", "--messages", "30"]);
     assert_eq!(
         events_of(&events, "zombie_refused").len(),
@@ -291,7 +290,7 @@ fn a_transaction_is_never_half_visible_when_its_coordinator_is_killed() {
     let mut cluster = Cluster::start_with_args(3, &CLUSTER_ARGS);
     cluster.wait_healthy();
     let (txn_id, topic, transactions) = ("txn-coordinator-kill", "txn-loop", 60);
-    let context = |c: &Cluster| c.nodes.iter().map(Broker::log_tail).collect::<String>();
+    let context = logs;
     spool_tests::client::create_topic_rf(cluster.node(1), topic, 3, 3);
     let bootstrap = cluster
         .nodes
@@ -381,13 +380,7 @@ fn consume_transform_produce_keeps_exactly_once_across_processor_kills() {
     let cluster = Cluster::start_with_args(3, &CLUSTER_ARGS);
     cluster.wait_healthy();
     let node = cluster.node(1);
-    let context = || {
-        cluster
-            .nodes
-            .iter()
-            .map(Broker::log_tail)
-            .collect::<String>()
-    };
+    let context = || logs(&cluster);
     let messages = 600;
     let n = messages.to_string();
     let base = [

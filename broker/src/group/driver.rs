@@ -14,7 +14,6 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use glommio::channels::local_channel::{self, LocalSender};
@@ -353,18 +352,7 @@ impl GroupDriver {
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
             while !me.local.stopping.get() {
-                let stopped = futures_lite::future::or(
-                    async {
-                        glommio::timer::sleep(Duration::from_millis(TICK_INTERVAL_MS)).await;
-                        false
-                    },
-                    async {
-                        let _: Option<()> = me.local.stopped_signal().await;
-                        true
-                    },
-                )
-                .await;
-                if stopped {
+                if me.local.sleep_unless_stopped(TICK_INTERVAL_MS).await {
                     break;
                 }
                 let actions = me.machine.borrow_mut().tick(clock_ms());

@@ -422,18 +422,7 @@ impl TxnDriver {
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
             while !me.local.stopping.get() {
-                let stopped = futures_lite::future::or(
-                    async {
-                        glommio::timer::sleep(Duration::from_millis(TICK_INTERVAL_MS)).await;
-                        false
-                    },
-                    async {
-                        let _: Option<()> = me.local.stopped_signal().await;
-                        true
-                    },
-                )
-                .await;
-                if stopped {
+                if me.local.sleep_unless_stopped(TICK_INTERVAL_MS).await {
                     break;
                 }
                 me.tick().await;
