@@ -81,6 +81,7 @@ pub async fn produce(
     shard: &Rc<Shard>,
     acks: i16,
     timeout_ms: i32,
+    transactional_id: Option<String>,
     request_bytes: u64,
     topics: ByTopic<ProduceShare>,
 ) -> ByTopic<(i32, ProduceResult)> {
@@ -95,13 +96,21 @@ pub async fn produce(
                 .map(|(partition, records)| {
                     let tp = TopicPartition::new(topic.clone(), partition);
                     let refused = refused.clone();
+                    let transactional_id = transactional_id.clone();
                     let me = Rc::clone(shard);
                     let task = glommio::spawn_local(async move {
                         match (refused, records) {
                             (Some(e), _) | (None, Err(e)) => e,
                             (None, Ok(records)) => {
-                                crate::ops::produce_partition(&me, tp, records, acks, timeout_ms)
-                                    .await
+                                crate::ops::produce_partition(
+                                    &me,
+                                    tp,
+                                    records,
+                                    acks,
+                                    timeout_ms,
+                                    transactional_id,
+                                )
+                                .await
                             }
                         }
                     });

@@ -151,6 +151,9 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                 InternalMessage::WriteTxnMarkers(m) => InternalMessage::WriteTxnMarkersAnswer(
                     crate::txn_markers::serve(&shard, m).await,
                 ),
+                InternalMessage::VerifyTxn(q) => {
+                    InternalMessage::VerifyTxnAnswer(shard.verifier().serve(q).await)
+                }
                 // Answers arrive on the connections this node opened (`crate::peers`), never
                 // here; one sent here is answered as "not the controller" and ignored.
                 _ => InternalMessage::ForwardAnswer(ForwardAnswer::NotController),

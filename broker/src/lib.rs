@@ -75,3 +75,4 @@ pub mod topic_admin;
 pub mod topic_config;
 pub mod txn;
 pub mod txn_markers;
+pub mod txn_verify;

@@ -24,13 +24,15 @@ pub fn partition_count(shard: &Shard, topic: &str) -> Option<i32> {
     shard.partition_count(topic)
 }
 
-/// Appends one partition's batches on its owner core.
+/// Appends one partition's batches on its owner core (`transactional_id`: the request's, which
+/// a transactional batch needs for its KIP-890 check).
 pub async fn produce_partition(
     shard: &Rc<Shard>,
     tp: TopicPartition,
     records: Bytes,
     acks: i16,
     timeout_ms: i32,
+    transactional_id: Option<String>,
 ) -> ProduceResult {
     let Some(count) = shard.partition_count(&tp.topic) else {
         return ProduceResult::error(
@@ -69,6 +71,7 @@ pub async fn produce_partition(
         records,
         acks,
         timeout_ms,
+        transactional_id,
     };
     shard
         .call(owner, request)

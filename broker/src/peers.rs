@@ -132,6 +132,18 @@ impl Peers {
     }
 
     /// The cluster id every frame from here carries (set once the image has one).
+    /// Learns every broker's internal listener and the cluster id from the committed image.
+    pub fn learn_addresses(&self, image: &spool_raft::MetadataImage) {
+        for b in image.brokers() {
+            if let Some(l) = b.listeners.iter().find(|l| l.name == "internal") {
+                self.set_address(b.broker_id, &l.host, l.port);
+            }
+        }
+        if let Some(id) = image.cluster_id() {
+            self.set_cluster_id(&id.to_hex());
+        }
+    }
+
     pub fn set_cluster_id(&self, cluster_id: &str) {
         if *self.cluster_id.borrow() != cluster_id {
             *self.cluster_id.borrow_mut() = cluster_id.to_string();

@@ -96,7 +96,7 @@ pub fn spawn(shard: &Rc<Shard>) {
 }
 
 fn tick(shard: &Rc<Shard>, repl: &Rc<Replication>) {
-    learn_addresses(shard, &repl.peers);
+    repl.peers.learn_addresses(&shard.image.borrow());
     let parts: Vec<(TopicPartition, Rc<Partition>)> = shard
         .partitions
         .borrow()
@@ -176,18 +176,6 @@ fn tick(shard: &Rc<Shard>, repl: &Rc<Replication>) {
 }
 
 /// Where every registered broker's internal port is, from the image.
-pub(crate) fn learn_addresses(shard: &Shard, peers: &Peers) {
-    let image = shard.image.borrow();
-    for b in image.brokers() {
-        if let Some(l) = b.listeners.iter().find(|l| l.name == "internal") {
-            peers.set_address(b.broker_id, &l.host, l.port);
-        }
-    }
-    if let Some(id) = image.cluster_id() {
-        peers.set_cluster_id(&id.to_hex());
-    }
-}
-
 fn broker_statuses(shard: &Shard) -> BTreeMap<i32, BrokerStatus> {
     spool_raft::alter_partition::broker_statuses(&shard.image.borrow())
 }

@@ -21,6 +21,9 @@ pub struct ProducePartition {
     /// 0, 1 or -1 (all).
     pub acks: i16,
     pub timeout_ms: i32,
+    /// The request's transactional id (KIP-890: the coordinator a transactional batch is
+    /// verified with).
+    pub transactional_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -180,3 +180,21 @@ impl Router {
         }
     }
 }
+
+/// The broker leading `tp` in `image` and the core owning `tp` on every broker; None while it
+/// has no leader or no core yet.
+pub fn leader_and_owner(
+    image: &spool_raft::MetadataImage,
+    router: &Router,
+    tp: &TopicPartition,
+) -> Option<(i32, usize)> {
+    let leader = image
+        .topic(&tp.topic)
+        .and_then(|t| {
+            t.partitions
+                .get(usize::try_from(tp.partition).ok()?)
+                .map(|p| p.leader)
+        })
+        .filter(|&l| l >= 0)?;
+    Some((leader, router.owner(tp)?))
+}

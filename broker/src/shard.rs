@@ -19,6 +19,7 @@ use std::time::Duration;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 use spool_core::group::{GroupAnswer, GroupCall};
 use spool_core::isr_change::AlterPartitionAnswer;
+use spool_protocol::internal::VerifyTxn;
 use spool_protocol::ErrorCode;
 
 use crate::calls::{Call, Services};
@@ -27,6 +28,7 @@ use crate::controller::Controller;
 use crate::group::driver::GroupDriver;
 use crate::group::CoordinatorConfig;
 use crate::local::Local;
+use crate::peers::Peers;
 use crate::requests::{
     AllocateProducerIds, AlterPartition, ApplyMetadata, ControllerOp, EpochEndAnswer,
     EpochEndQuery, FetchPartition, FetchResult, ListOffsetsPartition, ListOffsetsResult,
@@ -36,6 +38,7 @@ use crate::requests::{
 use crate::router::{Envelope, RouteError, Router};
 use crate::txn::calls::{TxnAnswer, TxnCall};
 use crate::txn::driver::TxnDriver;
+use crate::txn_verify::Asker;
 
 pub struct Shard {
     pub local: Rc<Local>,
@@ -46,6 +49,10 @@ pub struct Shard {
     pub groups: Rc<GroupDriver>,
     /// The transactional ids whose `__transaction_state` partitions this core owns.
     pub txns: Rc<TxnDriver>,
+    /// This core's connections to other brokers' internal ports for transactions: the markers
+    /// its coordinator writes (`crate::txn_markers`) and its partitions' KIP-890 checks
+    /// (`crate::txn_verify`).
+    pub txn_peers: Rc<Peers>,
     /// This core's unused producer ids: [next, end).
     producer_ids: Cell<(i64, i64)>,
 }
@@ -74,12 +81,18 @@ impl Shard {
             crate::clock::entropy_seed(),
         );
         let txns = TxnDriver::new(Rc::clone(&local));
+        let txn_peers = Peers::new(
+            config.node_id,
+            Vec::new(),
+            crate::peer_connect::source_ip(&config.host),
+        );
         Rc::new(Self {
             local,
             router,
             controller: RefCell::new(None),
             groups,
             txns,
+            txn_peers,
             producer_ids: Cell::new((0, 0)),
         })
     }
@@ -87,6 +100,16 @@ impl Shard {
     /// Serves the other cores' calls on this shard.
     pub fn spawn_receivers(self: &Rc<Self>, receivers: Receivers<Envelope>) {
         self.router.spawn_receivers(receivers, Rc::clone(self));
+    }
+
+    /// This core's KIP-890 asker (`crate::txn_verify`).
+    pub fn verifier(self: &Rc<Self>) -> Asker<'_, Shard> {
+        Asker {
+            local: &self.local,
+            router: &self.router,
+            services: self,
+            peers: &self.txn_peers,
+        }
     }
 
     pub fn owner(&self, tp: &TopicPartition) -> Option<usize> {
@@ -145,14 +168,65 @@ impl Services for Shard {
                 format!("{} is not on this core", p.tp),
             );
         };
-        part.produce(
-            p.records,
-            p.acks,
-            p.timeout_ms,
-            config.max_message_bytes,
-            crate::clock::now_ms(),
-        )
-        .await
+        // KIP-890: a transactional batch opening a transaction here is checked with its
+        // coordinator first (`crate::txn_verify`), under a token the partition keeps valid
+        // until the append (`crate::partition`'s `verify`).
+        let verified = match part.needs_verification(&p.records).await {
+            Ok(None) => None,
+            Ok(Some((producer_id, producer_epoch))) => {
+                let Some(id) = p.transactional_id.as_deref().filter(|t| !t.is_empty()) else {
+                    return ProduceResult::error(
+                        ErrorCode::InvalidTxnState,
+                        format!(
+                            "{}: a transactional batch needs the request's transactional id",
+                            p.tp
+                        ),
+                    );
+                };
+                let v = part.begin_verification(producer_id, producer_epoch);
+                let code = self
+                    .verifier()
+                    .verify(VerifyTxn {
+                        transactional_id: id.to_string(),
+                        producer_id,
+                        producer_epoch,
+                        topic: p.tp.topic.clone(),
+                        partition: p.tp.partition,
+                    })
+                    .await;
+                if code != ErrorCode::None {
+                    part.end_verification(v);
+                    return ProduceResult::error(
+                        code,
+                        format!(
+                            "{}: transactional id {id} (producer {producer_id} epoch {producer_epoch}) has no ongoing transaction holding this partition",
+                            p.tp
+                        ),
+                    );
+                }
+                Some(v)
+            }
+            Err(code) => {
+                return ProduceResult::error(
+                    code,
+                    format!("{}: transactional batches of more than one producer", p.tp),
+                )
+            }
+        };
+        let r = part
+            .produce(
+                p.records,
+                p.acks,
+                p.timeout_ms,
+                config.max_message_bytes,
+                crate::clock::now_ms(),
+                verified,
+            )
+            .await;
+        if let Some(v) = verified {
+            part.end_verification(v);
+        }
+        r
     }
 
     async fn fetch(self: &Rc<Self>, f: FetchPartition) -> FetchResult {

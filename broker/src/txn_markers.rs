@@ -36,11 +36,7 @@ pub fn spawn(shard: &Rc<Shard>) {
     let Some(work) = shard.txns.take_marker_work() else {
         return;
     };
-    let peers = Peers::new(
-        shard.config.node_id,
-        Vec::new(),
-        crate::peer_connect::source_ip(&shard.config.host),
-    );
+    let peers = Rc::clone(&shard.txn_peers);
     let shard = Rc::clone(shard);
     glommio::spawn_local(async move {
         while let Some(w) = work.recv().await {
@@ -59,7 +55,7 @@ async fn write_all(shard: &Rc<Shard>, peers: &Rc<Peers>, work: MarkerWork) {
         if shard.stopping.get() || !shard.txns.coordinates(&work.transactional_id) {
             return;
         }
-        crate::replication::learn_addresses(shard, peers);
+        peers.learn_addresses(&shard.image.borrow());
         let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
         let mut failed = Vec::new();
         for tp in left {

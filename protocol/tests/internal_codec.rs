@@ -403,6 +403,25 @@ fn internal_message() -> impl Strategy<Value = InternalMessage> {
             0..5
         )
         .prop_map(InternalMessage::WriteTxnMarkersAnswer),
+        (
+            "\\PC{1,40}",
+            0i64..=i64::MAX,
+            0i16..=i16::MAX,
+            name(),
+            0i32..=i32::MAX,
+        )
+            .prop_map(
+                |(transactional_id, producer_id, producer_epoch, topic, partition)| {
+                    InternalMessage::VerifyTxn(VerifyTxn {
+                        transactional_id,
+                        producer_id,
+                        producer_epoch,
+                        topic,
+                        partition,
+                    })
+                }
+            ),
+        error_code().prop_map(InternalMessage::VerifyTxnAnswer),
     ]
 }
 

@@ -326,6 +326,7 @@ impl GroupDriver {
                     OFFSET_COMMIT_TIMEOUT_MS,
                     max_bytes,
                     now,
+                    None,
                 )
                 .await
             }

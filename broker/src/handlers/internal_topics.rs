@@ -48,15 +48,6 @@ pub(crate) fn leader_and_core(
     shard: &Shard,
     tp: &TopicPartition,
 ) -> Result<(i32, usize), ErrorCode> {
-    let leader = shard
-        .image
-        .borrow()
-        .topic(&tp.topic)
-        .and_then(|t| t.partitions.get(tp.partition as usize).map(|p| p.leader))
-        .unwrap_or(-1);
-    if leader < 0 {
-        return Err(ErrorCode::CoordinatorNotAvailable);
-    }
-    let core = shard.owner(tp).ok_or(ErrorCode::CoordinatorNotAvailable)?;
-    Ok((leader, core))
+    crate::router::leader_and_owner(&shard.image.borrow(), &shard.router, tp)
+        .ok_or(ErrorCode::CoordinatorNotAvailable)
 }

@@ -42,7 +42,15 @@ pub async fn handle(
             (topic.name, shares)
         })
         .collect();
-    let results = front_rules::produce(shard, req.acks, req.timeout_ms, bytes, topics).await;
+    let results = front_rules::produce(
+        shard,
+        req.acks,
+        req.timeout_ms,
+        req.transactional_id,
+        bytes,
+        topics,
+    )
+    .await;
     let mut by_topic: Vec<TopicProduceResponseT> = Vec::new();
     for (topic, partitions) in results {
         let parts = partitions.into_iter().map(|(index, r)| {

@@ -68,7 +68,16 @@ pub async fn produce(
             (name, shares)
         })
         .collect();
-    let results = front_rules::produce(shard, req.acks, req.timeout_ms, bytes, topics).await;
+    let transactional_id = req.transactional_id.as_ref().map(|t| t.to_string());
+    let results = front_rules::produce(
+        shard,
+        req.acks,
+        req.timeout_ms,
+        transactional_id,
+        bytes,
+        topics,
+    )
+    .await;
     let responses = results
         .into_iter()
         .map(|(name, partitions)| {

@@ -45,7 +45,7 @@ fn the_leader_answers_once_the_follower_follows_and_a_failover_keeps_the_start()
         follower.learn(&committed(LEADER, 1, 20), 0).await;
         for i in 0..10 {
             let r = leader
-                .produce(one_record_batch(i), 1, 1000, 1 << 20, 0)
+                .produce(one_record_batch(i), 1, 1000, 1 << 20, 0, None)
                 .await;
             assert_eq!(r.error, ErrorCode::None);
         }

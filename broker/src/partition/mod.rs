@@ -23,7 +23,9 @@
 //! Files: this one (the struct, produce, fetch, list offsets), [`role`] (taking the committed
 //! partition state: becoming leader or follower), [`leader`] (serving followers' fetches, the
 //! acks=all waiters, ISR proposals), [`follower`] (applying what the leader sent), [`delete`]
-//! (DeleteRecords: the leader's log start, and the followers following it).
+//! (DeleteRecords: the leader's log start, and the followers following it), [`txn`] and
+//! [`read`] (markers, the LSO, read_committed), [`verify`] (KIP-890's check before a
+//! transaction opens here).
 
 mod delete;
 #[cfg(test)]
@@ -37,10 +39,14 @@ mod read;
 mod restart_tests;
 mod role;
 mod txn;
+mod verify;
+#[cfg(test)]
+mod verify_tests;
 
 pub use delete::DELETE_TO_HIGH_WATERMARK;
 pub use follower::NotApplied;
 pub use role::{Committed, NO_LEADER};
+pub use verify::Verified;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -91,12 +97,16 @@ pub struct Partition {
     producers_loaded: Cell<bool>,
     /// Serializes check-then-append, so two retries of one batch cannot both pass the check.
     append_turn: Semaphore,
+    /// KIP-890 verifications in flight ([`verify`]).
+    verifications: RefCell<verify::Verifications>,
 }
 
-/// Who writes a produce's batches: clients write data, transaction coordinators markers.
+/// Who writes a produce's batches: clients write data (a transactional batch opening its
+/// producer's transaction here under a KIP-890 token, [`verify`]), transaction coordinators
+/// markers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Origin {
-    Client,
+    Client(Option<Verified>),
     Coordinator,
 }
 
@@ -156,6 +166,7 @@ impl Partition {
             txns: RefCell::new(PartitionTxns::new(txn::ABORTED_TXNS_MAX)),
             producers_loaded: Cell::new(false),
             append_turn: Semaphore::new(1),
+            verifications: RefCell::new(verify::Verifications::default()),
         })
     }
 
@@ -247,7 +258,8 @@ impl Partition {
     /// Validates every batch first (so a bad one appends nothing), then — on the leader, with the
     /// in-sync set `acks` needs — appends them in order, stamped with the leader epoch and `now_ms`
     /// (the log-append time the caller read). acks=all then waits, without a task of its own,
-    /// until the high watermark covers the batches, for at most `timeout_ms`.
+    /// until the high watermark covers the batches, for at most `timeout_ms`. A transactional
+    /// batch opening its producer's transaction here needs `verified` ([`verify`]).
     pub async fn produce(
         &self,
         records: Bytes,
@@ -255,9 +267,10 @@ impl Partition {
         timeout_ms: i32,
         max_message_bytes: usize,
         now_ms: i64,
+        verified: Option<Verified>,
     ) -> ProduceResult {
         self.produce_as(
-            Origin::Client,
+            Origin::Client(verified),
             records,
             acks,
             timeout_ms,
@@ -392,7 +405,7 @@ impl Partition {
         while at < records.len() {
             // The batch's one CRC check: the log trusts `Checked` and does not repeat it.
             match batch::Checked::first_of(&records.slice(at..), max_message_bytes) {
-                Ok(b) if b.header().is_control() && origin == Origin::Client => {
+                Ok(b) if b.header().is_control() && origin != Origin::Coordinator => {
                     // Markers come from a transaction coordinator only (Kafka's rule).
                     return Err(ProduceResult::error(
                         ErrorCode::InvalidRecord,

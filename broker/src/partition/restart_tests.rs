@@ -34,7 +34,7 @@ fn committed(broker_epoch: i64) -> Committed {
 async fn produce(leader: &Partition, records: std::ops::Range<u64>) {
     for i in records {
         let r = leader
-            .produce(one_record_batch(i), 1, 1000, 1 << 20, 0)
+            .produce(one_record_batch(i), 1, 1000, 1 << 20, 0, None)
             .await;
         assert_eq!(r.error, ErrorCode::None);
     }

@@ -3,7 +3,9 @@
 //! open and aborted transactions of spool-core's [`PartitionTxns`]), and what read_committed
 //! readers see — the last stable offset (LSO) and the aborted transactions in a fetch's range.
 //!
-//! Promises: only a coordinator's produce may carry a control batch (`Origin` in `mod.rs`); a marker from an epoch older than the producer's is refused
+//! Promises: only a coordinator's produce may carry a control batch (`Origin` in `mod.rs`); a
+//! client's transactional batch opens a transaction here only once its coordinator verified it
+//! (KIP-890 part 1, `verify`: INVALID_TXN_STATE otherwise); a marker from an epoch older than the producer's is refused
 //! (INVALID_PRODUCER_EPOCH) and one from a newer epoch fences the old one; markers are appended
 //! like any batch (leader epoch, replication, acks=all, fdatasync under `durability = fsync`) and
 //! answered only once the in-sync replicas hold them. The LSO never passes the high watermark,
@@ -84,7 +86,7 @@ impl Partition {
                 .check_marker(h.producer_id, h.producer_epoch)?;
             return Ok(Checked::Marker(m));
         }
-        if origin == Origin::Coordinator {
+        let Origin::Client(verified) = origin else {
             // A group coordinator's TxnOffsetCommit batch carries the producer's epoch but no
             // sequence: only a fenced epoch is refused.
             self.producers
@@ -92,7 +94,7 @@ impl Partition {
                 .check_marker(h.producer_id, h.producer_epoch)
                 .map_err(|_| ErrorCode::ProducerFenced)?;
             return Ok(Checked::Data);
-        }
+        };
         let check = self.producers.borrow().check(
             h.producer_id,
             h.producer_epoch,
@@ -100,6 +102,12 @@ impl Partition {
             last_seq,
         );
         match check {
+            // KIP-890: no transaction opens here without its coordinator's word (`verify`).
+            Check::Append
+                if h.is_transactional() && !self.may_append_transactional(h, verified) =>
+            {
+                Err(ErrorCode::InvalidTxnState)
+            }
             Check::Append => Ok(Checked::Data),
             Check::Duplicate { base_offset } => Ok(Checked::Duplicate { base_offset }),
             Check::Reject(code) => Err(code),
@@ -114,7 +122,7 @@ impl Partition {
         base_offset: u64,
         last_offset: u64,
     ) {
-        if origin == Origin::Client {
+        if matches!(origin, Origin::Client(_)) {
             self.producers.borrow_mut().on_append(
                 h.producer_id,
                 h.producer_epoch,
@@ -134,6 +142,7 @@ impl Partition {
     }
 
     pub(super) fn on_marker_appended(&self, h: &BatchHeader, m: Marker, offset: u64) {
+        self.forget_verifications(h.producer_id);
         self.producers
             .borrow_mut()
             .on_marker(h.producer_id, h.producer_epoch, offset);

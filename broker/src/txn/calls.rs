@@ -31,6 +31,14 @@ pub enum TxnCall {
         producer_epoch: i16,
         commit: bool,
     },
+    /// A partition leader's KIP-890 check: may `tp` take the producer's first transactional
+    /// batch (`spool_core::txn::verify`)?
+    Verify {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        tp: TopicPartition,
+    },
     /// DescribeTransactions.
     Describe(Vec<String>),
     /// ListTransactions: every id this core coordinates.
@@ -42,7 +50,7 @@ pub enum TxnCall {
 pub enum TxnAnswer {
     /// InitProducerId: the producer id and epoch.
     Producer(Result<(i64, i16), ErrorCode>),
-    /// AddPartitions and EndTxn.
+    /// AddPartitions, EndTxn and Verify.
     Done(Result<(), ErrorCode>),
     /// Describe: each id's metadata, or why not (NOT_COORDINATOR, TRANSACTIONAL_ID_NOT_FOUND).
     Described(Vec<(String, Result<TxnMetadata, ErrorCode>)>),

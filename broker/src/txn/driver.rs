@@ -153,7 +153,9 @@ impl TxnDriver {
                 | TxnCall::EndTxn {
                     transactional_id, ..
                 } => transactional_id.clone(),
-                TxnCall::Describe(_) | TxnCall::List => return self.serve_once(call).await,
+                TxnCall::Describe(_) | TxnCall::List | TxnCall::Verify { .. } => {
+                    return self.serve_once(call).await
+                }
             };
             // Registered before deciding, so a record written meanwhile is not missed.
             let token = self.next_waiter.get();
@@ -285,6 +287,26 @@ impl TxnDriver {
                     })
                     .collect(),
             ),
+            TxnCall::Verify {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                tp,
+            } => TxnAnswer::Done(
+                self.partition_of(&transactional_id)
+                    .map(|_| {
+                        self.machine.borrow().verify(
+                            &transactional_id,
+                            producer_id,
+                            producer_epoch,
+                            &tp,
+                        )
+                    })
+                    .and_then(|code| match code {
+                        ErrorCode::None => Ok(()),
+                        code => Err(code),
+                    }),
+            ),
             TxnCall::List => TxnAnswer::Listed(
                 self.machine
                     .borrow()
@@ -408,6 +430,7 @@ impl TxnDriver {
                 STATE_WRITE_TIMEOUT_MS,
                 self.local.config.max_message_bytes,
                 now,
+                None,
             )
             .await;
         match r.error {

@@ -57,8 +57,9 @@ use super::replica_fetch_codec::{
 };
 use super::topic_admin_codec;
 use super::txn_markers_codec::{
-    decode_write_txn_markers, decode_write_txn_markers_answer, encode_write_txn_markers,
-    encode_write_txn_markers_answer,
+    decode_verify_txn, decode_verify_txn_answer, decode_write_txn_markers,
+    decode_write_txn_markers_answer, encode_verify_txn, encode_verify_txn_answer,
+    encode_write_txn_markers, encode_write_txn_markers_answer,
 };
 use super::types::{
     ForwardAnswer, ForwardOp, ForwardTopic, ForwardTopicOutcome, Heartbeat, HeartbeatAnswer,
@@ -252,6 +253,14 @@ fn encode_body(
         InternalMessage::WriteTxnMarkersAnswer(a) => (
             fb::InternalBody::WriteTxnMarkersAnswer,
             encode_write_txn_markers_answer(fbb, a)?.as_union_value(),
+        ),
+        InternalMessage::VerifyTxn(v) => (
+            fb::InternalBody::VerifyTxn,
+            encode_verify_txn(fbb, v)?.as_union_value(),
+        ),
+        InternalMessage::VerifyTxnAnswer(code) => (
+            fb::InternalBody::VerifyTxnAnswer,
+            encode_verify_txn_answer(fbb, *code).as_union_value(),
         ),
         InternalMessage::Forward(op) => {
             let (op_type, op) = encode_forward_op(fbb, op)?;
@@ -604,6 +613,16 @@ fn decode_header(header: &[u8], payload_bytes: usize) -> Result<InternalFrame, I
                 root.body_as_write_txn_markers_answer()
                     .ok_or(InternalError::MissingBody)?,
             )?)
+        }
+        fb::InternalBody::VerifyTxn => InternalMessage::VerifyTxn(decode_verify_txn(
+            root.body_as_verify_txn()
+                .ok_or(InternalError::MissingBody)?,
+        )?),
+        fb::InternalBody::VerifyTxnAnswer => {
+            InternalMessage::VerifyTxnAnswer(decode_verify_txn_answer(
+                root.body_as_verify_txn_answer()
+                    .ok_or(InternalError::MissingBody)?,
+            ))
         }
         other => {
             return Err(InternalError::UnknownUnionType {

@@ -1,21 +1,26 @@
-//! WriteTxnMarkers and its answer to and from their flatbuffers form (`schemas/internal.fbs`):
-//! a transaction coordinator's commit or abort marker for partitions another broker leads, and
-//! that broker's code per partition.
+//! WriteTxnMarkers and VerifyTxn, and their answers, to and from their flatbuffers form
+//! (`schemas/internal.fbs`): a transaction coordinator's commit or abort marker for partitions
+//! another broker leads, and that broker's code per partition; a partition leader's KIP-890
+//! check with a coordinator, and its code.
 //!
-//! Owns: these two messages' fields, checked on both sides (producer id and epoch, coordinator
-//! epoch and partition indexes non-negative; names bounded; at most
-//! [`MARKER_PARTITIONS_MAX`] partitions). Never does: frame, verify or route a message (the
+//! Owns: these messages' fields, checked on both sides (producer id and epoch, coordinator
+//! epoch and partition indexes non-negative; names bounded, a transactional id by
+//! [`TRANSACTIONAL_ID_BYTES_MAX`]; at most [`MARKER_PARTITIONS_MAX`] partitions). Never does: frame, verify or route a message (the
 //! codec does), or write a marker (the partition does).
 
 use flatbuffers::WIPOffset;
 
-use super::limits::{at_least, check_count, decode_name, encode_name, Fbb, InternalError};
-use super::types::{TxnMarkerResult, WriteTxnMarkers};
+use super::limits::{
+    at_least, check_count, check_len, decode_name, encode_name, Fbb, InternalError,
+};
+use super::types::{TxnMarkerResult, VerifyTxn, WriteTxnMarkers};
 use crate::internal_wire as fb;
 use crate::ErrorCode;
 
 /// Partitions one WriteTxnMarkers may name (a transaction's partitions on one broker).
 pub const MARKER_PARTITIONS_MAX: usize = 100_000;
+/// Longest transactional id a VerifyTxn carries (the brokers' own limit on the ids they take).
+pub const TRANSACTIONAL_ID_BYTES_MAX: usize = 1024;
 
 const NON_NEGATIVE: i128 = 0;
 
@@ -117,4 +122,53 @@ pub(super) fn decode_write_txn_markers_answer(
         }
     }
     Ok(out)
+}
+
+pub(super) fn encode_verify_txn<'b>(
+    fbb: &mut Fbb<'b>,
+    v: &VerifyTxn,
+) -> Result<WIPOffset<fb::VerifyTxn<'b>>, InternalError> {
+    check_len(
+        "transactional id",
+        v.transactional_id.len(),
+        TRANSACTIONAL_ID_BYTES_MAX,
+    )?;
+    let transactional_id = fbb.create_string(&v.transactional_id);
+    let topic = encode_name(fbb, "verified topic", &v.topic)?;
+    Ok(fb::VerifyTxn::create(
+        fbb,
+        &fb::VerifyTxnArgs {
+            transactional_id: Some(transactional_id),
+            producer_id: at_least("producer_id", v.producer_id, NON_NEGATIVE)?,
+            producer_epoch: at_least("producer_epoch", v.producer_epoch, NON_NEGATIVE)?,
+            topic: Some(topic),
+            partition: at_least("verified partition", v.partition, NON_NEGATIVE)?,
+        },
+    ))
+}
+
+pub(super) fn decode_verify_txn(v: fb::VerifyTxn<'_>) -> Result<VerifyTxn, InternalError> {
+    check_len(
+        "transactional id",
+        v.transactional_id().len(),
+        TRANSACTIONAL_ID_BYTES_MAX,
+    )?;
+    Ok(VerifyTxn {
+        transactional_id: v.transactional_id().to_owned(),
+        producer_id: at_least("producer_id", v.producer_id(), NON_NEGATIVE)?,
+        producer_epoch: at_least("producer_epoch", v.producer_epoch(), NON_NEGATIVE)?,
+        topic: decode_name("verified topic", v.topic())?,
+        partition: at_least("verified partition", v.partition(), NON_NEGATIVE)?,
+    })
+}
+
+pub(super) fn encode_verify_txn_answer<'b>(
+    fbb: &mut Fbb<'b>,
+    code: ErrorCode,
+) -> WIPOffset<fb::VerifyTxnAnswer<'b>> {
+    fb::VerifyTxnAnswer::create(fbb, &fb::VerifyTxnAnswerArgs { error: code.code() })
+}
+
+pub(super) fn decode_verify_txn_answer(a: fb::VerifyTxnAnswer<'_>) -> ErrorCode {
+    ErrorCode::from_wire(a.error())
 }

@@ -39,6 +39,10 @@ pub enum InternalMessage {
     WriteTxnMarkers(WriteTxnMarkers),
     /// One code per partition, in request order.
     WriteTxnMarkersAnswer(Vec<TxnMarkerResult>),
+    /// A partition leader's KIP-890 check with a transaction coordinator.
+    VerifyTxn(VerifyTxn),
+    /// NONE, or why the batch must be refused.
+    VerifyTxnAnswer(ErrorCode),
 }
 
 /// One transaction's commit (or abort) marker for partitions the receiving broker leads.
@@ -50,6 +54,17 @@ pub struct WriteTxnMarkers {
     pub coordinator_epoch: i32,
     /// (topic, partition).
     pub partitions: Vec<(String, i32)>,
+}
+
+/// Whether (`producer_id`, `producer_epoch`) of `transactional_id` has an Ongoing transaction
+/// holding `topic`/`partition` (KIP-890 part 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyTxn {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub topic: String,
+    pub partition: i32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -22,7 +22,7 @@
 //! Leadership: [`TxnCoordinator::replay`] rebuilds the ids from their partition's records
 //! (`super::records`), [`TxnCoordinator::resume`] names the markers a prepared transaction
 //! still needs, [`TxnCoordinator::unload`] forgets a partition's ids. Not here yet: expiry of
-//! idle ids (`transactional.id.expiration.ms`), KIP-890's partition checks.
+//! idle ids (`transactional.id.expiration.ms`). KIP-890's partition check is [`super::verify`].
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -9,19 +9,23 @@
 //! - [`coordinator`]: one core's ids and the rules of InitProducerId, AddPartitionsToTxn,
 //!   AddOffsetsToTxn, EndTxn and the transaction timeout, each change durable before it counts;
 //! - [`partition_txns`]: one partition's side: its open and aborted transactions and its last
-//!   stable offset, fed by the partition's appends, markers and high watermark.
+//!   stable offset, fed by the partition's appends, markers and high watermark;
+//! - [`verify`]: KIP-890 part 1, whether a partition may take a producer's first
+//!   transactional batch of a transaction.
 //!
-//! Not built yet (issue 18): the glommio driver, the APIs on both ports, wiring the partitions'
-//! transaction state into the partition (markers written, the LSO served), read_committed,
-//! transactional offset commits, the client and the tools.
+//! The glommio side (the driver, the marker writer, the partitions' use of these) is
+//! `broker/src/txn`, `broker/src/txn_markers.rs` and `broker/src/partition/txn.rs`.
 
 pub mod coordinator;
 pub mod partition_txns;
 pub mod records;
 pub mod state;
+pub mod verify;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod verify_tests;
 
 pub use coordinator::{Step, TxnAction, TxnCoordinator, TRANSACTION_MAX_TIMEOUT_MS};
 pub use state::{TxnMetadata, TxnState};

@@ -88,6 +88,10 @@ pub mod spool {
     pub use self::txn_marker_result_generated::*;
     mod write_txn_markers_answer_generated;
     pub use self::write_txn_markers_answer_generated::*;
+    mod verify_txn_generated;
+    pub use self::verify_txn_generated::*;
+    mod verify_txn_answer_generated;
+    pub use self::verify_txn_answer_generated::*;
     mod internal_frame_generated;
     pub use self::internal_frame_generated::*;
   } // internal

@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_INTERNAL_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_INTERNAL_BODY: u8 = 11;
+pub const ENUM_MAX_INTERNAL_BODY: u8 = 13;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_INTERNAL_BODY: [InternalBody; 12] = [
+pub const ENUM_VALUES_INTERNAL_BODY: [InternalBody; 14] = [
   InternalBody::NONE,
   InternalBody::Raft,
   InternalBody::RegisterBroker,
@@ -21,6 +21,8 @@ pub const ENUM_VALUES_INTERNAL_BODY: [InternalBody; 12] = [
   InternalBody::ReplicaFetchAnswer,
   InternalBody::WriteTxnMarkers,
   InternalBody::WriteTxnMarkersAnswer,
+  InternalBody::VerifyTxn,
+  InternalBody::VerifyTxnAnswer,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -40,9 +42,11 @@ impl InternalBody {
   pub const ReplicaFetchAnswer: Self = Self(9);
   pub const WriteTxnMarkers: Self = Self(10);
   pub const WriteTxnMarkersAnswer: Self = Self(11);
+  pub const VerifyTxn: Self = Self(12);
+  pub const VerifyTxnAnswer: Self = Self(13);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 11;
+  pub const ENUM_MAX: u8 = 13;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::Raft,
@@ -56,6 +60,8 @@ impl InternalBody {
     Self::ReplicaFetchAnswer,
     Self::WriteTxnMarkers,
     Self::WriteTxnMarkersAnswer,
+    Self::VerifyTxn,
+    Self::VerifyTxnAnswer,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -72,6 +78,8 @@ impl InternalBody {
       Self::ReplicaFetchAnswer => Some("ReplicaFetchAnswer"),
       Self::WriteTxnMarkers => Some("WriteTxnMarkers"),
       Self::WriteTxnMarkersAnswer => Some("WriteTxnMarkersAnswer"),
+      Self::VerifyTxn => Some("VerifyTxn"),
+      Self::VerifyTxnAnswer => Some("VerifyTxnAnswer"),
       _ => None,
     }
   }
@@ -144,6 +152,8 @@ pub enum InternalBodyT {
   ReplicaFetchAnswer(alloc::boxed::Box<ReplicaFetchAnswerT>),
   WriteTxnMarkers(alloc::boxed::Box<WriteTxnMarkersT>),
   WriteTxnMarkersAnswer(alloc::boxed::Box<WriteTxnMarkersAnswerT>),
+  VerifyTxn(alloc::boxed::Box<VerifyTxnT>),
+  VerifyTxnAnswer(alloc::boxed::Box<VerifyTxnAnswerT>),
 }
 impl Default for InternalBodyT {
   fn default() -> Self {
@@ -165,6 +175,8 @@ impl InternalBodyT {
       Self::ReplicaFetchAnswer(_) => InternalBody::ReplicaFetchAnswer,
       Self::WriteTxnMarkers(_) => InternalBody::WriteTxnMarkers,
       Self::WriteTxnMarkersAnswer(_) => InternalBody::WriteTxnMarkersAnswer,
+      Self::VerifyTxn(_) => InternalBody::VerifyTxn,
+      Self::VerifyTxnAnswer(_) => InternalBody::VerifyTxnAnswer,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -181,6 +193,8 @@ impl InternalBodyT {
       Self::ReplicaFetchAnswer(v) => Some(v.pack(fbb).as_union_value()),
       Self::WriteTxnMarkers(v) => Some(v.pack(fbb).as_union_value()),
       Self::WriteTxnMarkersAnswer(v) => Some(v.pack(fbb).as_union_value()),
+      Self::VerifyTxn(v) => Some(v.pack(fbb).as_union_value()),
+      Self::VerifyTxnAnswer(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned RaftT, setting the union to NONE.
@@ -413,5 +427,47 @@ impl InternalBodyT {
   /// If the union variant matches, return a mutable reference to the WriteTxnMarkersAnswerT.
   pub fn as_write_txn_markers_answer_mut(&mut self) -> Option<&mut WriteTxnMarkersAnswerT> {
     if let Self::WriteTxnMarkersAnswer(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned VerifyTxnT, setting the union to NONE.
+  pub fn take_verify_txn(&mut self) -> Option<alloc::boxed::Box<VerifyTxnT>> {
+    if let Self::VerifyTxn(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::VerifyTxn(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the VerifyTxnT.
+  pub fn as_verify_txn(&self) -> Option<&VerifyTxnT> {
+    if let Self::VerifyTxn(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the VerifyTxnT.
+  pub fn as_verify_txn_mut(&mut self) -> Option<&mut VerifyTxnT> {
+    if let Self::VerifyTxn(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned VerifyTxnAnswerT, setting the union to NONE.
+  pub fn take_verify_txn_answer(&mut self) -> Option<alloc::boxed::Box<VerifyTxnAnswerT>> {
+    if let Self::VerifyTxnAnswer(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::VerifyTxnAnswer(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the VerifyTxnAnswerT.
+  pub fn as_verify_txn_answer(&self) -> Option<&VerifyTxnAnswerT> {
+    if let Self::VerifyTxnAnswer(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the VerifyTxnAnswerT.
+  pub fn as_verify_txn_answer_mut(&mut self) -> Option<&mut VerifyTxnAnswerT> {
+    if let Self::VerifyTxnAnswer(v) = self { Some(v.as_mut()) } else { None }
   }
 }

@@ -104,6 +104,16 @@ impl<'a> InternalFrame<'a> {
             .expect("Invalid union table, expected `InternalBody::WriteTxnMarkersAnswer`.")
             .unpack()
       )),
+      InternalBody::VerifyTxn => InternalBodyT::VerifyTxn(alloc::boxed::Box::new(
+        self.body_as_verify_txn()
+            .expect("Invalid union table, expected `InternalBody::VerifyTxn`.")
+            .unpack()
+      )),
+      InternalBody::VerifyTxnAnswer => InternalBodyT::VerifyTxnAnswer(alloc::boxed::Box::new(
+        self.body_as_verify_txn_answer()
+            .expect("Invalid union table, expected `InternalBody::VerifyTxnAnswer`.")
+            .unpack()
+      )),
       _ => InternalBodyT::NONE,
     };
     let cluster_id = self.cluster_id().map(|x| {
@@ -317,6 +327,36 @@ impl<'a> InternalFrame<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_verify_txn(&self) -> Option<VerifyTxn<'a>> {
+    if self.body_type() == InternalBody::VerifyTxn {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { VerifyTxn::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_verify_txn_answer(&self) -> Option<VerifyTxnAnswer<'a>> {
+    if self.body_type() == InternalBody::VerifyTxnAnswer {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { VerifyTxnAnswer::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for InternalFrame<'_> {
@@ -340,6 +380,8 @@ impl ::flatbuffers::Verifiable for InternalFrame<'_> {
           InternalBody::ReplicaFetchAnswer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ReplicaFetchAnswer>>("InternalBody::ReplicaFetchAnswer", pos),
           InternalBody::WriteTxnMarkers => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<WriteTxnMarkers>>("InternalBody::WriteTxnMarkers", pos),
           InternalBody::WriteTxnMarkersAnswer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<WriteTxnMarkersAnswer>>("InternalBody::WriteTxnMarkersAnswer", pos),
+          InternalBody::VerifyTxn => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<VerifyTxn>>("InternalBody::VerifyTxn", pos),
+          InternalBody::VerifyTxnAnswer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<VerifyTxnAnswer>>("InternalBody::VerifyTxnAnswer", pos),
           _ => Ok(()),
         }
      })?
@@ -487,6 +529,20 @@ impl ::core::fmt::Debug for InternalFrame<'_> {
         },
         InternalBody::WriteTxnMarkersAnswer => {
           if let Some(x) = self.body_as_write_txn_markers_answer() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        InternalBody::VerifyTxn => {
+          if let Some(x) = self.body_as_verify_txn() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        InternalBody::VerifyTxnAnswer => {
+          if let Some(x) = self.body_as_verify_txn_answer() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")

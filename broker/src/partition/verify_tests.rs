@@ -1,0 +1,104 @@
+//! KIP-890 on one leader [`Partition`]: a transactional batch opening a transaction is
+//! appended only under a verification token, and a marker appended between the verification
+//! and the append voids the token (the batch belonged to the transaction the marker ended).
+
+use bytes::Bytes;
+use spool_protocol::ErrorCode;
+use spool_storage::records::BatchBuilder;
+
+use super::pair_support::{replica, LEADER};
+use super::Committed;
+use crate::test_executor::run;
+
+const PRODUCER: i64 = 42;
+const EPOCH: i16 = 0;
+
+fn alone() -> Committed {
+    Committed {
+        leader: LEADER,
+        leader_epoch: 1,
+        partition_epoch: 1,
+        replicas: vec![LEADER],
+        isr: vec![LEADER],
+        min_insync_replicas: 1,
+        broker_epoch: 10,
+    }
+}
+
+/// A transactional batch of one record at `sequence`.
+fn txn_batch(sequence: i32) -> Bytes {
+    let mut b = BatchBuilder::new(0);
+    b.producer_id = PRODUCER;
+    b.producer_epoch = EPOCH;
+    b.base_sequence = sequence;
+    b.transactional = true;
+    b.push(0, None, Some(Bytes::from(format!("t-{sequence}"))));
+    b.build().unwrap().freeze()
+}
+
+#[test]
+fn a_transaction_opens_only_under_a_token_no_marker_voided() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let p = replica(dir.path(), LEADER).await;
+        p.learn(&alone(), 0).await;
+
+        assert_eq!(
+            p.needs_verification(&txn_batch(0)).await,
+            Ok(Some((PRODUCER, EPOCH)))
+        );
+        let r = p.produce(txn_batch(0), -1, 1000, 1 << 20, 0, None).await;
+        assert_eq!(r.error, ErrorCode::InvalidTxnState, "no token: {r:?}");
+        assert_eq!(p.log.log_end_offset(), 0, "nothing appended");
+
+        let v = p.begin_verification(PRODUCER, EPOCH);
+        let r = p.produce(txn_batch(0), -1, 1000, 1 << 20, 0, Some(v)).await;
+        p.end_verification(v);
+        assert_eq!(r.error, ErrorCode::None, "{r:?}");
+        assert_eq!(
+            p.needs_verification(&txn_batch(1)).await,
+            Ok(None),
+            "the transaction is open here: no more checks"
+        );
+        let r = p.produce(txn_batch(1), -1, 1000, 1 << 20, 0, None).await;
+        assert_eq!(r.error, ErrorCode::None, "{r:?}");
+
+        // Verified, then the coordinator's abort marker lands before the append.
+        let late = p.begin_verification(PRODUCER, EPOCH);
+        assert_eq!(
+            p.write_marker(PRODUCER, EPOCH, false, 0).await,
+            ErrorCode::None
+        );
+        let end = p.log.log_end_offset();
+        let r = p
+            .produce(txn_batch(2), -1, 1000, 1 << 20, 0, Some(late))
+            .await;
+        p.end_verification(late);
+        assert_eq!(r.error, ErrorCode::InvalidTxnState, "voided token: {r:?}");
+        assert_eq!(p.log.log_end_offset(), end, "nothing appended");
+        assert_eq!(
+            p.last_stable_offset(),
+            p.high_watermark(),
+            "no transaction left hanging"
+        );
+
+        assert_eq!(
+            p.needs_verification(
+                &[txn_batch(3), {
+                    let mut b = BatchBuilder::new(0);
+                    b.producer_id = PRODUCER + 1;
+                    b.producer_epoch = EPOCH;
+                    b.base_sequence = 0;
+                    b.transactional = true;
+                    b.push(0, None, None);
+                    b.build().unwrap().freeze()
+                }]
+                .concat()
+                .into()
+            )
+            .await,
+            Err(ErrorCode::InvalidRecord),
+            "two transactional producers in one partition's batches"
+        );
+    });
+}
