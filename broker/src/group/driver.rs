@@ -161,8 +161,14 @@ impl GroupDriver {
             GroupCall::Commit(a) => Box::new(|id| Input::Commit(id, a)),
             GroupCall::DeleteGroups(gs) => Box::new(|id| Input::DeleteGroups(id, gs)),
             GroupCall::DeleteOffsets(a) => Box::new(|id| Input::DeleteOffsets(id, a)),
-            GroupCall::FetchOffsets { group_id, topics } => {
-                return GroupAnswer::Offsets(self.query(|c| c.fetch_offsets(&group_id, topics)))
+            GroupCall::FetchOffsets {
+                group_id,
+                topics,
+                require_stable,
+            } => {
+                return GroupAnswer::Offsets(
+                    self.query(|c| c.fetch_offsets_stable(&group_id, topics, require_stable)),
+                )
             }
             GroupCall::Describe(g) => {
                 return GroupAnswer::Described(self.query(|c| c.describe(&g)))

@@ -391,6 +391,7 @@ pub async fn offset_fetch(shard: &Rc<Shard>, req: OffsetFetchRequestT) -> Offset
         GroupCall::FetchOffsets {
             group_id: req.group_id.clone(),
             topics,
+            require_stable: req.require_stable,
         },
     )
     .await;
@@ -410,13 +411,14 @@ pub async fn offset_fetch(shard: &Rc<Shard>, req: OffsetFetchRequestT) -> Offset
         }
     };
     let mut topics: Vec<OffsetFetchResponseTopicT> = Vec::new();
-    for (t, p, v) in offsets {
+    for o in offsets {
+        let (t, p, v) = (o.topic, o.partition, o.committed);
         let part = build!(OffsetFetchResponsePartitionT {
             partition_index: p,
             committed_offset: v.as_ref().map_or(-1, |v| v.offset),
             committed_leader_epoch: v.as_ref().map_or(-1, |v| v.leader_epoch),
             metadata: Some(v.map(|v| v.metadata).unwrap_or_default()),
-            error_code: code(ErrorCode::None),
+            error_code: code(o.error),
         });
         match topics.iter_mut().find(|x| x.name == t) {
             Some(x) => x.partitions.get_or_insert_with(Vec::new).push(part),

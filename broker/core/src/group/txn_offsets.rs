@@ -6,12 +6,17 @@
 //! group's committed offsets therefore reflect only committed transactions (issue 18 item 4).
 //!
 //! Replay sees the same: records of a transactional batch are staged under its producer id and
-//! decided by the control batch that follows them in the log. Bounded: a producer's staged
+//! decided by the control batch that follows them in the log. OffsetFetch with
+//! `require_stable` (KIP-447) answers UNSTABLE_OFFSET_COMMIT for a partition a transaction holds
+//! an undecided offset of, so a consumer taking over does not start from an offset that
+//! transaction is about to replace; clients retry. Bounded: a producer's staged
 //! offsets per group are capped like a group's offsets ([`OFFSETS_PER_GROUP_MAX`]).
+
+use spool_error_code::ErrorCode;
 
 use super::coordinator::{Coordinator, OFFSETS_PER_GROUP_MAX};
 use super::state::Group;
-use super::types::OffsetValue;
+use super::types::{FetchedOffset, OffsetValue};
 
 impl Group {
     /// Stages `offsets` of producer `producer_id`'s open transaction.
@@ -47,9 +52,46 @@ impl Group {
     pub fn has_pending_txn_offsets(&self) -> bool {
         !self.txn_offsets.is_empty()
     }
+
+    /// Whether a transaction holds an offset of `topic`/`partition` not decided yet.
+    pub fn has_pending_txn_offset(&self, topic: &str, partition: i32) -> bool {
+        self.txn_offsets
+            .values()
+            .any(|staged| staged.contains_key(&(topic.to_string(), partition)))
+    }
 }
 
 impl Coordinator {
+    /// OffsetFetch ([`Coordinator::fetch_offsets`]), each partition with its code: with
+    /// `require_stable`, UNSTABLE_OFFSET_COMMIT (and no offset) where a transaction holds an
+    /// offset not decided yet.
+    pub fn fetch_offsets_stable(
+        &self,
+        group_id: &str,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
+    ) -> Result<Vec<FetchedOffset>, ErrorCode> {
+        let group = self.groups.get(group_id);
+        Ok(self
+            .fetch_offsets(group_id, topics)?
+            .into_iter()
+            .map(|(topic, partition, committed)| {
+                let unstable = require_stable
+                    && group.is_some_and(|g| g.has_pending_txn_offset(&topic, partition));
+                FetchedOffset {
+                    committed: if unstable { None } else { committed },
+                    error: if unstable {
+                        ErrorCode::UnstableOffsetCommit
+                    } else {
+                        ErrorCode::None
+                    },
+                    topic,
+                    partition,
+                }
+            })
+            .collect())
+    }
+
     /// A transaction marker of `producer_id` was written to (or replayed from) offsets
     /// partition `partition`: that producer's staged offsets in the partition's groups are
     /// decided.

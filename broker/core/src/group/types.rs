@@ -268,6 +268,8 @@ pub enum GroupCall {
     FetchOffsets {
         group_id: String,
         topics: Option<Vec<(String, Vec<i32>)>>,
+        /// KIP-447: UNSTABLE_OFFSET_COMMIT where a transaction holds an undecided offset.
+        require_stable: bool,
     },
     Describe(String),
     /// Every group this core coordinates.
@@ -278,11 +280,22 @@ pub enum GroupCall {
     DeleteOffsets(DeleteOffsetsArgs),
 }
 
+/// One partition's OffsetFetch answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedOffset {
+    pub topic: String,
+    pub partition: i32,
+    /// None: nothing committed (or, with `error`, not answered).
+    pub committed: Option<OffsetValue>,
+    /// NONE, or UNSTABLE_OFFSET_COMMIT (asked with `require_stable`).
+    pub error: ErrorCode,
+}
+
 /// The coordinator core's answer to a [`GroupCall`].
 #[derive(Debug, Clone)]
 pub enum GroupAnswer {
     Response(Response),
-    Offsets(Result<Vec<(String, i32, Option<OffsetValue>)>, ErrorCode>),
+    Offsets(Result<Vec<FetchedOffset>, ErrorCode>),
     Described(Result<GroupDescription, ErrorCode>),
     Listed(Vec<(String, String, GroupState)>),
     /// The coordinator stopped before answering.

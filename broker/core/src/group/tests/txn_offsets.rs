@@ -82,3 +82,41 @@ fn txn_offsets_replay_as_their_markers_decided_them() {
         "an open transaction's offsets are not committed"
     );
 }
+
+#[test]
+fn a_stable_fetch_waits_out_an_undecided_transactional_offset() {
+    let mut h = H::new(0);
+    let p = crate::group::coordinator_partition(GROUP, 4);
+    assert_eq!(h.commit("", -1, 5), vec![ErrorCode::None]);
+    let fetch = |h: &H, stable: bool| {
+        let got =
+            h.c.fetch_offsets_stable(GROUP, Some(vec![("t".into(), vec![0, 1])]), stable)
+                .unwrap();
+        got.into_iter()
+            .map(|o| (o.partition, o.committed.map(|v| v.offset), o.error))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        fetch(&h, true),
+        vec![(0, Some(5), ErrorCode::None), (1, None, ErrorCode::None)]
+    );
+    assert_eq!(h.txn_commit(7, 9), vec![ErrorCode::None]);
+    assert_eq!(
+        fetch(&h, true),
+        vec![
+            (0, None, ErrorCode::UnstableOffsetCommit),
+            (1, None, ErrorCode::None)
+        ],
+        "partition 0 waits for producer 7's marker"
+    );
+    assert_eq!(
+        fetch(&h, false),
+        vec![(0, Some(5), ErrorCode::None), (1, None, ErrorCode::None)],
+        "without require_stable: the committed offset"
+    );
+    h.c.on_txn_marker(p, 7, true);
+    assert_eq!(
+        fetch(&h, true),
+        vec![(0, Some(9), ErrorCode::None), (1, None, ErrorCode::None)]
+    );
+}
