@@ -7,7 +7,8 @@
 //! Promises: a transaction's Complete record is asked for only once every partition's leader
 //! answered NONE (the marker is on its in-sync replicas), or the partition is gone (deleted:
 //! UNKNOWN_TOPIC_OR_PARTITION), or it refused the epoch as older than its producer's (a newer
-//! epoch's marker already ended the transaction there). Anything else — no leader, a leader
+//! epoch's marker already ended the transaction there), or the coordinator epoch as older than
+//! a marker's it holds (TRANSACTION_COORDINATOR_FENCED: a newer coordinator took over). Anything else — no leader, a leader
 //! change, too few in-sync replicas, a timeout — is retried after [`MARKER_RETRY_BACKOFF_MS`],
 //! for as long as this core still coordinates the id: if the coordinator moves, the new one
 //! replays the Prepare record and writes the markers again (they are idempotent: a marker for a
@@ -145,6 +146,10 @@ fn retry_list(w: &MarkerWork, results: Vec<TxnMarkerResult>) -> Vec<TopicPartiti
             ErrorCode::None | ErrorCode::UnknownTopicOrPartition => None,
             ErrorCode::InvalidProducerEpoch | ErrorCode::ProducerFenced => {
                 tracing::warn!(transactional_id = %w.transactional_id, topic = %r.topic, partition = r.partition, epoch = w.producer_epoch, "a newer epoch already marked the partition");
+                None
+            }
+            ErrorCode::TransactionCoordinatorFenced => {
+                tracing::warn!(transactional_id = %w.transactional_id, topic = %r.topic, partition = r.partition, coordinator_epoch = w.coordinator_epoch, "a newer coordinator already marked the partition");
                 None
             }
             _ => Some(TopicPartition::new(r.topic, r.partition)),

@@ -41,6 +41,8 @@ struct Producer {
     epoch: i16,
     batches: VecDeque<BatchMeta>,
     last_offset: u64,
+    /// The newest coordinator epoch of this producer's markers here (-1: none seen).
+    coordinator_epoch: i32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +178,32 @@ impl ProducerStateTable {
         }
     }
 
+    /// [`ProducerStateTable::check_marker`], and the coordinator's own fence: a marker from a
+    /// coordinator epoch older than the newest this producer's markers here carried comes from
+    /// a deposed coordinator (TRANSACTION_COORDINATOR_FENCED, Kafka's rule).
+    pub fn check_marker_from(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), ErrorCode> {
+        self.check_marker(producer_id, epoch)?;
+        match self.producers.get(&producer_id) {
+            Some(p) if coordinator_epoch < p.coordinator_epoch => {
+                Err(ErrorCode::TransactionCoordinatorFenced)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Records the coordinator epoch of an appended (or replayed) marker of `producer_id`,
+    /// after [`ProducerStateTable::on_marker`].
+    pub fn note_coordinator_epoch(&mut self, producer_id: i64, coordinator_epoch: i32) {
+        if let Some(p) = self.producers.get_mut(&producer_id) {
+            p.coordinator_epoch = p.coordinator_epoch.max(coordinator_epoch);
+        }
+    }
+
     /// Records an appended transaction marker: a newer epoch (a coordinator's fencing abort)
     /// becomes the producer's, so batches of the fenced epoch are PRODUCER_FENCED from now on.
     pub fn on_marker(&mut self, producer_id: i64, epoch: i16, offset: u64) {
@@ -198,6 +226,7 @@ impl ProducerStateTable {
                         epoch,
                         batches: VecDeque::new(),
                         last_offset: offset,
+                        coordinator_epoch: -1,
                     },
                 );
             }
@@ -242,6 +271,7 @@ impl ProducerStateTable {
                 epoch,
                 batches: VecDeque::new(),
                 last_offset,
+                coordinator_epoch: -1,
             });
         if epoch != p.epoch {
             p.epoch = epoch;
@@ -277,6 +307,36 @@ mod tests {
             "producer 1 was forgotten"
         );
         assert_eq!(t.check(3, 0, 0, 0), Check::Duplicate { base_offset: 12 });
+    }
+
+    #[test]
+    fn a_deposed_coordinators_marker_is_fenced() {
+        let mut t = ProducerStateTable::new(100);
+        t.on_append(7, 0, 0, 4, 10, 14);
+        assert_eq!(t.check_marker_from(7, 0, 3), Ok(()), "no marker seen yet");
+        t.on_marker(7, 0, 15);
+        t.note_coordinator_epoch(7, 5);
+        assert_eq!(
+            t.check_marker_from(7, 0, 5),
+            Ok(()),
+            "the same coordinator again"
+        );
+        assert_eq!(t.check_marker_from(7, 0, 6), Ok(()), "a newer one");
+        assert_eq!(
+            t.check_marker_from(7, 0, 4),
+            Err(ErrorCode::TransactionCoordinatorFenced)
+        );
+        t.note_coordinator_epoch(7, 2);
+        assert_eq!(
+            t.check_marker_from(7, 0, 4),
+            Err(ErrorCode::TransactionCoordinatorFenced),
+            "the newest epoch is kept"
+        );
+        assert_eq!(
+            t.check_marker_from(7, -1, 9),
+            Err(ErrorCode::InvalidProducerEpoch),
+            "the producer epoch is checked first"
+        );
     }
 
     #[test]

@@ -236,6 +236,9 @@ impl Partition {
                     is_control: h.is_control(),
                 };
                 table.replay(&info);
+                if let Some(m) = marker {
+                    table.note_coordinator_epoch(h.producer_id, m.coordinator_epoch);
+                }
                 txn::replay(&mut txns, &info, h.is_transactional(), marker);
             })
             .await?;

@@ -5,7 +5,9 @@
 //!
 //! Promises: only a coordinator's produce may carry a control batch (`Origin` in `mod.rs`); a
 //! client's transactional batch opens a transaction here only once its coordinator verified it
-//! (KIP-890 part 1, `verify`: INVALID_TXN_STATE otherwise); a marker from an epoch older than the producer's is refused
+//! (KIP-890 part 1, `verify`: INVALID_TXN_STATE otherwise); a marker from a coordinator epoch
+//! older than the producer's last marker here is refused (TRANSACTION_COORDINATOR_FENCED: a
+//! deposed coordinator's); a marker from an epoch older than the producer's is refused
 //! (INVALID_PRODUCER_EPOCH) and one from a newer epoch fences the old one; markers are appended
 //! like any batch (leader epoch, replication, acks=all, fdatasync under `durability = fsync`) and
 //! answered only once the in-sync replicas hold them. The LSO never passes the high watermark,
@@ -81,9 +83,11 @@ impl Partition {
         let h = b.header();
         if h.is_control() {
             let m = control::read_marker(b.bytes()).map_err(|_| ErrorCode::InvalidRecord)?;
-            self.producers
-                .borrow()
-                .check_marker(h.producer_id, h.producer_epoch)?;
+            self.producers.borrow().check_marker_from(
+                h.producer_id,
+                h.producer_epoch,
+                m.coordinator_epoch,
+            )?;
             return Ok(Checked::Marker(m));
         }
         let Origin::Client(verified) = origin else {
@@ -143,9 +147,11 @@ impl Partition {
 
     pub(super) fn on_marker_appended(&self, h: &BatchHeader, m: Marker, offset: u64) {
         self.forget_verifications(h.producer_id);
-        self.producers
-            .borrow_mut()
-            .on_marker(h.producer_id, h.producer_epoch, offset);
+        {
+            let mut producers = self.producers.borrow_mut();
+            producers.on_marker(h.producer_id, h.producer_epoch, offset);
+            producers.note_coordinator_epoch(h.producer_id, m.coordinator_epoch);
+        }
         let mut txns = self.txns.borrow_mut();
         let dropped = txns.aborted_dropped();
         txns.on_marker(h.producer_id, h.producer_epoch, m.commit, offset);

@@ -1,4 +1,4 @@
-//! KIP-890 on one leader [`Partition`]: a transactional batch opening a transaction is
+//! KIP-890 and marker fencing on one leader [`Partition`]: a transactional batch opening a transaction is
 //! appended only under a verification token, and a marker appended between the verification
 //! and the append voids the token (the batch belonged to the transaction the marker ended).
 
@@ -99,6 +99,42 @@ fn a_transaction_opens_only_under_a_token_no_marker_voided() {
             .await,
             Err(ErrorCode::InvalidRecord),
             "two transactional producers in one partition's batches"
+        );
+    });
+}
+
+#[test]
+fn a_deposed_coordinators_marker_is_refused_also_after_a_restart() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let p = replica(dir.path(), LEADER).await;
+            p.learn(&alone(), 0).await;
+            assert_eq!(
+                p.write_marker(PRODUCER, EPOCH, true, 5).await,
+                ErrorCode::None
+            );
+            assert_eq!(
+                p.write_marker(PRODUCER, EPOCH, false, 4).await,
+                ErrorCode::TransactionCoordinatorFenced,
+                "coordinator epoch 4 was deposed by 5"
+            );
+            assert_eq!(
+                p.write_marker(PRODUCER, EPOCH, true, 6).await,
+                ErrorCode::None
+            );
+            p.log.close().await.unwrap();
+        }
+        let p = replica(dir.path(), LEADER).await;
+        p.learn(&alone(), 0).await;
+        assert_eq!(
+            p.write_marker(PRODUCER, EPOCH, false, 5).await,
+            ErrorCode::TransactionCoordinatorFenced,
+            "rebuilt from the log's markers"
+        );
+        assert_eq!(
+            p.write_marker(PRODUCER, EPOCH, false, 6).await,
+            ErrorCode::None
         );
     });
 }
