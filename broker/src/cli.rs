@@ -2,7 +2,8 @@
 //! protocol's blocking client. Every command takes `--brokers HOST:PORT` (default
 //! 127.0.0.1:9093) and `--timeout-ms` (default 5000: how long reaching the cluster and reading
 //! its metadata may take); an error prints one human line on stderr ([`errors`]) and exits
-//! non-zero. `spool consume --group` and `spool group …` live in [`group`] (`cli_group.rs`).
+//! non-zero. `spool consume --group` and `spool group …` live in [`group`] (`cli_group.rs`),
+//! `spool txn …` in [`txn`] (`cli_txn.rs`).
 
 #[path = "cli_admin.rs"]
 pub mod admin_changes;
@@ -10,6 +11,8 @@ pub mod admin_changes;
 pub mod errors;
 #[path = "cli_group.rs"]
 pub mod group;
+#[path = "cli_txn.rs"]
+pub mod txn;
 
 use std::io::{BufRead, Write};
 
@@ -151,8 +154,30 @@ pub struct ConsumeArgs {
     /// Stop when no record arrives for this long (default: wait forever).
     #[arg(long)]
     pub idle_timeout_ms: Option<u64>,
+    /// read_committed: only committed transactions' records, up to the last stable offset
+    /// (Kafka's `isolation.level`).
+    #[arg(long, value_enum, default_value = "read-uncommitted")]
+    pub isolation_level: IsolationArg,
     #[command(flatten)]
     pub group: group::GroupArgs,
+}
+
+/// `--isolation-level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IsolationArg {
+    #[value(alias = "read_uncommitted")]
+    ReadUncommitted,
+    #[value(alias = "read_committed")]
+    ReadCommitted,
+}
+
+impl IsolationArg {
+    pub(crate) fn level(self) -> spool_protocol::wire::IsolationLevel {
+        match self {
+            IsolationArg::ReadUncommitted => spool_protocol::wire::IsolationLevel::ReadUncommitted,
+            IsolationArg::ReadCommitted => spool_protocol::wire::IsolationLevel::ReadCommitted,
+        }
+    }
 }
 
 pub(crate) fn bootstrap(b: &Brokers) -> Vec<&str> {
@@ -522,8 +547,11 @@ pub fn consume(b: &Brokers, a: ConsumeArgs) -> Result<(), String> {
     if a.partition.is_some() {
         errors::require_topics(b, &[a.topic.as_str()])?;
     }
-    let mut consumer =
-        Consumer::new(&bootstrap(b), ConsumerConfig::default()).map_err(|e| explain(b, &e))?;
+    let config = ConsumerConfig {
+        isolation_level: a.isolation_level.level(),
+        ..ConsumerConfig::default()
+    };
+    let mut consumer = Consumer::new(&bootstrap(b), config).map_err(|e| explain(b, &e))?;
     let tps: Vec<TopicPartition> = partitions
         .iter()
         .map(|&p| TopicPartition::new(a.topic.clone(), p))

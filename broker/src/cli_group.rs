@@ -179,6 +179,7 @@ pub fn consume_group(b: &Brokers, a: &ConsumeArgs) -> Result<(), String> {
             ResetArg::Earliest => OffsetReset::Earliest,
             ResetArg::Latest => OffsetReset::Latest,
         },
+        isolation_level: a.isolation_level.level(),
         ..ConsumerConfig::default()
     };
     let topics: Vec<&str> = a

@@ -36,6 +36,9 @@ enum Command {
     /// Consumer groups: list, describe (members, offsets, lag), reset offsets.
     #[command(subcommand)]
     Group(cli::group::GroupCmd),
+    /// Transactions: list transactional ids, describe one (state, producer, partitions).
+    #[command(subcommand)]
+    Txn(cli::txn::TxnCmd),
 }
 
 #[derive(Subcommand)]
@@ -82,6 +85,7 @@ fn main() {
         Command::Cluster(ClusterCmd::Info) => cli::cluster_info(&cli.brokers),
         Command::Cluster(ClusterCmd::Local(a)) => spool_broker::cli_cluster_local::run(a),
         Command::Group(cmd) => cli::group::group(&cli.brokers, cmd),
+        Command::Txn(cmd) => cli::txn::txn(&cli.brokers, cmd),
     };
     if let Err(e) = result {
         eprintln!("spool: {e}");

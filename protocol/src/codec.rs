@@ -70,6 +70,12 @@ pub fn request_body_api_key(body: RequestBody) -> Option<ApiKey> {
         RequestBody::ElectLeadersRequest => ApiKey::ElectLeaders,
         RequestBody::IncrementalAlterConfigsRequest => ApiKey::IncrementalAlterConfigs,
         RequestBody::OffsetDeleteRequest => ApiKey::OffsetDelete,
+        RequestBody::AddPartitionsToTxnRequest => ApiKey::AddPartitionsToTxn,
+        RequestBody::AddOffsetsToTxnRequest => ApiKey::AddOffsetsToTxn,
+        RequestBody::EndTxnRequest => ApiKey::EndTxn,
+        RequestBody::TxnOffsetCommitRequest => ApiKey::TxnOffsetCommit,
+        RequestBody::DescribeTransactionsRequest => ApiKey::DescribeTransactions,
+        RequestBody::ListTransactionsRequest => ApiKey::ListTransactions,
         _ => return None,
     })
 }
@@ -100,6 +106,12 @@ pub fn response_body_api_key(body: ResponseBody) -> Option<ApiKey> {
         ResponseBody::ElectLeadersResponse => ApiKey::ElectLeaders,
         ResponseBody::IncrementalAlterConfigsResponse => ApiKey::IncrementalAlterConfigs,
         ResponseBody::OffsetDeleteResponse => ApiKey::OffsetDelete,
+        ResponseBody::AddPartitionsToTxnResponse => ApiKey::AddPartitionsToTxn,
+        ResponseBody::AddOffsetsToTxnResponse => ApiKey::AddOffsetsToTxn,
+        ResponseBody::EndTxnResponse => ApiKey::EndTxn,
+        ResponseBody::TxnOffsetCommitResponse => ApiKey::TxnOffsetCommit,
+        ResponseBody::DescribeTransactionsResponse => ApiKey::DescribeTransactions,
+        ResponseBody::ListTransactionsResponse => ApiKey::ListTransactions,
         _ => return None,
     })
 }

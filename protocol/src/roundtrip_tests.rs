@@ -288,6 +288,7 @@ fn request_body() -> BoxedStrategy<RequestBodyT> {
         elect_leaders.prop_map(|b| RequestBodyT::ElectLeadersRequest(Box::new(b))),
         alter_configs.prop_map(|b| RequestBodyT::IncrementalAlterConfigsRequest(Box::new(b))),
         offset_delete.prop_map(|b| RequestBodyT::OffsetDeleteRequest(Box::new(b))),
+        txn_request_body(),
     ]
     .boxed()
 }
@@ -546,7 +547,133 @@ fn response_body() -> BoxedStrategy<ResponseBodyT> {
         elect_leaders.prop_map(|b| ResponseBodyT::ElectLeadersResponse(Box::new(b))),
         alter_configs.prop_map(|b| ResponseBodyT::IncrementalAlterConfigsResponse(Box::new(b))),
         offset_delete.prop_map(|b| ResponseBodyT::OffsetDeleteResponse(Box::new(b))),
+        txn_response_body(),
         Just(ResponseBodyT::NONE),
+    ]
+    .boxed()
+}
+
+fn commit_topic() -> BoxedStrategy<OffsetCommitRequestTopicT> {
+    st!(OffsetCommitRequestTopicT {
+        name: s(),
+        partitions: ov(st!(OffsetCommitRequestPartitionT {
+            partition_index: any::<i32>(),
+            committed_offset: any::<i64>(),
+            committed_leader_epoch: any::<i32>(),
+            committed_metadata: os(),
+        })),
+    })
+}
+fn commit_result_topic() -> BoxedStrategy<OffsetCommitResponseTopicT> {
+    st!(OffsetCommitResponseTopicT {
+        name: s(),
+        partitions: ov(st!(OffsetCommitResponsePartitionT {
+            partition_index: any::<i32>(),
+            error_code: ec()
+        })),
+    })
+}
+
+/// The transaction APIs' requests (txn.fbs).
+fn txn_request_body() -> BoxedStrategy<RequestBodyT> {
+    let add_partitions = st!(AddPartitionsToTxnRequestT {
+        transactional_id: s(),
+        producer_id: any::<i64>(),
+        producer_epoch: any::<i16>(),
+        topics: ov(st!(AddPartitionsToTxnTopicT {
+            name: s(),
+            partitions: oints()
+        })),
+    });
+    let add_offsets = st!(AddOffsetsToTxnRequestT {
+        transactional_id: s(),
+        producer_id: any::<i64>(),
+        producer_epoch: any::<i16>(),
+        group_id: s(),
+    });
+    let end_txn = st!(EndTxnRequestT {
+        transactional_id: s(),
+        producer_id: any::<i64>(),
+        producer_epoch: any::<i16>(),
+        committed: any::<bool>(),
+    });
+    let txn_offset_commit = st!(TxnOffsetCommitRequestT {
+        transactional_id: s(),
+        group_id: s(),
+        producer_id: any::<i64>(),
+        producer_epoch: any::<i16>(),
+        generation_id: any::<i32>(),
+        member_id: os(),
+        group_instance_id: os(),
+        topics: ov(commit_topic()),
+    });
+    let describe = st!(DescribeTransactionsRequestT {
+        transactional_ids: ov(s())
+    });
+    let list = st!(ListTransactionsRequestT {
+        state_filters: ov(s()),
+        producer_id_filters: option::of(vec(any::<i64>(), 0..4)).boxed(),
+        duration_filter: any::<i64>(),
+    });
+    prop_oneof![
+        add_partitions.prop_map(|b| RequestBodyT::AddPartitionsToTxnRequest(Box::new(b))),
+        add_offsets.prop_map(|b| RequestBodyT::AddOffsetsToTxnRequest(Box::new(b))),
+        end_txn.prop_map(|b| RequestBodyT::EndTxnRequest(Box::new(b))),
+        txn_offset_commit.prop_map(|b| RequestBodyT::TxnOffsetCommitRequest(Box::new(b))),
+        describe.prop_map(|b| RequestBodyT::DescribeTransactionsRequest(Box::new(b))),
+        list.prop_map(|b| RequestBodyT::ListTransactionsRequest(Box::new(b))),
+    ]
+    .boxed()
+}
+
+/// The transaction APIs' responses (txn.fbs).
+fn txn_response_body() -> BoxedStrategy<ResponseBodyT> {
+    let add_partitions = st!(AddPartitionsToTxnResponseT {
+        results_by_topic: ov(st!(AddPartitionsToTxnTopicResultT {
+            name: s(),
+            results_by_partition: ov(st!(AddPartitionsToTxnPartitionResultT {
+                partition_index: any::<i32>(),
+                partition_error_code: ec()
+            })),
+        })),
+    });
+    let add_offsets = st!(AddOffsetsToTxnResponseT { error_code: ec() });
+    let end_txn = st!(EndTxnResponseT { error_code: ec() });
+    let txn_offset_commit = st!(TxnOffsetCommitResponseT {
+        topics: ov(commit_result_topic())
+    });
+    let describe = st!(DescribeTransactionsResponseT {
+        transaction_states: ov(st!(DescribedTransactionT {
+            error_code: ec(),
+            transactional_id: s(),
+            transaction_state: os(),
+            transaction_timeout_ms: any::<i32>(),
+            transaction_start_time_ms: any::<i64>(),
+            producer_id: any::<i64>(),
+            producer_epoch: any::<i16>(),
+            topics: ov(st!(DescribedTransactionTopicT {
+                topic: s(),
+                partitions: oints()
+            })),
+        })),
+    });
+    let list = st!(ListTransactionsResponseT {
+        error_code: ec(),
+        unknown_state_filters: ov(s()),
+        transaction_states: ov(st!(ListedTransactionT {
+            transactional_id: s(),
+            producer_id: any::<i64>(),
+            transaction_state: os(),
+            producer_epoch: any::<i16>(),
+        })),
+    });
+    prop_oneof![
+        add_partitions.prop_map(|b| ResponseBodyT::AddPartitionsToTxnResponse(Box::new(b))),
+        add_offsets.prop_map(|b| ResponseBodyT::AddOffsetsToTxnResponse(Box::new(b))),
+        end_txn.prop_map(|b| ResponseBodyT::EndTxnResponse(Box::new(b))),
+        txn_offset_commit.prop_map(|b| ResponseBodyT::TxnOffsetCommitResponse(Box::new(b))),
+        describe.prop_map(|b| ResponseBodyT::DescribeTransactionsResponse(Box::new(b))),
+        list.prop_map(|b| ResponseBodyT::ListTransactionsResponse(Box::new(b))),
     ]
     .boxed()
 }
@@ -765,6 +892,29 @@ proptest! {
             let _ = decode_request(&raw, &limits);
         }
     }
+}
+
+/// Every union member maps to its own API key, and every key has one request and one response
+/// member (so a new schema cannot be left out of the codec's mapping).
+#[test]
+fn every_body_has_its_api_key() {
+    let mut requests: Vec<ApiKey> = (1..=RequestBody::ENUM_MAX)
+        .map(|t| crate::codec::request_body_api_key(RequestBody(t)).expect("a request member"))
+        .collect();
+    let mut responses: Vec<ApiKey> = (1..=ResponseBody::ENUM_MAX)
+        .map(|t| crate::codec::response_body_api_key(ResponseBody(t)).expect("a response member"))
+        .collect();
+    requests.sort_by_key(|k| k.0);
+    responses.sort_by_key(|k| k.0);
+    let mut keys = ApiKey::ENUM_VALUES.to_vec();
+    keys.sort_by_key(|k| k.0);
+    assert_eq!(requests, keys);
+    assert_eq!(responses, keys);
+    assert_eq!(
+        crate::codec::request_body_api_key(RequestBody::EndTxnRequest),
+        Some(ApiKey::EndTxn)
+    );
+    assert_eq!(ApiKey::ListTransactions.0, 66);
 }
 
 #[test]

@@ -5,8 +5,9 @@
 //!
 //! - committed transactions over three partitions are seen whole by read_committed, an aborted
 //!   one never, though read_uncommitted sees its records (and no control records: the counts are
-//!   exact); a second producer with the same transactional id fences the first, whose commit
-//!   fails and whose records stay hidden;
+//!   exact), by kafka-python and by `spool consume --isolation-level`; a second producer with
+//!   the same transactional id fences the first, whose commit fails and whose records stay
+//!   hidden;
 //! - a producer killed with `kill -9` mid-transaction holds the LSO at its first record until
 //!   the coordinator aborts the transaction at its timeout; then the LSO reaches the high
 //!   watermark and read_committed sees none of its records;
@@ -16,7 +17,10 @@
 //!   whose commit returned is there whole;
 //! - consume-transform-produce with send_offsets_to_transaction, the processor killed with
 //!   `kill -9` three times mid-stream and restarted: the output read with read_committed holds
-//!   every input record exactly once.
+//!   every input record exactly once;
+//! - spool's own transactional producer (the client library, native port) commits and aborts
+//!   over three partitions of three brokers, and a second instance of its transactional id
+//!   fences it; `spool consume --isolation-level` reads the outcome.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -26,6 +30,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use spool_protocol::client::blocking::Producer;
+use spool_protocol::client::producer::{Acks, ProducerConfig};
+use spool_protocol::client::ProducerRecord;
+use spool_tests::cli::spool_ok;
+use spool_tests::client::{create_topic_rf, producer_config};
 use spool_tests::cluster::Cluster;
 use spool_tests::kafka_clients::{events_of, python_with_kafka, run_events, start_broker};
 use spool_tests::{Broker, BrokerOptions};
@@ -158,6 +167,115 @@ fn logs(cluster: &Cluster) -> String {
     cluster.nodes.iter().map(Broker::log_tail).collect()
 }
 
+/// Every value of `topic` as `spool consume --isolation-level ISOLATION` reads it from the
+/// start (every record is already written: it stops once nothing came for 3 s).
+fn spool_consume(broker: &Broker, topic: &str, isolation: &str) -> Vec<String> {
+    let out = spool_ok(
+        broker,
+        &[
+            "consume",
+            topic,
+            "--isolation-level",
+            isolation,
+            "--format",
+            "json",
+            "--idle-timeout-ms",
+            "3000",
+        ],
+        "",
+    );
+    out.lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+            v["value"].as_str().unwrap_or_default().to_string()
+        })
+        .collect()
+}
+
+/// A transactional producer of spool's client library for `id`, its id's producer taken.
+fn spool_txn_producer(broker: &Broker, id: &str) -> Producer {
+    let config = ProducerConfig {
+        transactional_id: Some(id.into()),
+        ..producer_config(Acks::All)
+    };
+    let p = Producer::new(&[&broker.bootstrap()], config).expect("a producer");
+    p.init_transactions(60_000).expect("init_transactions");
+    p
+}
+
+/// One transaction of `values` (round-robin over `partitions`), committed or aborted.
+fn spool_txn(p: &Producer, topic: &str, partitions: i32, values: &[String], commit: bool) {
+    p.begin_transaction().expect("begin_transaction");
+    let futures: Vec<_> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let r = ProducerRecord::new(topic, v.clone().into_bytes())
+                .with_partition(i as i32 % partitions);
+            p.send(r).expect("send")
+        })
+        .collect();
+    if commit {
+        p.commit_transaction(60_000).expect("commit_transaction");
+        for f in futures {
+            f.wait().expect("a committed record was written");
+        }
+    } else {
+        // Written first, so the abort has records to hide.
+        p.flush(60_000).expect("flush");
+        p.abort_transaction(60_000).expect("abort_transaction");
+    }
+}
+
+#[test]
+fn spools_own_transactional_producer_commits_aborts_and_is_fenced() {
+    let cluster = Cluster::start_with_args(3, &CLUSTER_ARGS);
+    cluster.wait_healthy();
+    let node = cluster.node(1);
+    let topic = "txn-spool";
+    create_topic_rf(node, topic, 3, 3);
+    let p = spool_txn_producer(node, "spool-producer");
+    spool_txn(&p, topic, 3, &named("c", 30), true);
+    spool_txn(&p, topic, 3, &named("a", 30), false);
+    spool_txn(&p, topic, 3, &named("d", 30), true);
+
+    // A second instance fences the first: its next transaction cannot commit.
+    let successor = spool_txn_producer(node, "spool-producer");
+    p.begin_transaction().expect("begin_transaction");
+    let zombie = p.send(ProducerRecord::new(topic, "zombie").with_partition(0));
+    let refused = match zombie {
+        Err(e) => Err(e),
+        Ok(f) => p
+            .commit_transaction(60_000)
+            .and_then(|()| f.wait().map(|_| ())),
+    };
+    assert!(refused.is_err(), "the fenced producer committed");
+    spool_txn(&successor, topic, 3, &["successor".to_string()], true);
+
+    let mut want_committed = named("c", 30);
+    want_committed.extend(named("d", 30));
+    want_committed.push("successor".into());
+    let context = || logs(&cluster);
+    assert_eq!(
+        sorted(spool_consume(node, topic, "read_committed")),
+        sorted(want_committed.clone()),
+        "read_committed\n{}",
+        context()
+    );
+    let uncommitted = spool_consume(node, topic, "read_uncommitted");
+    let mut want_all = want_committed;
+    want_all.extend(named("a", 30));
+    let zombie_written = uncommitted.iter().filter(|v| *v == "zombie").count();
+    assert!(zombie_written <= 1, "{uncommitted:?}");
+    let without_zombie: Vec<String> = uncommitted.into_iter().filter(|v| v != "zombie").collect();
+    assert_eq!(
+        sorted(without_zombie),
+        sorted(want_all),
+        "read_uncommitted: every record once, no control record\n{}",
+        context()
+    );
+}
+
 fn named(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}{i}")).collect()
 }
@@ -182,13 +300,24 @@ fn committed_transactions_are_seen_whole_aborted_and_fenced_ones_never() {
         sorted(want_committed.clone()),
         "read_committed\n{ctx}"
     );
-    let mut want_all = want_committed;
+    let mut want_all = want_committed.clone();
     want_all.extend(named("a", 30));
     want_all.push("zombie".into());
     assert_eq!(
         sorted(values(&events, "read_uncommitted")),
-        sorted(want_all),
+        sorted(want_all.clone()),
         "read_uncommitted: every data record once, no control record\n{ctx}"
+    );
+    // spool's own consumer (`spool consume --isolation-level`) reads the same.
+    assert_eq!(
+        sorted(spool_consume(node, "txn-basic", "read_committed")),
+        sorted(want_committed),
+        "spool consume, read_committed\n{ctx}"
+    );
+    assert_eq!(
+        sorted(spool_consume(node, "txn-basic", "read_uncommitted")),
+        sorted(want_all),
+        "spool consume, read_uncommitted\n{ctx}"
     );
 
     // A producer killed mid-transaction: the LSO waits for the coordinator's timeout abort.

@@ -12,7 +12,9 @@ use crate::shard::Shard;
 
 pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequestT) -> InitProducerIdResponseT {
     let timeout_ms = req.transaction_timeout_ms;
-    match super::txn::init_producer(shard, req.transactional_id.as_deref(), timeout_ms, None).await
+    let current = (req.producer_id, req.producer_epoch);
+    match super::txn::init_producer(shard, req.transactional_id.as_deref(), timeout_ms, current)
+        .await
     {
         Ok(p) => build!(InitProducerIdResponseT {
             error_code: wire::ErrorCode::from(ErrorCode::None),

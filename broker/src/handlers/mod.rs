@@ -14,6 +14,7 @@ mod metadata;
 mod produce;
 mod topics;
 pub(crate) mod txn;
+mod txn_front;
 
 use std::rc::Rc;
 
@@ -159,6 +160,24 @@ api_table! {
     ),
     OffsetDelete 0..=0 OffsetDeleteRequest(r) => {
         cx.reply(R::OffsetDeleteResponse, admin::offset_delete(cx.shard, *r).await)
+    },
+    AddPartitionsToTxn 0..=0 AddPartitionsToTxnRequest(r) => {
+        cx.reply(R::AddPartitionsToTxnResponse, txn_front::add_partitions(cx.shard, *r).await)
+    },
+    AddOffsetsToTxn 0..=0 AddOffsetsToTxnRequest(r) => {
+        cx.reply(R::AddOffsetsToTxnResponse, txn_front::add_offsets(cx.shard, *r).await)
+    },
+    EndTxn 0..=0 EndTxnRequest(r) => {
+        cx.reply(R::EndTxnResponse, txn_front::end_txn(cx.shard, *r).await)
+    },
+    TxnOffsetCommit 0..=0 TxnOffsetCommitRequest(r) => {
+        cx.reply(R::TxnOffsetCommitResponse, txn_front::txn_offset_commit(cx.shard, *r).await)
+    },
+    DescribeTransactions 0..=0 DescribeTransactionsRequest(r) => {
+        cx.reply(R::DescribeTransactionsResponse, txn_front::describe(cx.shard, *r).await)
+    },
+    ListTransactions 0..=0 ListTransactionsRequest(r) => {
+        cx.reply(R::ListTransactionsResponse, txn_front::list(cx.shard, *r).await)
     },
 }
 

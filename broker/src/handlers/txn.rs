@@ -10,12 +10,16 @@
 //! only the metadata image can say is checked here: a partition that does not exist is
 //! UNKNOWN_TOPIC_OR_PARTITION, and the request's other partitions OPERATION_NOT_ATTEMPTED
 //! (Kafka's rule: nothing of it is added).
+//!
+//! The shaping both fronts share lives here too: answers grouped by topic ([`by_topic`],
+//! [`topics_of`]), DescribeTransactions' start time and timeout, and ListTransactions' filters
+//! ([`list_filtered`]).
 
 use std::rc::Rc;
 
 use spool_protocol::ErrorCode;
 
-use crate::front_rules::ProducerIdentity;
+use crate::front_rules::{ByTopic, ProducerIdentity};
 use crate::group::{coordinator_partition as group_partition, OFFSETS_TOPIC};
 use crate::requests::TopicPartition;
 use crate::shard::Shard;
@@ -81,13 +85,15 @@ async fn call(
 /// The InitProducerId rule, on both ports: an idempotent producer (no transactional id, or an
 /// empty one) gets a fresh producer id at epoch 0 (`front_rules::idempotent_producer_id`); a
 /// transactional id gets its coordinator's answer — the id's producer id, its epoch bumped, the
-/// previous instance fenced. `expected` is KIP-360's (producer id, epoch) the producer has.
+/// previous instance fenced. `current` is the request's producer id and epoch: KIP-360's
+/// (id, epoch) the producer has, when both are set (-1 when it has none).
 pub async fn init_producer(
     shard: &Rc<Shard>,
     transactional_id: Option<&str>,
     transaction_timeout_ms: i32,
-    expected: Option<(i64, i16)>,
+    current: (i64, i16),
 ) -> Result<ProducerIdentity, ErrorCode> {
+    let expected = (current.0 >= 0 && current.1 >= 0).then_some(current);
     let Some(t) = transactional_id.filter(|t| !t.is_empty()) else {
         return crate::front_rules::idempotent_producer_id(shard).await;
     };
@@ -235,4 +241,159 @@ pub async fn list(shard: &Rc<Shard>) -> Vec<TxnMetadata> {
         })
         .flatten()
         .collect()
+}
+
+/// The answers of a request's partitions grouped by topic, in request order: the shape both
+/// fronts' AddPartitionsToTxn responses and DescribeTransactions' topics have.
+pub fn by_topic<T>(items: impl IntoIterator<Item = (TopicPartition, T)>) -> ByTopic<(i32, T)> {
+    let mut out: ByTopic<(i32, T)> = Vec::new();
+    for (tp, v) in items {
+        match out.iter_mut().find(|(t, _)| *t == tp.topic) {
+            Some((_, ps)) => ps.push((tp.partition, v)),
+            None => out.push((tp.topic, vec![(tp.partition, v)])),
+        }
+    }
+    out
+}
+
+/// A transaction's partitions by topic, as DescribeTransactions carries them.
+pub fn topics_of(m: &TxnMetadata) -> ByTopic<i32> {
+    by_topic(m.partitions.iter().map(|tp| (tp.clone(), ())))
+        .into_iter()
+        .map(|(t, ps)| (t, ps.into_iter().map(|(p, ())| p).collect()))
+        .collect()
+}
+
+/// DescribeTransactions' start time: when the open transaction began, -1 when none is open.
+pub fn start_time_ms(m: &TxnMetadata) -> i64 {
+    if m.state.is_open() {
+        i64::try_from(m.txn_start_ms).unwrap_or(i64::MAX)
+    } else {
+        -1
+    }
+}
+
+/// DescribeTransactions' timeout, as the wire's int32 carries it.
+pub fn timeout_ms_i32(m: &TxnMetadata) -> i32 {
+    i32::try_from(m.timeout_ms).unwrap_or(i32::MAX)
+}
+
+/// ListTransactions' filters (Kafka's): each empty list or negative duration filters nothing.
+pub struct ListFilters {
+    pub states: Vec<String>,
+    pub producer_ids: Vec<i64>,
+    /// Only transactions open longer than this (ListTransactions v1); -1: no filter.
+    pub duration_ms: i64,
+}
+
+/// ListTransactions' answer.
+pub struct Listed {
+    /// The state filters naming no state Kafka knows.
+    pub unknown_state_filters: Vec<String>,
+    pub transactions: Vec<TxnMetadata>,
+}
+
+/// ListTransactions: the ids this broker coordinates that pass `filters`.
+pub async fn list_filtered(shard: &Rc<Shard>, filters: &ListFilters) -> Listed {
+    let now_ms = crate::clock::now_ms_u64();
+    let transactions = list(shard)
+        .await
+        .into_iter()
+        .filter(|m| passes(filters, m, now_ms))
+        .collect();
+    Listed {
+        unknown_state_filters: unknown_states(&filters.states),
+        transactions,
+    }
+}
+
+fn unknown_states(states: &[String]) -> Vec<String> {
+    let known = crate::txn::TxnState::ALL.map(|s| s.name());
+    states
+        .iter()
+        .filter(|f| !known.contains(&f.as_str()))
+        .cloned()
+        .collect()
+}
+
+fn passes(f: &ListFilters, m: &TxnMetadata, now_ms: u64) -> bool {
+    let state = f.states.is_empty() || f.states.iter().any(|s| s == m.state.name());
+    let producer = f.producer_ids.is_empty() || f.producer_ids.contains(&m.producer_id);
+    let open_ms = i64::try_from(now_ms.saturating_sub(m.txn_start_ms)).unwrap_or(i64::MAX);
+    let duration = f.duration_ms < 0 || (m.state.is_open() && open_ms > f.duration_ms);
+    state && producer && duration
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::TxnState;
+
+    fn meta(state: TxnState, producer_id: i64, txn_start_ms: u64) -> TxnMetadata {
+        let mut m = TxnMetadata::new("t", producer_id, 60_000, 0);
+        m.state = state;
+        m.txn_start_ms = txn_start_ms;
+        m
+    }
+
+    #[test]
+    fn answers_group_by_topic_in_request_order() {
+        let items = vec![
+            (TopicPartition::new("b", 1), 'x'),
+            (TopicPartition::new("a", 0), 'y'),
+            (TopicPartition::new("b", 0), 'z'),
+        ];
+        assert_eq!(
+            by_topic(items),
+            vec![
+                ("b".to_string(), vec![(1, 'x'), (0, 'z')]),
+                ("a".to_string(), vec![(0, 'y')]),
+            ]
+        );
+    }
+
+    #[test]
+    fn start_time_is_minus_one_once_no_transaction_is_open() {
+        assert_eq!(start_time_ms(&meta(TxnState::Ongoing, 1, 1_000)), 1_000);
+        assert_eq!(start_time_ms(&meta(TxnState::CompleteAbort, 1, 1_000)), -1);
+    }
+
+    #[test]
+    fn list_filters_are_kafkas() {
+        let none = ListFilters {
+            states: vec![],
+            producer_ids: vec![],
+            duration_ms: -1,
+        };
+        assert!(passes(&none, &meta(TxnState::Empty, 1, 0), 10_000));
+        let ongoing = ListFilters {
+            states: vec!["Ongoing".into()],
+            ..none
+        };
+        assert!(passes(&ongoing, &meta(TxnState::Ongoing, 1, 0), 0));
+        assert!(!passes(&ongoing, &meta(TxnState::Empty, 1, 0), 0));
+        let producer = ListFilters {
+            states: vec![],
+            producer_ids: vec![7],
+            duration_ms: -1,
+        };
+        assert!(passes(&producer, &meta(TxnState::Empty, 7, 0), 0));
+        assert!(!passes(&producer, &meta(TxnState::Empty, 8, 0), 0));
+        let long = ListFilters {
+            states: vec![],
+            producer_ids: vec![],
+            duration_ms: 500,
+        };
+        assert!(passes(&long, &meta(TxnState::Ongoing, 1, 1_000), 2_000));
+        assert!(!passes(&long, &meta(TxnState::Ongoing, 1, 1_000), 1_400));
+        assert!(!passes(
+            &long,
+            &meta(TxnState::CompleteCommit, 1, 1_000),
+            2_000
+        ));
+        assert_eq!(
+            unknown_states(&["Ongoing".into(), "Nope".into()]),
+            vec!["Nope".to_string()]
+        );
+    }
 }

@@ -236,10 +236,9 @@ pub async fn init_producer_id(
         .with_producer_epoch(-1);
     let transactional_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
     // KIP-360 (v3+): the producer's current id and epoch, -1 when it has none.
-    let expected = (req.producer_id.0 >= 0 && req.producer_epoch >= 0)
-        .then_some((req.producer_id.0, req.producer_epoch));
+    let current = (req.producer_id.0, req.producer_epoch);
     let timeout_ms = req.transaction_timeout_ms;
-    match crate::handlers::txn::init_producer(shard, transactional_id, timeout_ms, expected).await {
+    match crate::handlers::txn::init_producer(shard, transactional_id, timeout_ms, current).await {
         Ok(p) => resp
             .with_producer_id(ProducerId(p.producer_id))
             .with_producer_epoch(p.producer_epoch),

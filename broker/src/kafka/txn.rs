@@ -50,20 +50,22 @@ pub async fn add_partitions(
         partitions,
     )
     .await;
-    let mut topics: Vec<add_partitions_to_txn_response::AddPartitionsToTxnTopicResult> = Vec::new();
-    for (tp, code) in results {
-        let r = add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult::default()
-            .with_partition_index(tp.partition)
-            .with_partition_error_code(code as i16);
-        match topics.iter_mut().find(|t| t.name.0.as_str() == tp.topic) {
-            Some(t) => t.results_by_partition.push(r),
-            None => topics.push(
-                add_partitions_to_txn_response::AddPartitionsToTxnTopicResult::default()
-                    .with_name(TopicName(kstr(tp.topic)))
-                    .with_results_by_partition(vec![r]),
-            ),
-        }
-    }
+    let topics = txn::by_topic(results)
+        .into_iter()
+        .map(|(name, ps)| {
+            add_partitions_to_txn_response::AddPartitionsToTxnTopicResult::default()
+                .with_name(TopicName(kstr(name)))
+                .with_results_by_partition(
+                    ps.into_iter()
+                        .map(|(p, code)| {
+                            add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_partition_error_code(code as i16)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
     AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics)
 }
 
@@ -96,18 +98,14 @@ pub async fn end_txn(shard: &Rc<Shard>, req: EndTxnRequest) -> EndTxnResponse {
 
 /// The topics of a transaction, grouped as DescribeTransactions carries them.
 fn topic_data(m: &TxnMetadata) -> Vec<describe_transactions_response::TopicData> {
-    let mut out: Vec<describe_transactions_response::TopicData> = Vec::new();
-    for tp in &m.partitions {
-        match out.iter_mut().find(|t| t.topic.0.as_str() == tp.topic) {
-            Some(t) => t.partitions.push(tp.partition),
-            None => out.push(
-                describe_transactions_response::TopicData::default()
-                    .with_topic(TopicName(kstr(tp.topic.clone())))
-                    .with_partitions(vec![tp.partition]),
-            ),
-        }
-    }
-    out
+    txn::topics_of(m)
+        .into_iter()
+        .map(|(topic, partitions)| {
+            describe_transactions_response::TopicData::default()
+                .with_topic(TopicName(kstr(topic)))
+                .with_partitions(partitions)
+        })
+        .collect()
 }
 
 pub async fn describe(
@@ -128,12 +126,8 @@ pub async fn describe(
             match r {
                 Ok(m) => s
                     .with_transaction_state(kstr(m.state.name()))
-                    .with_transaction_timeout_ms(i32::try_from(m.timeout_ms).unwrap_or(i32::MAX))
-                    .with_transaction_start_time_ms(if m.state.is_open() {
-                        m.txn_start_ms as i64
-                    } else {
-                        -1
-                    })
+                    .with_transaction_timeout_ms(txn::timeout_ms_i32(&m))
+                    .with_transaction_start_time_ms(txn::start_time_ms(&m))
                     .with_producer_id(ProducerId(m.producer_id))
                     .with_producer_epoch(m.producer_epoch)
                     .with_topics(topic_data(&m)),
@@ -149,34 +143,19 @@ pub async fn describe(
 }
 
 pub async fn list(shard: &Rc<Shard>, req: ListTransactionsRequest) -> ListTransactionsResponse {
-    let known = crate::txn::TxnState::ALL.map(|s| s.name());
-    let unknown_state_filters: Vec<_> = req
-        .state_filters
-        .iter()
-        .filter(|f| !known.contains(&f.as_str()))
-        .cloned()
-        .collect();
-    let now_ms = crate::clock::now_ms_u64();
-    let listed = txn::list(shard).await;
+    let filters = txn::ListFilters {
+        states: req
+            .state_filters
+            .iter()
+            .map(|f| f.as_str().to_owned())
+            .collect(),
+        producer_ids: req.producer_id_filters.iter().map(|p| p.0).collect(),
+        duration_ms: req.duration_filter,
+    };
+    let listed = txn::list_filtered(shard, &filters).await;
     let states = listed
+        .transactions
         .into_iter()
-        .filter(|m| {
-            req.state_filters.is_empty()
-                || req
-                    .state_filters
-                    .iter()
-                    .any(|f| f.as_str() == m.state.name())
-        })
-        .filter(|m| {
-            req.producer_id_filters.is_empty()
-                || req.producer_id_filters.iter().any(|p| p.0 == m.producer_id)
-        })
-        // v1: only transactions open longer than this (-1: no filter).
-        .filter(|m| {
-            req.duration_filter < 0
-                || (m.state.is_open()
-                    && now_ms.saturating_sub(m.txn_start_ms) as i64 > req.duration_filter)
-        })
         .map(|m| {
             list_transactions_response::TransactionState::default()
                 .with_transactional_id(TransactionalId(kstr(m.transactional_id)))
@@ -186,7 +165,7 @@ pub async fn list(shard: &Rc<Shard>, req: ListTransactionsRequest) -> ListTransa
         .collect();
     ListTransactionsResponse::default()
         .with_error_code(ErrorCode::None as i16)
-        .with_unknown_state_filters(unknown_state_filters)
+        .with_unknown_state_filters(listed.unknown_state_filters.into_iter().map(kstr).collect())
         .with_transaction_states(states)
 }
 

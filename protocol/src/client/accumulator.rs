@@ -28,6 +28,8 @@ pub struct AccumulatorConfig {
     /// Upper bound on bytes reserved by records not yet completed. Kafka: `buffer.memory`.
     pub buffer_bytes: usize,
     pub compression: Compression,
+    /// Batches carry the transactional attribute (a transactional producer's).
+    pub transactional: bool,
 }
 
 /// A record inside a batch: its id and timestamp (its offset is the batch's base + its index).
@@ -166,6 +168,7 @@ impl Accumulator {
     ) -> bool {
         let batch_bytes = self.config.batch_bytes;
         let compression = self.config.compression;
+        let transactional = self.config.transactional;
         // The key is cloned only for a partition seen for the first time, not once per record.
         if !self.open.contains_key(tp) {
             self.open.insert(tp.clone(), VecDeque::new());
@@ -176,7 +179,11 @@ impl Accumulator {
         });
         if !fits {
             queue.push_back(OpenBatch {
-                builder: BatchBuilder::new(timestamp_ms).compression(compression),
+                builder: {
+                    let mut b = BatchBuilder::new(timestamp_ms).compression(compression);
+                    b.transactional = transactional;
+                    b
+                },
                 records: Vec::new(),
                 created_ms: now_ms,
                 reserved_bytes: 0,
@@ -250,6 +257,14 @@ impl Accumulator {
     /// Whether any record is queued (not yet closed into a batch).
     pub fn has_open_batches(&self) -> bool {
         self.open.values().any(|q| !q.is_empty())
+    }
+
+    /// The partitions with records queued (open batches).
+    pub fn queued_partitions(&self) -> impl Iterator<Item = &TopicPartition> + '_ {
+        self.open
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(tp, _)| tp)
     }
 
     /// When the earliest open batch's linger runs out.
@@ -340,6 +355,7 @@ mod tests {
             linger_ms: 5,
             buffer_bytes,
             compression: Compression::None,
+            transactional: false,
         })
     }
 
@@ -405,6 +421,7 @@ mod tests {
             linger_ms: 0,
             buffer_bytes: 1 << 20,
             compression: Compression::Zstd,
+            transactional: false,
         });
         let tp = TopicPartition::new("t", 0);
         for id in 0..50 {

@@ -1,7 +1,7 @@
 //! The admin client's sans-IO core: create, delete, list and describe topics; add partitions,
 //! alter configs, elect leaders and delete records ([`changes`]); list, describe and delete
-//! consumer groups, fetch, commit and delete their offsets ([`groups`]); the operations and
-//! outcomes themselves are [`ops`]'s.
+//! consumer groups, fetch, commit and delete their offsets ([`groups`]); list and describe
+//! transactional ids ([`txns`]); the operations and outcomes themselves are [`ops`]'s.
 //!
 //! Each operation is one request to any broker (the broker forwards to the controller; the client
 //! never needs to know which broker that is). An operation survives lost connections and
@@ -16,6 +16,7 @@ mod groups;
 mod ops;
 #[cfg(test)]
 mod retry_tests;
+mod txns;
 pub use changes::{ConfigChange, PartitionResult};
 pub use groups::{CommitResults, GroupDescription, ListedGroup, MemberDescription};
 pub(crate) use ops::err;
@@ -23,6 +24,7 @@ pub use ops::{
     AdminOp, AdminOutcome, BrokerDescription, ClusterDescription, NewTopic, QuorumDescription,
     TopicDescription, TopicResult,
 };
+pub use txns::{ListedTransaction, TransactionDescription};
 
 use tracing::warn;
 
@@ -32,8 +34,8 @@ use crate::client::{ClientError, TopicPartition};
 use crate::codec::{self, encode_request, Response};
 use crate::frame::FrameLimits;
 use crate::wire::{
-    ConfigEntryT, CreatableTopicT, CreateTopicsRequestT, DeleteTopicsRequestT, MetadataRequestT,
-    RequestBodyT, ResponseBodyT,
+    ConfigEntryT, CoordinatorType, CreatableTopicT, CreateTopicsRequestT, DeleteTopicsRequestT,
+    MetadataRequestT, RequestBodyT, ResponseBodyT,
 };
 use crate::ErrorCode;
 
@@ -82,8 +84,8 @@ pub struct AdminCore {
     ops: BTreeMap<OpId, OpState>,
     /// The operation a request is for, and whether it is that operation's FindCoordinator.
     inflight: InFlight<(OpId, bool)>,
-    /// Coordinators found, by group id.
-    coordinators: BTreeMap<String, Addr>,
+    /// Coordinators found, by coordinator type (group, transaction) and key.
+    coordinators: BTreeMap<(CoordinatorType, String), Addr>,
     /// Partition leaders found, for operations sent to a leader.
     leaders: BTreeMap<TopicPartition, Addr>,
     results: Vec<(OpId, Result<AdminOutcome, ClientError>)>,
@@ -145,7 +147,10 @@ impl AdminCore {
     }
 
     fn body(op: &AdminOp) -> RequestBodyT {
-        if let Some(b) = groups::body(op).or_else(|| changes::body(op)) {
+        let built = groups::body(op)
+            .or_else(|| changes::body(op))
+            .or_else(|| txns::body(op));
+        if let Some(b) = built {
             return b;
         }
         match op {
@@ -212,6 +217,10 @@ impl AdminCore {
             | AdminOp::AlterConfigs { .. }
             | AdminOp::ElectLeaders { .. }
             | AdminOp::DeleteRecords { .. } => RequestBodyT::MetadataRequest(Box::default()),
+            // Built by `txns::body` above.
+            AdminOp::ListTransactions { .. } | AdminOp::DescribeTransaction { .. } => {
+                RequestBodyT::ListTransactionsRequest(Box::default())
+            }
         }
     }
 
@@ -321,6 +330,13 @@ impl AdminCore {
         })
     }
 
+    /// The coordinator an operation must go to: a group's or a transactional id's.
+    fn coordinator_of(op: &AdminOp) -> Option<(CoordinatorType, &str)> {
+        groups::coordinator_key(op)
+            .map(|g| (CoordinatorType::Group, g))
+            .or_else(|| txns::coordinator_key(op).map(|t| (CoordinatorType::Transaction, t)))
+    }
+
     /// Schedules another attempt after the backoff, if one still fits before the deadline.
     fn retry_later(&mut self, id: OpId, now_ms: u64) -> bool {
         let Some(st) = self.ops.get_mut(&id) else {
@@ -359,7 +375,9 @@ impl AdminCore {
         let Some(st) = self.ops.remove(&id) else {
             return;
         };
-        let error = if code.is_retriable() {
+        let error = if let Some(e) = txns::failure(&st.op, code) {
+            e
+        } else if code.is_retriable() {
             ClientError::Timeout {
                 what: "admin operation".into(),
                 timeout_ms: self.config.operation_timeout_ms,
@@ -409,16 +427,23 @@ impl ClientCore for AdminCore {
             // A group operation goes to the group's coordinator, a record deletion to the
             // partition's leader: each found first.
             let (addr, body, find) =
-                match (groups::coordinator_key(&st.op), changes::leader_key(&st.op)) {
-                    (Some(g), _) => match self.coordinators.get(g) {
-                        Some(c) => (c.clone(), Self::body(&st.op), false),
-                        None => {
-                            let Some(addr) = self.brokers.any_broker() else {
-                                break;
-                            };
-                            (addr, groups::find_coordinator(g), true)
+                match (Self::coordinator_of(&st.op), changes::leader_key(&st.op)) {
+                    (Some((kind, key)), _) => {
+                        match self.coordinators.get(&(kind, key.to_owned())) {
+                            Some(c) => (c.clone(), Self::body(&st.op), false),
+                            None => {
+                                let Some(addr) = self.brokers.any_broker() else {
+                                    break;
+                                };
+                                let find = if kind == CoordinatorType::Transaction {
+                                    txns::find_coordinator(key)
+                                } else {
+                                    groups::find_coordinator(key)
+                                };
+                                (addr, find, true)
+                            }
                         }
-                    },
+                    }
                     (None, Some(tp)) => match self.leaders.get(tp) {
                         Some(l) => (l.clone(), Self::body(&st.op), false),
                         None => {
@@ -429,8 +454,14 @@ impl ClientCore for AdminCore {
                         }
                     },
                     (None, None) => {
-                        let Some(addr) = self.brokers.any_broker() else {
-                            break;
+                        let addr = match txns::broker_of(&st.op) {
+                            Some(b) => b.clone(),
+                            None => {
+                                let Some(addr) = self.brokers.any_broker() else {
+                                    break;
+                                };
+                                addr
+                            }
                         };
                         (addr, Self::body(&st.op), false)
                     }
@@ -484,12 +515,14 @@ impl ClientCore for AdminCore {
             return;
         }
         if find {
-            let group = groups::coordinator_key(&st.op)
-                .unwrap_or_default()
-                .to_owned();
+            let Some((kind, key)) = Self::coordinator_of(&st.op) else {
+                self.retry_or_fail(id, ErrorCode::UnknownServerError, now_ms);
+                return;
+            };
+            let key = (kind, key.to_owned());
             match groups::coordinator_addr(&response.header.body) {
                 Ok(c) => {
-                    self.coordinators.insert(group, c);
+                    self.coordinators.insert(key, c);
                     // Straight on to the coordinator: finding it is not an attempt.
                     st.in_flight = false;
                     st.retry_at_ms = now_ms;
@@ -499,15 +532,16 @@ impl ClientCore for AdminCore {
             return;
         }
         let body = response.header.body.clone();
-        let result =
-            groups::outcome(&st.op, body.clone()).or_else(|| changes::outcome(&st.op, body));
+        let result = groups::outcome(&st.op, body.clone())
+            .or_else(|| changes::outcome(&st.op, body.clone()))
+            .or_else(|| txns::outcome(&st.op, body));
         if let Some(result) = result {
             match result {
                 Ok(outcome) => self.finish(id, outcome, now_ms),
                 Err(code) => {
                     if groups::is_coordinator_error(code) {
-                        if let Some(g) = groups::coordinator_key(&st.op) {
-                            self.coordinators.remove(g);
+                        if let Some((kind, key)) = Self::coordinator_of(&st.op) {
+                            self.coordinators.remove(&(kind, key.to_owned()));
                         }
                     }
                     if changes::is_leader_error(code) {

@@ -150,6 +150,10 @@ pub enum ClientError {
     /// The client was closed.
     #[error("client closed")]
     Closed,
+    /// A transactional producer asked for something its transaction's state does not allow
+    /// (a send outside a transaction, a commit after a failed record: abort it).
+    #[error("transaction: {0}")]
+    Transaction(String),
 }
 
 impl ClientError {

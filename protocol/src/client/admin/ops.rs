@@ -1,13 +1,17 @@
 //! The admin client's vocabulary: the operations it runs ([`AdminOp`]), what they return
 //! ([`AdminOutcome`]), the descriptions of topics, brokers and the quorum, and the per-item error
-//! every result carries. `super` (the core) sends them; `changes` and `groups` build and read
-//! their requests.
+//! every result carries. `super` (the core) sends them; `changes`, `groups` and `txns` build and
+//! read their requests.
 
 use crate::client::metadata::PartitionMeta;
 use crate::client::{ClientError, TopicPartition};
 use crate::ErrorCode;
 
-use super::{CommitResults, ConfigChange, GroupDescription, ListedGroup, PartitionResult};
+use super::{
+    CommitResults, ConfigChange, GroupDescription, ListedGroup, ListedTransaction, PartitionResult,
+    TransactionDescription,
+};
+use crate::client::net::Addr;
 
 /// A topic to create. `-1` partitions / replication factor take the broker's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +162,14 @@ pub enum AdminOp {
         group_id: String,
         partitions: Vec<TopicPartition>,
     },
+    /// The transactional ids `broker` coordinates (`None`: any broker).
+    ListTransactions {
+        broker: Option<Addr>,
+    },
+    /// One transactional id, from its transaction coordinator.
+    DescribeTransaction {
+        transactional_id: String,
+    },
 }
 
 impl AdminOp {
@@ -177,6 +189,9 @@ impl AdminOp {
             | AdminOp::FetchOffsets { group_id, .. }
             | AdminOp::CommitOffsets { group_id, .. } => {
                 format!("admin operation on group {group_id}")
+            }
+            AdminOp::DescribeTransaction { transactional_id } => {
+                format!("describe transactional id {transactional_id}")
             }
             _ => "admin operation".into(),
         }
@@ -223,6 +238,8 @@ pub enum AdminOutcome {
     DeleteGroup(Result<(), ClientError>),
     /// The group's refusal, or one result per partition (sorted).
     DeleteOffsets(Result<Vec<PartitionResult>, ClientError>),
+    ListTransactions(Vec<ListedTransaction>),
+    DescribeTransaction(TransactionDescription),
 }
 
 impl AdminOutcome {

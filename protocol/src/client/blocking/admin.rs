@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use crate::client::admin::{
     AdminConfig, AdminCore, AdminOp, AdminOutcome, ClusterDescription, CommitResults,
-    GroupDescription, ListedGroup, NewTopic, TopicDescription, TopicResult,
+    GroupDescription, ListedGroup, ListedTransaction, NewTopic, TopicDescription, TopicResult,
+    TransactionDescription,
 };
 use crate::client::{ClientError, TopicPartition};
 
@@ -155,6 +156,48 @@ impl Admin {
             offsets,
         })? {
             AdminOutcome::CommitOffsets(r) => Ok(r),
+            other => Err(ClientError::Corrupt(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// Every transactional id the cluster's brokers coordinate, each tagged with the node id of
+    /// its coordinator, sorted by id. Each live broker is asked for the ids it coordinates.
+    pub fn list_transactions(&mut self) -> Result<Vec<ListedTransaction>, ClientError> {
+        let cluster = self.describe_cluster()?;
+        let mut all = Vec::new();
+        for b in cluster.brokers.iter().filter(|b| !b.fenced) {
+            let broker = Some(format!("{}:{}", b.host, b.port));
+            match self.run(AdminOp::ListTransactions { broker })? {
+                AdminOutcome::ListTransactions(listed) => {
+                    all.extend(listed.into_iter().map(|mut t| {
+                        t.coordinator = b.node_id;
+                        t
+                    }));
+                }
+                other => {
+                    return Err(ClientError::Corrupt(format!(
+                        "unexpected outcome {other:?}"
+                    )))
+                }
+            }
+        }
+        all.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        Ok(all)
+    }
+
+    /// One transactional id's state, producer id and epoch, timeout and partitions, from its
+    /// transaction coordinator; an id no producer ever used fails with
+    /// TRANSACTIONAL_ID_NOT_FOUND.
+    pub fn describe_transaction(
+        &mut self,
+        transactional_id: &str,
+    ) -> Result<TransactionDescription, ClientError> {
+        match self.run(AdminOp::DescribeTransaction {
+            transactional_id: transactional_id.to_owned(),
+        })? {
+            AdminOutcome::DescribeTransaction(d) => Ok(d),
             other => Err(ClientError::Corrupt(format!(
                 "unexpected outcome {other:?}"
             ))),

@@ -23,6 +23,8 @@ use crate::client::{ClientError, ProducerRecord, RecordMetadata};
 
 use super::net::{BlockingNet, Event};
 
+mod txn;
+
 type Delivery = Result<RecordMetadata, ClientError>;
 
 /// One record's delivery result: `wait()` blocks for it; it is also a `Future`.
@@ -304,7 +306,10 @@ fn drive(shared: &Shared, net: &mut BlockingNet) {
         while let Some(ev) = net.try_recv() {
             net.dispatch(ev, &mut state.core, super::now_ms());
         }
-        if deliver(&mut state) {
+        // A transactional producer's callers also wait for answers that deliver nothing (the
+        // coordinator's).
+        let transactional = state.core.transaction_phase().is_some();
+        if deliver(&mut state) || transactional {
             shared.progress.notify_all();
         }
     }

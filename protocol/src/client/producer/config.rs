@@ -59,6 +59,11 @@ pub struct ProducerConfig {
     pub enable_idempotence: bool,
     pub metadata_max_age_ms: u64,
     pub frame_limits: FrameLimits,
+    /// Kafka's `transactional.id`: set, the producer is transactional (`super::txn`); it needs
+    /// idempotence (acks = all).
+    pub transactional_id: Option<String>,
+    /// Kafka's `transaction.timeout.ms`: the coordinator aborts a transaction open longer.
+    pub transaction_timeout_ms: u32,
 }
 
 impl Default for ProducerConfig {
@@ -81,6 +86,8 @@ impl Default for ProducerConfig {
             enable_idempotence: true,
             metadata_max_age_ms: 300_000,
             frame_limits: FrameLimits::default(),
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
         }
     }
 }
@@ -106,6 +113,17 @@ impl ProducerConfig {
         }
         if self.request_timeout_ms == 0 || self.delivery_timeout_ms == 0 {
             return bad("request_timeout_ms and delivery_timeout_ms must be > 0");
+        }
+        if let Some(id) = &self.transactional_id {
+            if id.is_empty() {
+                return bad("transactional_id must not be empty");
+            }
+            if !self.idempotent() {
+                return bad("a transactional producer needs enable_idempotence and acks = all");
+            }
+            if self.transaction_timeout_ms == 0 {
+                return bad("transaction_timeout_ms must be > 0");
+            }
         }
         Ok(())
     }

@@ -33,8 +33,10 @@ mod config;
 mod outcomes;
 mod pipes;
 mod plans;
+mod txn;
 
 pub use config::{Acks, ProducerConfig};
+pub use txn::TxnPhase;
 
 use crate::client::accumulator::{Accumulator, AccumulatorConfig, ClosedBatch, RecordId};
 use crate::client::metadata::MetadataCache;
@@ -83,6 +85,8 @@ enum Pending {
     Metadata,
     InitProducerId,
     Produce(Vec<ClosedBatch>),
+    /// A transactional producer's request to its coordinator ([`txn`]).
+    Txn(txn::TxnPending),
 }
 
 #[derive(Debug)]
@@ -117,6 +121,8 @@ pub struct ProducerCore {
     /// See [`Self::take_drive_needed`].
     drive_needed: bool,
     stats: ProducerStats,
+    /// Set for a transactional producer ([`txn`]).
+    txn: Option<txn::TxnManager>,
 }
 
 impl ProducerCore {
@@ -135,6 +141,7 @@ impl ProducerCore {
             linger_ms: config.linger_ms,
             buffer_bytes: config.buffer_bytes,
             compression: config.compression,
+            transactional: config.transactional_id.is_some(),
         });
         // Without idempotence nothing keeps a retry from overtaking a later batch but having none.
         let pipes = Pipes::new(if config.idempotent() {
@@ -142,6 +149,10 @@ impl ProducerCore {
         } else {
             1
         });
+        let txn = config
+            .transactional_id
+            .clone()
+            .map(|id| txn::TxnManager::new(id, config.transaction_timeout_ms));
         Ok(Self {
             metadata: MetadataCache::new(
                 bootstrap,
@@ -166,6 +177,7 @@ impl ProducerCore {
             closed: false,
             drive_needed: true,
             stats: ProducerStats::default(),
+            txn,
         })
     }
 
@@ -214,6 +226,9 @@ impl ProducerCore {
         }
         if let Some(e) = &self.fatal {
             return Err(SendError::Rejected(e.clone()));
+        }
+        if let Some(e) = self.txn_refuses_send() {
+            return Err(SendError::Rejected(e));
         }
         let record_bytes = record.estimated_bytes();
         let max_bytes = self.config.max_request_bytes.min(self.config.buffer_bytes);
@@ -394,6 +409,7 @@ impl ProducerCore {
 
     fn init_producer_id(&mut self, now_ms: u64, out: &mut Vec<NetAction>) {
         if !self.config.idempotent()
+            || self.txn.is_some()
             || self.producer.is_some()
             || self.pid_in_flight
             || now_ms < self.pid_retry_at_ms
@@ -442,6 +458,10 @@ impl ProducerCore {
         loop {
             let mut progressed = false;
             for tp in self.acc.ready_partitions(now_ms, flush) {
+                // A transaction's partition only once its coordinator added it.
+                if self.txn.as_ref().is_some_and(|t| !t.may_send(&tp)) {
+                    continue;
+                }
                 let Some((leader, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
                     self.metadata.request_refresh();
                     continue;
@@ -508,6 +528,9 @@ impl ProducerCore {
             .map(|b| b.tp.clone())
             .collect();
         for tp in due {
+            if self.txn.as_ref().is_some_and(|t| !t.may_send(&tp)) {
+                continue;
+            }
             let Some((leader, addr)) = self.metadata.leader(&tp.topic, tp.partition) else {
                 self.metadata.request_refresh();
                 continue;
@@ -570,6 +593,8 @@ impl ProducerCore {
             return;
         }
         let mut body = ProduceRequestT::default();
+        // The broker checks a transaction's first batch with its coordinator (KIP-890).
+        body.transactional_id = self.config.transactional_id.clone();
         body.acks = self.config.acks.wire();
         body.timeout_ms = i32::try_from(self.config.request_timeout_ms).unwrap_or(i32::MAX);
         body.topics = Some(
@@ -648,6 +673,7 @@ impl ProducerCore {
                     self.batch_error(b, ErrorCode::NetworkException, now_ms);
                 }
             }
+            Pending::Txn(_) => self.txn_lost(now_ms),
         }
     }
 }
@@ -692,6 +718,7 @@ impl ClientCore for ProducerCore {
         }
         self.place_waiting(now_ms);
         self.init_producer_id(now_ms, &mut out);
+        self.txn_poll(now_ms, &mut out);
         if !self.config.idempotent() || self.producer.is_some() {
             self.drain(now_ms, &mut out);
         }
@@ -736,6 +763,7 @@ impl ClientCore for ProducerCore {
                 }
             }
             Pending::Produce(batches) => self.on_produce_response(batches, response, now_ms),
+            Pending::Txn(p) => self.txn_response(p, response, now_ms),
         }
     }
 
@@ -756,7 +784,11 @@ impl ClientCore for ProducerCore {
             self.acc.next_linger_deadline_ms()
         };
         let retry = self.pipes.resendable().map(|b| b.retry_at_ms).min();
-        let pid = if self.config.idempotent() && self.producer.is_none() && !self.pid_in_flight {
+        let pid = if self.config.idempotent()
+            && self.txn.is_none()
+            && self.producer.is_none()
+            && !self.pid_in_flight
+        {
             Some(self.pid_retry_at_ms)
         } else {
             None
@@ -776,6 +808,7 @@ impl ClientCore for ProducerCore {
             linger,
             retry,
             pid,
+            self.txn.as_ref().and_then(|t| t.next_wakeup_ms()),
             delivery,
             self.inflight.earliest_deadline_ms(),
             self.metadata.next_refresh_ms(),
@@ -789,3 +822,5 @@ impl ClientCore for ProducerCore {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;

@@ -16,6 +16,7 @@ use super::DeliveryReport;
 
 impl ProducerCore {
     pub(super) fn fail_one(&mut self, id: RecordId, error: ClientError) {
+        self.txn_record_failed(&error);
         // A report waits for the driver to hand it out.
         self.drive_needed = true;
         self.stats.records_failed += 1;
@@ -48,7 +49,9 @@ impl ProducerCore {
         warn!(tp = %batch.tp, %error, records = batch.records.len(), "produce failed");
         self.fail_records(&batch.records, batch.reserved_bytes, &error);
         let current = batch.stamp.map(|(id, epoch, _)| (id, epoch)) == self.producer;
-        if self.config.idempotent() && current {
+        // A transactional producer keeps its id: the transaction is aborted, then a new epoch
+        // is taken (`txn`).
+        if self.config.idempotent() && current && self.txn.is_none() {
             // The partition's sequence is now unknown to us: start over with a fresh producer id,
             // as Kafka's idempotent producer does. (A batch of an id already replaced changes
             // nothing: its successor is in use.)

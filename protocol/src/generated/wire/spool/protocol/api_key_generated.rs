@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_API_KEY: i16 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_API_KEY: i16 = 47;
+pub const ENUM_MAX_API_KEY: i16 = 66;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_API_KEY: [ApiKey; 23] = [
+pub const ENUM_VALUES_API_KEY: [ApiKey; 29] = [
   ApiKey::Produce,
   ApiKey::Fetch,
   ApiKey::ListOffsets,
@@ -27,11 +27,17 @@ pub const ENUM_VALUES_API_KEY: [ApiKey; 23] = [
   ApiKey::DeleteTopics,
   ApiKey::DeleteRecords,
   ApiKey::InitProducerId,
+  ApiKey::AddPartitionsToTxn,
+  ApiKey::AddOffsetsToTxn,
+  ApiKey::EndTxn,
+  ApiKey::TxnOffsetCommit,
   ApiKey::CreatePartitions,
   ApiKey::DeleteGroups,
   ApiKey::ElectLeaders,
   ApiKey::IncrementalAlterConfigs,
   ApiKey::OffsetDelete,
+  ApiKey::DescribeTransactions,
+  ApiKey::ListTransactions,
 ];
 
 /// Kafka's API keys for the APIs the native protocol carries.
@@ -58,14 +64,20 @@ impl ApiKey {
   pub const DeleteTopics: Self = Self(20);
   pub const DeleteRecords: Self = Self(21);
   pub const InitProducerId: Self = Self(22);
+  pub const AddPartitionsToTxn: Self = Self(24);
+  pub const AddOffsetsToTxn: Self = Self(25);
+  pub const EndTxn: Self = Self(26);
+  pub const TxnOffsetCommit: Self = Self(28);
   pub const CreatePartitions: Self = Self(37);
   pub const DeleteGroups: Self = Self(42);
   pub const ElectLeaders: Self = Self(43);
   pub const IncrementalAlterConfigs: Self = Self(44);
   pub const OffsetDelete: Self = Self(47);
+  pub const DescribeTransactions: Self = Self(65);
+  pub const ListTransactions: Self = Self(66);
 
   pub const ENUM_MIN: i16 = 0;
-  pub const ENUM_MAX: i16 = 47;
+  pub const ENUM_MAX: i16 = 66;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::Produce,
     Self::Fetch,
@@ -85,11 +97,17 @@ impl ApiKey {
     Self::DeleteTopics,
     Self::DeleteRecords,
     Self::InitProducerId,
+    Self::AddPartitionsToTxn,
+    Self::AddOffsetsToTxn,
+    Self::EndTxn,
+    Self::TxnOffsetCommit,
     Self::CreatePartitions,
     Self::DeleteGroups,
     Self::ElectLeaders,
     Self::IncrementalAlterConfigs,
     Self::OffsetDelete,
+    Self::DescribeTransactions,
+    Self::ListTransactions,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -112,11 +130,17 @@ impl ApiKey {
       Self::DeleteTopics => Some("DeleteTopics"),
       Self::DeleteRecords => Some("DeleteRecords"),
       Self::InitProducerId => Some("InitProducerId"),
+      Self::AddPartitionsToTxn => Some("AddPartitionsToTxn"),
+      Self::AddOffsetsToTxn => Some("AddOffsetsToTxn"),
+      Self::EndTxn => Some("EndTxn"),
+      Self::TxnOffsetCommit => Some("TxnOffsetCommit"),
       Self::CreatePartitions => Some("CreatePartitions"),
       Self::DeleteGroups => Some("DeleteGroups"),
       Self::ElectLeaders => Some("ElectLeaders"),
       Self::IncrementalAlterConfigs => Some("IncrementalAlterConfigs"),
       Self::OffsetDelete => Some("OffsetDelete"),
+      Self::DescribeTransactions => Some("DescribeTransactions"),
+      Self::ListTransactions => Some("ListTransactions"),
       _ => None,
     }
   }

@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_REQUEST_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_REQUEST_BODY: u8 = 23;
+pub const ENUM_MAX_REQUEST_BODY: u8 = 29;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_REQUEST_BODY: [RequestBody; 24] = [
+pub const ENUM_VALUES_REQUEST_BODY: [RequestBody; 30] = [
   RequestBody::NONE,
   RequestBody::ApiVersionsRequest,
   RequestBody::MetadataRequest,
@@ -33,6 +33,12 @@ pub const ENUM_VALUES_REQUEST_BODY: [RequestBody; 24] = [
   RequestBody::ElectLeadersRequest,
   RequestBody::IncrementalAlterConfigsRequest,
   RequestBody::OffsetDeleteRequest,
+  RequestBody::AddPartitionsToTxnRequest,
+  RequestBody::AddOffsetsToTxnRequest,
+  RequestBody::EndTxnRequest,
+  RequestBody::TxnOffsetCommitRequest,
+  RequestBody::DescribeTransactionsRequest,
+  RequestBody::ListTransactionsRequest,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -64,9 +70,15 @@ impl RequestBody {
   pub const ElectLeadersRequest: Self = Self(21);
   pub const IncrementalAlterConfigsRequest: Self = Self(22);
   pub const OffsetDeleteRequest: Self = Self(23);
+  pub const AddPartitionsToTxnRequest: Self = Self(24);
+  pub const AddOffsetsToTxnRequest: Self = Self(25);
+  pub const EndTxnRequest: Self = Self(26);
+  pub const TxnOffsetCommitRequest: Self = Self(27);
+  pub const DescribeTransactionsRequest: Self = Self(28);
+  pub const ListTransactionsRequest: Self = Self(29);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 23;
+  pub const ENUM_MAX: u8 = 29;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::ApiVersionsRequest,
@@ -92,6 +104,12 @@ impl RequestBody {
     Self::ElectLeadersRequest,
     Self::IncrementalAlterConfigsRequest,
     Self::OffsetDeleteRequest,
+    Self::AddPartitionsToTxnRequest,
+    Self::AddOffsetsToTxnRequest,
+    Self::EndTxnRequest,
+    Self::TxnOffsetCommitRequest,
+    Self::DescribeTransactionsRequest,
+    Self::ListTransactionsRequest,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -120,6 +138,12 @@ impl RequestBody {
       Self::ElectLeadersRequest => Some("ElectLeadersRequest"),
       Self::IncrementalAlterConfigsRequest => Some("IncrementalAlterConfigsRequest"),
       Self::OffsetDeleteRequest => Some("OffsetDeleteRequest"),
+      Self::AddPartitionsToTxnRequest => Some("AddPartitionsToTxnRequest"),
+      Self::AddOffsetsToTxnRequest => Some("AddOffsetsToTxnRequest"),
+      Self::EndTxnRequest => Some("EndTxnRequest"),
+      Self::TxnOffsetCommitRequest => Some("TxnOffsetCommitRequest"),
+      Self::DescribeTransactionsRequest => Some("DescribeTransactionsRequest"),
+      Self::ListTransactionsRequest => Some("ListTransactionsRequest"),
       _ => None,
     }
   }
@@ -204,6 +228,12 @@ pub enum RequestBodyT {
   ElectLeadersRequest(alloc::boxed::Box<ElectLeadersRequestT>),
   IncrementalAlterConfigsRequest(alloc::boxed::Box<IncrementalAlterConfigsRequestT>),
   OffsetDeleteRequest(alloc::boxed::Box<OffsetDeleteRequestT>),
+  AddPartitionsToTxnRequest(alloc::boxed::Box<AddPartitionsToTxnRequestT>),
+  AddOffsetsToTxnRequest(alloc::boxed::Box<AddOffsetsToTxnRequestT>),
+  EndTxnRequest(alloc::boxed::Box<EndTxnRequestT>),
+  TxnOffsetCommitRequest(alloc::boxed::Box<TxnOffsetCommitRequestT>),
+  DescribeTransactionsRequest(alloc::boxed::Box<DescribeTransactionsRequestT>),
+  ListTransactionsRequest(alloc::boxed::Box<ListTransactionsRequestT>),
 }
 impl Default for RequestBodyT {
   fn default() -> Self {
@@ -237,6 +267,12 @@ impl RequestBodyT {
       Self::ElectLeadersRequest(_) => RequestBody::ElectLeadersRequest,
       Self::IncrementalAlterConfigsRequest(_) => RequestBody::IncrementalAlterConfigsRequest,
       Self::OffsetDeleteRequest(_) => RequestBody::OffsetDeleteRequest,
+      Self::AddPartitionsToTxnRequest(_) => RequestBody::AddPartitionsToTxnRequest,
+      Self::AddOffsetsToTxnRequest(_) => RequestBody::AddOffsetsToTxnRequest,
+      Self::EndTxnRequest(_) => RequestBody::EndTxnRequest,
+      Self::TxnOffsetCommitRequest(_) => RequestBody::TxnOffsetCommitRequest,
+      Self::DescribeTransactionsRequest(_) => RequestBody::DescribeTransactionsRequest,
+      Self::ListTransactionsRequest(_) => RequestBody::ListTransactionsRequest,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -265,6 +301,12 @@ impl RequestBodyT {
       Self::ElectLeadersRequest(v) => Some(v.pack(fbb).as_union_value()),
       Self::IncrementalAlterConfigsRequest(v) => Some(v.pack(fbb).as_union_value()),
       Self::OffsetDeleteRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AddPartitionsToTxnRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AddOffsetsToTxnRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::EndTxnRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::TxnOffsetCommitRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DescribeTransactionsRequest(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ListTransactionsRequest(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned ApiVersionsRequestT, setting the union to NONE.
@@ -749,5 +791,131 @@ impl RequestBodyT {
   /// If the union variant matches, return a mutable reference to the OffsetDeleteRequestT.
   pub fn as_offset_delete_request_mut(&mut self) -> Option<&mut OffsetDeleteRequestT> {
     if let Self::OffsetDeleteRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AddPartitionsToTxnRequestT, setting the union to NONE.
+  pub fn take_add_partitions_to_txn_request(&mut self) -> Option<alloc::boxed::Box<AddPartitionsToTxnRequestT>> {
+    if let Self::AddPartitionsToTxnRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AddPartitionsToTxnRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AddPartitionsToTxnRequestT.
+  pub fn as_add_partitions_to_txn_request(&self) -> Option<&AddPartitionsToTxnRequestT> {
+    if let Self::AddPartitionsToTxnRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AddPartitionsToTxnRequestT.
+  pub fn as_add_partitions_to_txn_request_mut(&mut self) -> Option<&mut AddPartitionsToTxnRequestT> {
+    if let Self::AddPartitionsToTxnRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AddOffsetsToTxnRequestT, setting the union to NONE.
+  pub fn take_add_offsets_to_txn_request(&mut self) -> Option<alloc::boxed::Box<AddOffsetsToTxnRequestT>> {
+    if let Self::AddOffsetsToTxnRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AddOffsetsToTxnRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AddOffsetsToTxnRequestT.
+  pub fn as_add_offsets_to_txn_request(&self) -> Option<&AddOffsetsToTxnRequestT> {
+    if let Self::AddOffsetsToTxnRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AddOffsetsToTxnRequestT.
+  pub fn as_add_offsets_to_txn_request_mut(&mut self) -> Option<&mut AddOffsetsToTxnRequestT> {
+    if let Self::AddOffsetsToTxnRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned EndTxnRequestT, setting the union to NONE.
+  pub fn take_end_txn_request(&mut self) -> Option<alloc::boxed::Box<EndTxnRequestT>> {
+    if let Self::EndTxnRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::EndTxnRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the EndTxnRequestT.
+  pub fn as_end_txn_request(&self) -> Option<&EndTxnRequestT> {
+    if let Self::EndTxnRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the EndTxnRequestT.
+  pub fn as_end_txn_request_mut(&mut self) -> Option<&mut EndTxnRequestT> {
+    if let Self::EndTxnRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned TxnOffsetCommitRequestT, setting the union to NONE.
+  pub fn take_txn_offset_commit_request(&mut self) -> Option<alloc::boxed::Box<TxnOffsetCommitRequestT>> {
+    if let Self::TxnOffsetCommitRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::TxnOffsetCommitRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the TxnOffsetCommitRequestT.
+  pub fn as_txn_offset_commit_request(&self) -> Option<&TxnOffsetCommitRequestT> {
+    if let Self::TxnOffsetCommitRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the TxnOffsetCommitRequestT.
+  pub fn as_txn_offset_commit_request_mut(&mut self) -> Option<&mut TxnOffsetCommitRequestT> {
+    if let Self::TxnOffsetCommitRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DescribeTransactionsRequestT, setting the union to NONE.
+  pub fn take_describe_transactions_request(&mut self) -> Option<alloc::boxed::Box<DescribeTransactionsRequestT>> {
+    if let Self::DescribeTransactionsRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DescribeTransactionsRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DescribeTransactionsRequestT.
+  pub fn as_describe_transactions_request(&self) -> Option<&DescribeTransactionsRequestT> {
+    if let Self::DescribeTransactionsRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DescribeTransactionsRequestT.
+  pub fn as_describe_transactions_request_mut(&mut self) -> Option<&mut DescribeTransactionsRequestT> {
+    if let Self::DescribeTransactionsRequest(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ListTransactionsRequestT, setting the union to NONE.
+  pub fn take_list_transactions_request(&mut self) -> Option<alloc::boxed::Box<ListTransactionsRequestT>> {
+    if let Self::ListTransactionsRequest(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ListTransactionsRequest(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ListTransactionsRequestT.
+  pub fn as_list_transactions_request(&self) -> Option<&ListTransactionsRequestT> {
+    if let Self::ListTransactionsRequest(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ListTransactionsRequestT.
+  pub fn as_list_transactions_request_mut(&mut self) -> Option<&mut ListTransactionsRequestT> {
+    if let Self::ListTransactionsRequest(v) = self { Some(v.as_mut()) } else { None }
   }
 }

@@ -168,6 +168,36 @@ impl<'a> RequestHeader<'a> {
             .expect("Invalid union table, expected `RequestBody::OffsetDeleteRequest`.")
             .unpack()
       )),
+      RequestBody::AddPartitionsToTxnRequest => RequestBodyT::AddPartitionsToTxnRequest(alloc::boxed::Box::new(
+        self.body_as_add_partitions_to_txn_request()
+            .expect("Invalid union table, expected `RequestBody::AddPartitionsToTxnRequest`.")
+            .unpack()
+      )),
+      RequestBody::AddOffsetsToTxnRequest => RequestBodyT::AddOffsetsToTxnRequest(alloc::boxed::Box::new(
+        self.body_as_add_offsets_to_txn_request()
+            .expect("Invalid union table, expected `RequestBody::AddOffsetsToTxnRequest`.")
+            .unpack()
+      )),
+      RequestBody::EndTxnRequest => RequestBodyT::EndTxnRequest(alloc::boxed::Box::new(
+        self.body_as_end_txn_request()
+            .expect("Invalid union table, expected `RequestBody::EndTxnRequest`.")
+            .unpack()
+      )),
+      RequestBody::TxnOffsetCommitRequest => RequestBodyT::TxnOffsetCommitRequest(alloc::boxed::Box::new(
+        self.body_as_txn_offset_commit_request()
+            .expect("Invalid union table, expected `RequestBody::TxnOffsetCommitRequest`.")
+            .unpack()
+      )),
+      RequestBody::DescribeTransactionsRequest => RequestBodyT::DescribeTransactionsRequest(alloc::boxed::Box::new(
+        self.body_as_describe_transactions_request()
+            .expect("Invalid union table, expected `RequestBody::DescribeTransactionsRequest`.")
+            .unpack()
+      )),
+      RequestBody::ListTransactionsRequest => RequestBodyT::ListTransactionsRequest(alloc::boxed::Box::new(
+        self.body_as_list_transactions_request()
+            .expect("Invalid union table, expected `RequestBody::ListTransactionsRequest`.")
+            .unpack()
+      )),
       _ => RequestBodyT::NONE,
     };
     RequestHeaderT {
@@ -543,6 +573,90 @@ impl<'a> RequestHeader<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_add_partitions_to_txn_request(&self) -> Option<AddPartitionsToTxnRequest<'a>> {
+    if self.body_type() == RequestBody::AddPartitionsToTxnRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { AddPartitionsToTxnRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_add_offsets_to_txn_request(&self) -> Option<AddOffsetsToTxnRequest<'a>> {
+    if self.body_type() == RequestBody::AddOffsetsToTxnRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { AddOffsetsToTxnRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_end_txn_request(&self) -> Option<EndTxnRequest<'a>> {
+    if self.body_type() == RequestBody::EndTxnRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { EndTxnRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_txn_offset_commit_request(&self) -> Option<TxnOffsetCommitRequest<'a>> {
+    if self.body_type() == RequestBody::TxnOffsetCommitRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { TxnOffsetCommitRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_describe_transactions_request(&self) -> Option<DescribeTransactionsRequest<'a>> {
+    if self.body_type() == RequestBody::DescribeTransactionsRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { DescribeTransactionsRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_list_transactions_request(&self) -> Option<ListTransactionsRequest<'a>> {
+    if self.body_type() == RequestBody::ListTransactionsRequest {
+      let u = self.body();
+      // Safety:
+      // Created from a valid Table for this object
+      // Which contains a valid union in this slot
+      Some(unsafe { ListTransactionsRequest::init_from_table(u) })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for RequestHeader<'_> {
@@ -580,6 +694,12 @@ impl ::flatbuffers::Verifiable for RequestHeader<'_> {
           RequestBody::ElectLeadersRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ElectLeadersRequest>>("RequestBody::ElectLeadersRequest", pos),
           RequestBody::IncrementalAlterConfigsRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<IncrementalAlterConfigsRequest>>("RequestBody::IncrementalAlterConfigsRequest", pos),
           RequestBody::OffsetDeleteRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<OffsetDeleteRequest>>("RequestBody::OffsetDeleteRequest", pos),
+          RequestBody::AddPartitionsToTxnRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AddPartitionsToTxnRequest>>("RequestBody::AddPartitionsToTxnRequest", pos),
+          RequestBody::AddOffsetsToTxnRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AddOffsetsToTxnRequest>>("RequestBody::AddOffsetsToTxnRequest", pos),
+          RequestBody::EndTxnRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<EndTxnRequest>>("RequestBody::EndTxnRequest", pos),
+          RequestBody::TxnOffsetCommitRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<TxnOffsetCommitRequest>>("RequestBody::TxnOffsetCommitRequest", pos),
+          RequestBody::DescribeTransactionsRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DescribeTransactionsRequest>>("RequestBody::DescribeTransactionsRequest", pos),
+          RequestBody::ListTransactionsRequest => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ListTransactionsRequest>>("RequestBody::ListTransactionsRequest", pos),
           _ => Ok(()),
         }
      })?
@@ -819,6 +939,48 @@ impl ::core::fmt::Debug for RequestHeader<'_> {
         },
         RequestBody::OffsetDeleteRequest => {
           if let Some(x) = self.body_as_offset_delete_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::AddPartitionsToTxnRequest => {
+          if let Some(x) = self.body_as_add_partitions_to_txn_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::AddOffsetsToTxnRequest => {
+          if let Some(x) = self.body_as_add_offsets_to_txn_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::EndTxnRequest => {
+          if let Some(x) = self.body_as_end_txn_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::TxnOffsetCommitRequest => {
+          if let Some(x) = self.body_as_txn_offset_commit_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::DescribeTransactionsRequest => {
+          if let Some(x) = self.body_as_describe_transactions_request() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        RequestBody::ListTransactionsRequest => {
+          if let Some(x) = self.body_as_list_transactions_request() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")

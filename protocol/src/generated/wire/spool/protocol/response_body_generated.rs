@@ -5,10 +5,10 @@ use super::*;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_RESPONSE_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_RESPONSE_BODY: u8 = 23;
+pub const ENUM_MAX_RESPONSE_BODY: u8 = 29;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_RESPONSE_BODY: [ResponseBody; 24] = [
+pub const ENUM_VALUES_RESPONSE_BODY: [ResponseBody; 30] = [
   ResponseBody::NONE,
   ResponseBody::ApiVersionsResponse,
   ResponseBody::MetadataResponse,
@@ -33,6 +33,12 @@ pub const ENUM_VALUES_RESPONSE_BODY: [ResponseBody; 24] = [
   ResponseBody::ElectLeadersResponse,
   ResponseBody::IncrementalAlterConfigsResponse,
   ResponseBody::OffsetDeleteResponse,
+  ResponseBody::AddPartitionsToTxnResponse,
+  ResponseBody::AddOffsetsToTxnResponse,
+  ResponseBody::EndTxnResponse,
+  ResponseBody::TxnOffsetCommitResponse,
+  ResponseBody::DescribeTransactionsResponse,
+  ResponseBody::ListTransactionsResponse,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -64,9 +70,15 @@ impl ResponseBody {
   pub const ElectLeadersResponse: Self = Self(21);
   pub const IncrementalAlterConfigsResponse: Self = Self(22);
   pub const OffsetDeleteResponse: Self = Self(23);
+  pub const AddPartitionsToTxnResponse: Self = Self(24);
+  pub const AddOffsetsToTxnResponse: Self = Self(25);
+  pub const EndTxnResponse: Self = Self(26);
+  pub const TxnOffsetCommitResponse: Self = Self(27);
+  pub const DescribeTransactionsResponse: Self = Self(28);
+  pub const ListTransactionsResponse: Self = Self(29);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 23;
+  pub const ENUM_MAX: u8 = 29;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::ApiVersionsResponse,
@@ -92,6 +104,12 @@ impl ResponseBody {
     Self::ElectLeadersResponse,
     Self::IncrementalAlterConfigsResponse,
     Self::OffsetDeleteResponse,
+    Self::AddPartitionsToTxnResponse,
+    Self::AddOffsetsToTxnResponse,
+    Self::EndTxnResponse,
+    Self::TxnOffsetCommitResponse,
+    Self::DescribeTransactionsResponse,
+    Self::ListTransactionsResponse,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -120,6 +138,12 @@ impl ResponseBody {
       Self::ElectLeadersResponse => Some("ElectLeadersResponse"),
       Self::IncrementalAlterConfigsResponse => Some("IncrementalAlterConfigsResponse"),
       Self::OffsetDeleteResponse => Some("OffsetDeleteResponse"),
+      Self::AddPartitionsToTxnResponse => Some("AddPartitionsToTxnResponse"),
+      Self::AddOffsetsToTxnResponse => Some("AddOffsetsToTxnResponse"),
+      Self::EndTxnResponse => Some("EndTxnResponse"),
+      Self::TxnOffsetCommitResponse => Some("TxnOffsetCommitResponse"),
+      Self::DescribeTransactionsResponse => Some("DescribeTransactionsResponse"),
+      Self::ListTransactionsResponse => Some("ListTransactionsResponse"),
       _ => None,
     }
   }
@@ -204,6 +228,12 @@ pub enum ResponseBodyT {
   ElectLeadersResponse(alloc::boxed::Box<ElectLeadersResponseT>),
   IncrementalAlterConfigsResponse(alloc::boxed::Box<IncrementalAlterConfigsResponseT>),
   OffsetDeleteResponse(alloc::boxed::Box<OffsetDeleteResponseT>),
+  AddPartitionsToTxnResponse(alloc::boxed::Box<AddPartitionsToTxnResponseT>),
+  AddOffsetsToTxnResponse(alloc::boxed::Box<AddOffsetsToTxnResponseT>),
+  EndTxnResponse(alloc::boxed::Box<EndTxnResponseT>),
+  TxnOffsetCommitResponse(alloc::boxed::Box<TxnOffsetCommitResponseT>),
+  DescribeTransactionsResponse(alloc::boxed::Box<DescribeTransactionsResponseT>),
+  ListTransactionsResponse(alloc::boxed::Box<ListTransactionsResponseT>),
 }
 impl Default for ResponseBodyT {
   fn default() -> Self {
@@ -237,6 +267,12 @@ impl ResponseBodyT {
       Self::ElectLeadersResponse(_) => ResponseBody::ElectLeadersResponse,
       Self::IncrementalAlterConfigsResponse(_) => ResponseBody::IncrementalAlterConfigsResponse,
       Self::OffsetDeleteResponse(_) => ResponseBody::OffsetDeleteResponse,
+      Self::AddPartitionsToTxnResponse(_) => ResponseBody::AddPartitionsToTxnResponse,
+      Self::AddOffsetsToTxnResponse(_) => ResponseBody::AddOffsetsToTxnResponse,
+      Self::EndTxnResponse(_) => ResponseBody::EndTxnResponse,
+      Self::TxnOffsetCommitResponse(_) => ResponseBody::TxnOffsetCommitResponse,
+      Self::DescribeTransactionsResponse(_) => ResponseBody::DescribeTransactionsResponse,
+      Self::ListTransactionsResponse(_) => ResponseBody::ListTransactionsResponse,
     }
   }
   pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
@@ -265,6 +301,12 @@ impl ResponseBodyT {
       Self::ElectLeadersResponse(v) => Some(v.pack(fbb).as_union_value()),
       Self::IncrementalAlterConfigsResponse(v) => Some(v.pack(fbb).as_union_value()),
       Self::OffsetDeleteResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AddPartitionsToTxnResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AddOffsetsToTxnResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::EndTxnResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::TxnOffsetCommitResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DescribeTransactionsResponse(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ListTransactionsResponse(v) => Some(v.pack(fbb).as_union_value()),
     }
   }
   /// If the union variant matches, return the owned ApiVersionsResponseT, setting the union to NONE.
@@ -749,5 +791,131 @@ impl ResponseBodyT {
   /// If the union variant matches, return a mutable reference to the OffsetDeleteResponseT.
   pub fn as_offset_delete_response_mut(&mut self) -> Option<&mut OffsetDeleteResponseT> {
     if let Self::OffsetDeleteResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AddPartitionsToTxnResponseT, setting the union to NONE.
+  pub fn take_add_partitions_to_txn_response(&mut self) -> Option<alloc::boxed::Box<AddPartitionsToTxnResponseT>> {
+    if let Self::AddPartitionsToTxnResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AddPartitionsToTxnResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AddPartitionsToTxnResponseT.
+  pub fn as_add_partitions_to_txn_response(&self) -> Option<&AddPartitionsToTxnResponseT> {
+    if let Self::AddPartitionsToTxnResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AddPartitionsToTxnResponseT.
+  pub fn as_add_partitions_to_txn_response_mut(&mut self) -> Option<&mut AddPartitionsToTxnResponseT> {
+    if let Self::AddPartitionsToTxnResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AddOffsetsToTxnResponseT, setting the union to NONE.
+  pub fn take_add_offsets_to_txn_response(&mut self) -> Option<alloc::boxed::Box<AddOffsetsToTxnResponseT>> {
+    if let Self::AddOffsetsToTxnResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AddOffsetsToTxnResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AddOffsetsToTxnResponseT.
+  pub fn as_add_offsets_to_txn_response(&self) -> Option<&AddOffsetsToTxnResponseT> {
+    if let Self::AddOffsetsToTxnResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AddOffsetsToTxnResponseT.
+  pub fn as_add_offsets_to_txn_response_mut(&mut self) -> Option<&mut AddOffsetsToTxnResponseT> {
+    if let Self::AddOffsetsToTxnResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned EndTxnResponseT, setting the union to NONE.
+  pub fn take_end_txn_response(&mut self) -> Option<alloc::boxed::Box<EndTxnResponseT>> {
+    if let Self::EndTxnResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::EndTxnResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the EndTxnResponseT.
+  pub fn as_end_txn_response(&self) -> Option<&EndTxnResponseT> {
+    if let Self::EndTxnResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the EndTxnResponseT.
+  pub fn as_end_txn_response_mut(&mut self) -> Option<&mut EndTxnResponseT> {
+    if let Self::EndTxnResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned TxnOffsetCommitResponseT, setting the union to NONE.
+  pub fn take_txn_offset_commit_response(&mut self) -> Option<alloc::boxed::Box<TxnOffsetCommitResponseT>> {
+    if let Self::TxnOffsetCommitResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::TxnOffsetCommitResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the TxnOffsetCommitResponseT.
+  pub fn as_txn_offset_commit_response(&self) -> Option<&TxnOffsetCommitResponseT> {
+    if let Self::TxnOffsetCommitResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the TxnOffsetCommitResponseT.
+  pub fn as_txn_offset_commit_response_mut(&mut self) -> Option<&mut TxnOffsetCommitResponseT> {
+    if let Self::TxnOffsetCommitResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DescribeTransactionsResponseT, setting the union to NONE.
+  pub fn take_describe_transactions_response(&mut self) -> Option<alloc::boxed::Box<DescribeTransactionsResponseT>> {
+    if let Self::DescribeTransactionsResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DescribeTransactionsResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DescribeTransactionsResponseT.
+  pub fn as_describe_transactions_response(&self) -> Option<&DescribeTransactionsResponseT> {
+    if let Self::DescribeTransactionsResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DescribeTransactionsResponseT.
+  pub fn as_describe_transactions_response_mut(&mut self) -> Option<&mut DescribeTransactionsResponseT> {
+    if let Self::DescribeTransactionsResponse(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ListTransactionsResponseT, setting the union to NONE.
+  pub fn take_list_transactions_response(&mut self) -> Option<alloc::boxed::Box<ListTransactionsResponseT>> {
+    if let Self::ListTransactionsResponse(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ListTransactionsResponse(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ListTransactionsResponseT.
+  pub fn as_list_transactions_response(&self) -> Option<&ListTransactionsResponseT> {
+    if let Self::ListTransactionsResponse(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ListTransactionsResponseT.
+  pub fn as_list_transactions_response_mut(&mut self) -> Option<&mut ListTransactionsResponseT> {
+    if let Self::ListTransactionsResponse(v) = self { Some(v.as_mut()) } else { None }
   }
 }

@@ -169,6 +169,36 @@ impl<'a> ResponseHeader<'a> {
             .expect("Invalid union table, expected `ResponseBody::OffsetDeleteResponse`.")
             .unpack()
       )),
+      ResponseBody::AddPartitionsToTxnResponse => ResponseBodyT::AddPartitionsToTxnResponse(alloc::boxed::Box::new(
+        self.body_as_add_partitions_to_txn_response()
+            .expect("Invalid union table, expected `ResponseBody::AddPartitionsToTxnResponse`.")
+            .unpack()
+      )),
+      ResponseBody::AddOffsetsToTxnResponse => ResponseBodyT::AddOffsetsToTxnResponse(alloc::boxed::Box::new(
+        self.body_as_add_offsets_to_txn_response()
+            .expect("Invalid union table, expected `ResponseBody::AddOffsetsToTxnResponse`.")
+            .unpack()
+      )),
+      ResponseBody::EndTxnResponse => ResponseBodyT::EndTxnResponse(alloc::boxed::Box::new(
+        self.body_as_end_txn_response()
+            .expect("Invalid union table, expected `ResponseBody::EndTxnResponse`.")
+            .unpack()
+      )),
+      ResponseBody::TxnOffsetCommitResponse => ResponseBodyT::TxnOffsetCommitResponse(alloc::boxed::Box::new(
+        self.body_as_txn_offset_commit_response()
+            .expect("Invalid union table, expected `ResponseBody::TxnOffsetCommitResponse`.")
+            .unpack()
+      )),
+      ResponseBody::DescribeTransactionsResponse => ResponseBodyT::DescribeTransactionsResponse(alloc::boxed::Box::new(
+        self.body_as_describe_transactions_response()
+            .expect("Invalid union table, expected `ResponseBody::DescribeTransactionsResponse`.")
+            .unpack()
+      )),
+      ResponseBody::ListTransactionsResponse => ResponseBodyT::ListTransactionsResponse(alloc::boxed::Box::new(
+        self.body_as_list_transactions_response()
+            .expect("Invalid union table, expected `ResponseBody::ListTransactionsResponse`.")
+            .unpack()
+      )),
       _ => ResponseBodyT::NONE,
     };
     ResponseHeaderT {
@@ -578,6 +608,96 @@ impl<'a> ResponseHeader<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_add_partitions_to_txn_response(&self) -> Option<AddPartitionsToTxnResponse<'a>> {
+    if self.body_type() == ResponseBody::AddPartitionsToTxnResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AddPartitionsToTxnResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_add_offsets_to_txn_response(&self) -> Option<AddOffsetsToTxnResponse<'a>> {
+    if self.body_type() == ResponseBody::AddOffsetsToTxnResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AddOffsetsToTxnResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_end_txn_response(&self) -> Option<EndTxnResponse<'a>> {
+    if self.body_type() == ResponseBody::EndTxnResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { EndTxnResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_txn_offset_commit_response(&self) -> Option<TxnOffsetCommitResponse<'a>> {
+    if self.body_type() == ResponseBody::TxnOffsetCommitResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { TxnOffsetCommitResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_describe_transactions_response(&self) -> Option<DescribeTransactionsResponse<'a>> {
+    if self.body_type() == ResponseBody::DescribeTransactionsResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DescribeTransactionsResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_list_transactions_response(&self) -> Option<ListTransactionsResponse<'a>> {
+    if self.body_type() == ResponseBody::ListTransactionsResponse {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ListTransactionsResponse::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for ResponseHeader<'_> {
@@ -616,6 +736,12 @@ impl ::flatbuffers::Verifiable for ResponseHeader<'_> {
           ResponseBody::ElectLeadersResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ElectLeadersResponse>>("ResponseBody::ElectLeadersResponse", pos),
           ResponseBody::IncrementalAlterConfigsResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<IncrementalAlterConfigsResponse>>("ResponseBody::IncrementalAlterConfigsResponse", pos),
           ResponseBody::OffsetDeleteResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<OffsetDeleteResponse>>("ResponseBody::OffsetDeleteResponse", pos),
+          ResponseBody::AddPartitionsToTxnResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AddPartitionsToTxnResponse>>("ResponseBody::AddPartitionsToTxnResponse", pos),
+          ResponseBody::AddOffsetsToTxnResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<AddOffsetsToTxnResponse>>("ResponseBody::AddOffsetsToTxnResponse", pos),
+          ResponseBody::EndTxnResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<EndTxnResponse>>("ResponseBody::EndTxnResponse", pos),
+          ResponseBody::TxnOffsetCommitResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<TxnOffsetCommitResponse>>("ResponseBody::TxnOffsetCommitResponse", pos),
+          ResponseBody::DescribeTransactionsResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DescribeTransactionsResponse>>("ResponseBody::DescribeTransactionsResponse", pos),
+          ResponseBody::ListTransactionsResponse => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<ListTransactionsResponse>>("ResponseBody::ListTransactionsResponse", pos),
           _ => Ok(()),
         }
      })?
@@ -861,6 +987,48 @@ impl ::core::fmt::Debug for ResponseHeader<'_> {
         },
         ResponseBody::OffsetDeleteResponse => {
           if let Some(x) = self.body_as_offset_delete_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::AddPartitionsToTxnResponse => {
+          if let Some(x) = self.body_as_add_partitions_to_txn_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::AddOffsetsToTxnResponse => {
+          if let Some(x) = self.body_as_add_offsets_to_txn_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::EndTxnResponse => {
+          if let Some(x) = self.body_as_end_txn_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::TxnOffsetCommitResponse => {
+          if let Some(x) = self.body_as_txn_offset_commit_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::DescribeTransactionsResponse => {
+          if let Some(x) = self.body_as_describe_transactions_response() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        ResponseBody::ListTransactionsResponse => {
+          if let Some(x) = self.body_as_list_transactions_response() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
