@@ -15,7 +15,10 @@
 #              e2e at half that rate, produce max to 1,000 partitions, catch-up consume of
 #              the ≥ 2 GiB the produce run left behind;
 #            durability replicated: e2e at the same half rate;
-#            --cores 1: produce max again (cores_2_over_1).
+#            --cores 1: produce max again (cores_2_over_1);
+#            transactions (durability fsync): one producer, acks=all, idempotent and then
+#              transactional (`--transactional`, 100 records per transaction) in the same
+#              round -> txn_produce_mbps, txn_ratio, txn_commit_p50_ms / _p99_ms.
 #   CPUs:    the broker (`serve --cpuset`) and spool-loadgen (`--cpuset`) run on disjoint CPUs:
 #            the first half of this process's allowed CPUs for the broker, the rest for loadgen
 #            (2 CPUs: one each; 1 CPU: shared, and the report says so).
@@ -297,7 +300,7 @@ SPOOL="$ROOT/target/release/spool"
 LOADGEN="$ROOT/target/release/spool-loadgen"
 
 # ---- rounds ----
-declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF
+declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF IDEM TXN TXC50 TXC99
 # 1 KiB messages, acks=1 (--acks all: idempotent, up to five batches of a partition in flight),
 # two producers on two client executors. At acks=1 the producer keeps one batch in flight per
 # partition and, with durability fsync, a batch is acknowledged after its fdatasync:
@@ -306,6 +309,9 @@ declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H E2EH P99N CONS P1000 C1 C2 BCPU
 COMMON=(--message-bytes 1024 --acks "$ACKS" --producers 2 --cores 2 --batch-bytes 524288)
 MAX=(--linger-ms 10)
 HALF=(--linger-ms 1)
+# Transactions (issue 18 item 8): one producer, acks=all, 100 records per transaction, against
+# the same producer idempotent (no transactions), both in the same round.
+TXA=(--message-bytes 1024 --acks all --producers 1 --partitions 8 --warmup 2 --duration "$SECONDS_PER_RUN")
 for round in $(seq 1 "$ROUNDS"); do
   log "round $round/$ROUNDS: limits"
   DISK+=("$(limit_disk_write_mbps)")
@@ -343,6 +349,13 @@ for round in $(seq 1 "$ROUNDS"); do
     --warmup 2 --duration "$SECONDS_PER_RUN"
   C2+=("$(field "$LOG/cores2-$round.txt" produce_mbps)")
   log "  consume ${CONS[-1]} MB/s; half-load p99 produce ${P99H[-1]} e2e ${E2EH[-1]} ms; 1000 partitions ${P1000[-1]} MB/s"
+  loadgen "idempotent-$round" produce --topic idem "${TXA[@]}"
+  IDEM+=("$(field "$LOG/idempotent-$round.txt" produce_mbps)")
+  loadgen "txn-$round" produce --topic txn "${TXA[@]}" --transactional --txn-messages 100
+  TXN+=("$(field "$LOG/txn-$round.txt" produce_mbps)")
+  TXC50+=("$(field "$LOG/txn-$round.txt" commit_p50_ms)")
+  TXC99+=("$(field "$LOG/txn-$round.txt" commit_p99_ms)")
+  log "  transactional ${TXN[-1]} vs idempotent ${IDEM[-1]} MB/s; commit p50 ${TXC50[-1]} p99 ${TXC99[-1]} ms"
   stop_broker
 
   log "round $round: broker (durability replicated)"
@@ -368,6 +381,8 @@ fsync=$(median "${FSYNC[@]}"); loop=$(median "${LOOP[@]}")
 prod=$(median "${PROD[@]}"); p99h=$(median "${P99H[@]}"); e2eh=$(median "${E2EH[@]}")
 p99n=$(median "${P99N[@]}"); cons=$(median "${CONS[@]}"); p1000=$(median "${P1000[@]}")
 c1=$(median "${C1[@]}"); c2=$(median "${C2[@]}")
+idem=$(median "${IDEM[@]}"); txn=$(median "${TXN[@]}")
+txc50=$(median "${TXC50[@]}"); txc99=$(median "${TXC99[@]}")
 bcpup=$(median "${BCPUP[@]}"); bcpuf=$(median "${BCPUF[@]}")
 lcpup=$(median "${LCPUP[@]}"); lcpuf=$(median "${LCPUF[@]}")
 ratio() { python3 -c "a=float('$1'); b=float('$2'); print(f'{a/b:.3f}' if b > 0 and a == a else 'nan')"; }
@@ -378,11 +393,12 @@ produce_fsync_ratio=$(ratio "$prod" "$fsync_limit")
 consume_ratio=$(ratio "$cons" "$loop")
 cores_ratio=$(ratio "$c2" "$c1")
 p1000_ratio=$(ratio "$p1000" "$prod")
+txn_ratio=$(ratio "$txn" "$idem")
 
 echo
 echo "spool bench — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $ROUNDS rounds, medians (MB = 10^6 B)"
 echo "CPUs: broker --cpuset $BROKER_CPUS, loadgen --cpuset $LOADGEN_CPUS ($CPU_NOTE)"
-echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | e2e_p99_half ${E2EH[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
+echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | e2e_p99_half ${E2EH[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | commit_p99 ${TXC99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
 printf '| %-34s | %12s | %-40s |\n' figure value "compared with / target"
 printf '|%s|%s|%s|\n' "------------------------------------" "--------------" "------------------------------------------"
 row() { printf '| %-34s | %12s | %-40s |\n' "$1" "$2" "$3"; }
@@ -400,6 +416,10 @@ row produce_p99_ms_half_load_nofsync "$(r "$p99n" 2)" "durability replicated; ta
 row consume_mbps "$(r "$cons" 1)" "catch-up read of >= 2 GiB"
 row consume_ratio "$consume_ratio" "/ loopback_mbps; target >= 0.5"
 row partitions_1000_mbps "$(r "$p1000" 1)" "ratio to produce_mbps $p1000_ratio; target >= 0.7"
+row txn_produce_mbps "$(r "$txn" 1)" "100 records/txn, acks=all, 1 producer, fsync"
+row txn_ratio "$txn_ratio" "/ idempotent $(r "$idem" 1) MB/s, same run; target >= 0.8"
+row txn_commit_p50_ms "$(r "$txc50" 2)" "commit_transaction's own time"
+row txn_commit_p99_ms "$(r "$txc99" 2)" ""
 row cores_2_over_1 "$cores_ratio" "$(r "$c2" 1) / $(r "$c1" 1) MB/s (--cpuset $BROKER_CPUS / --cores 1)"
 row broker_cpu_s_per_gb_produce "$(r "$bcpup" 3)" "/proc/PID/stat, produce max; target <= 0.5"
 row broker_cpu_s_per_gb_fetch "$(r "$bcpuf" 3)" "/proc/PID/stat, catch-up; target <= 0.2"
@@ -420,6 +440,11 @@ echo "RESULT produce_p99_ms_half_load_nofsync=$(r "$p99n" 2)"
 echo "RESULT consume_mbps=$(r "$cons" 1)"
 echo "RESULT consume_ratio=$consume_ratio"
 echo "RESULT partitions_1000_mbps=$(r "$p1000" 1)"
+echo "RESULT txn_produce_mbps=$(r "$txn" 1)"
+echo "RESULT idempotent_produce_mbps=$(r "$idem" 1)"
+echo "RESULT txn_ratio=$txn_ratio"
+echo "RESULT txn_commit_p50_ms=$(r "$txc50" 2)"
+echo "RESULT txn_commit_p99_ms=$(r "$txc99" 2)"
 echo "RESULT cores_2_over_1=$cores_ratio"
 echo "RESULT broker_cpu_s_per_gb_produce=$(r "$bcpup" 3)"
 echo "RESULT broker_cpu_s_per_gb_fetch=$(r "$bcpuf" 3)"

@@ -128,6 +128,14 @@ pub struct Opts {
     /// Seed for keys and filler.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Transactional producers (transactional id `loadgen-<run>-p<i>` each): every
+    /// `--txn-messages` records one transaction, committed before the next begins; the report
+    /// adds the commits' latency.
+    #[arg(long)]
+    pub transactional: bool,
+    /// Records per transaction (with `--transactional`).
+    #[arg(long, default_value_t = 100)]
+    pub txn_messages: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,10 +39,16 @@ pub async fn run(
         linger_ms: o.linger_ms,
         buffer_bytes: o.buffer_bytes,
         compression: s.compression,
+        transactional_id: o
+            .transactional
+            .then(|| format!("loadgen-{:08x}-p{id}", sh.run_id)),
         ..ProducerConfig::default()
     };
     let producer =
         Producer::new(&s.brokers(), config).map_err(|e| format!("producer {id}: {e}"))?;
+    let txn = Txn::start(&producer, o.transactional.then_some(o.txn_messages.max(1)))
+        .await
+        .map_err(|e| format!("producer {id}: {e}"))?;
     let consumers = if s.kind.consumes() { o.consumers } else { 0 };
     while sh.consumers_ready.load(Ordering::Acquire) < consumers {
         glommio::timer::sleep(Duration::from_millis(1)).await;
@@ -132,6 +138,10 @@ pub async fn run(
                 st.error(format!("producer {id} send seq {seq}: {e}"));
             }
             seq += 1;
+            if let Err(e) = txn.after_send(&producer, seq, measure_from, &st).await {
+                st.borrow_mut()
+                    .error(format!("producer {id} seq {seq}: {e}"));
+            }
             if seq % yield_every == 0 {
                 futures_lite::future::yield_now().await;
                 if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -139,6 +149,10 @@ pub async fn run(
                 }
             }
         }
+    }
+    if let Err(e) = txn.finish(&producer, measure_from, &st).await {
+        st.borrow_mut()
+            .error(format!("producer {id} last commit: {e}"));
     }
     let close_ms = sh.settings.drain_timeout.as_millis() as u64;
     if let Err(e) = producer.close(close_ms.max(1)).await {
@@ -155,4 +169,90 @@ pub async fn run(
         ));
     }
     Ok(())
+}
+
+/// How long one commit may take.
+const COMMIT_TIMEOUT_MS: u64 = 60_000;
+
+/// `--transactional`: a transaction every `per_txn` records (None: not transactional).
+struct Txn {
+    per_txn: Option<u64>,
+    /// Records sent since the last commit.
+    open: Cell<u64>,
+}
+
+impl Txn {
+    async fn start(producer: &Producer, per_txn: Option<u64>) -> Result<Self, String> {
+        if per_txn.is_some() {
+            producer
+                .init_transactions(COMMIT_TIMEOUT_MS)
+                .await
+                .map_err(|e| format!("init_transactions: {e}"))?;
+            producer
+                .begin_transaction()
+                .map_err(|e| format!("begin_transaction: {e}"))?;
+        }
+        Ok(Self {
+            per_txn,
+            open: Cell::new(0),
+        })
+    }
+
+    /// After each send: commits once the transaction holds `per_txn` records, then begins the
+    /// next. A failed commit is aborted (its records then fail their sends).
+    async fn after_send(
+        &self,
+        producer: &Producer,
+        seq: u64,
+        measure_from: Instant,
+        st: &Rc<RefCell<CoreState>>,
+    ) -> Result<(), String> {
+        let Some(per_txn) = self.per_txn else {
+            return Ok(());
+        };
+        self.open.set(self.open.get() + 1);
+        if seq % per_txn != 0 {
+            return Ok(());
+        }
+        self.commit(producer, measure_from, st).await?;
+        producer
+            .begin_transaction()
+            .map_err(|e| format!("begin_transaction: {e}"))
+    }
+
+    /// Commits what the last transaction holds.
+    async fn finish(
+        &self,
+        producer: &Producer,
+        measure_from: Instant,
+        st: &Rc<RefCell<CoreState>>,
+    ) -> Result<(), String> {
+        if self.per_txn.is_none() || self.open.get() == 0 {
+            return Ok(());
+        }
+        self.commit(producer, measure_from, st).await
+    }
+
+    async fn commit(
+        &self,
+        producer: &Producer,
+        measure_from: Instant,
+        st: &Rc<RefCell<CoreState>>,
+    ) -> Result<(), String> {
+        self.open.set(0);
+        let started = Instant::now();
+        match producer.commit_transaction(COMMIT_TIMEOUT_MS).await {
+            Ok(()) => {
+                if started >= measure_from {
+                    let us = started.elapsed().as_micros() as u64;
+                    record(&mut st.borrow_mut().totals.latencies.commit_us, us);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let aborted = producer.abort_transaction(COMMIT_TIMEOUT_MS).await;
+                Err(format!("commit_transaction: {e} (abort: {aborted:?})"))
+            }
+        }
+    }
 }

@@ -93,6 +93,13 @@ impl Outcome<'_> {
                 "{}",
                 latency_line("produce", &self.totals.latencies.produce_us)
             );
+            if !self.totals.latencies.commit_us.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    latency_line("commit", &self.totals.latencies.commit_us)
+                );
+            }
             let _ = writeln!(
                 out,
                 "longest time between two acknowledgements: {:.3} ms",
@@ -130,7 +137,7 @@ impl Outcome<'_> {
         let l = &self.totals.latencies;
         let _ = writeln!(
             out,
-            "LOADGEN mode={} produce_msgs_per_s={pm:.0} produce_mbps={pmb:.2} produce_p50_ms={:.3} produce_p99_ms={:.3} produce_p999_ms={:.3} ack_gap_max_ms={:.3} e2e_p50_ms={:.3} e2e_p99_ms={:.3} consume_msgs_per_s={cm:.0} consume_mbps={cmb:.2} produce_bytes={} consume_bytes={} cpu_s={:.3} errors={}",
+            "LOADGEN mode={} produce_msgs_per_s={pm:.0} produce_mbps={pmb:.2} produce_p50_ms={:.3} produce_p99_ms={:.3} produce_p999_ms={:.3} ack_gap_max_ms={:.3} e2e_p50_ms={:.3} e2e_p99_ms={:.3} commit_p50_ms={:.3} commit_p99_ms={:.3} commits={} consume_msgs_per_s={cm:.0} consume_mbps={cmb:.2} produce_bytes={} consume_bytes={} cpu_s={:.3} errors={}",
             s.kind.name(),
             pct_ms(&l.produce_us, 50.0),
             pct_ms(&l.produce_us, 99.0),
@@ -138,6 +145,9 @@ impl Outcome<'_> {
             self.totals.ack_gap_max_us as f64 / 1000.0,
             pct_ms(&l.e2e_us, 50.0),
             pct_ms(&l.e2e_us, 99.0),
+            pct_ms(&l.commit_us, 50.0),
+            pct_ms(&l.commit_us, 99.0),
+            l.commit_us.len(),
             self.totals.acked_bytes,
             self.totals.consumed_bytes,
             self.cpu_s,
@@ -168,6 +178,7 @@ impl Outcome<'_> {
                 "ack_gap_max_ms": self.totals.ack_gap_max_us as f64 / 1000.0,
                 "msgs_per_s": pm, "mbps": pmb,
                 "latency": latency_json(&self.totals.latencies.produce_us),
+                "commit_latency": latency_json(&self.totals.latencies.commit_us),
             },
             "consume": {
                 "msgs": self.totals.consumed_msgs, "bytes": self.totals.consumed_bytes,

@@ -25,6 +25,8 @@ pub fn record(h: &mut Histogram<u64>, latency_us: u64) {
 pub struct Latencies {
     pub produce_us: Histogram<u64>,
     pub e2e_us: Histogram<u64>,
+    /// `commit_transaction`'s own time (`--transactional`).
+    pub commit_us: Histogram<u64>,
 }
 
 impl Default for Latencies {
@@ -32,6 +34,7 @@ impl Default for Latencies {
         Self {
             produce_us: new_histogram(),
             e2e_us: new_histogram(),
+            commit_us: new_histogram(),
         }
     }
 }
@@ -40,11 +43,13 @@ impl Latencies {
     pub fn merge(&mut self, other: &Latencies) {
         let _ = self.produce_us.add(&other.produce_us);
         let _ = self.e2e_us.add(&other.e2e_us);
+        let _ = self.commit_us.add(&other.commit_us);
     }
 
     pub fn reset(&mut self) {
         self.produce_us.reset();
         self.e2e_us.reset();
+        self.commit_us.reset();
     }
 }
 

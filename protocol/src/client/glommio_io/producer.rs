@@ -23,6 +23,8 @@ use crate::client::{ClientError, ProducerRecord, RecordMetadata};
 
 use super::net::{now_ms, AsyncNet, Event};
 
+mod txn;
+
 type Delivery = Result<RecordMetadata, ClientError>;
 
 /// Wakes tasks waiting for deliveries to make progress (single-threaded).
@@ -300,11 +302,18 @@ async fn drive(inner: Rc<Inner>, mut net: AsyncNet) {
         let Some(event) = net.recv(wait).await else {
             continue;
         };
-        let delivered = {
+        let (delivered, transactional) = {
             let mut state = inner.state.borrow_mut();
             net.dispatch(event, &mut state.core, now_ms());
-            take_deliveries(&mut state)
+            let transactional = state.core.transaction_phase().is_some();
+            (take_deliveries(&mut state), transactional)
         };
+        let none = delivered.is_empty();
         fill(&inner, delivered);
+        // A transactional producer's callers also wait for answers that deliver nothing (the
+        // coordinator's).
+        if none && transactional {
+            inner.progress.notify();
+        }
     }
 }

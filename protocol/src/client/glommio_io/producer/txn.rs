@@ -1,0 +1,86 @@
+//! The glommio producer's transactions: each call asks the core
+//! (`crate::client::producer`'s `txn`) and waits, at most its timeout, for the driver task to
+//! carry it out (the same contract as the blocking producer's).
+
+use std::time::{Duration, Instant};
+
+use super::{Producer, State};
+use crate::client::producer::TxnPhase;
+use crate::client::ClientError;
+
+impl Producer {
+    /// Finds the transaction coordinator and takes the transactional id's producer id and
+    /// epoch (fencing an older instance). Waits at most `timeout_ms`.
+    pub async fn init_transactions(&self, timeout_ms: u64) -> Result<(), ClientError> {
+        self.wake();
+        self.wait_txn(timeout_ms, "init_transactions", |s| {
+            match s.core.transaction_phase() {
+                None => Some(Err(ClientError::Transaction(
+                    "not a transactional producer (no transactional_id)".into(),
+                ))),
+                Some(TxnPhase::Initializing) => None,
+                Some(TxnPhase::Fatal(e)) => Some(Err(e.clone())),
+                Some(_) => Some(Ok(())),
+            }
+        })
+        .await
+    }
+
+    pub fn begin_transaction(&self) -> Result<(), ClientError> {
+        self.inner.state.borrow_mut().core.begin_transaction()
+    }
+
+    /// Sends what the transaction queued and commits it, at most `timeout_ms`. An error means
+    /// it did not commit: abort it (unless the producer is fenced).
+    pub async fn commit_transaction(&self, timeout_ms: u64) -> Result<(), ClientError> {
+        self.inner.state.borrow_mut().core.commit_transaction()?;
+        self.wake();
+        self.wait_txn(timeout_ms, "commit_transaction", |s| {
+            s.core.take_transaction_outcome()
+        })
+        .await
+    }
+
+    /// Aborts the transaction: records not sent yet fail, the rest are aborted with it.
+    pub async fn abort_transaction(&self, timeout_ms: u64) -> Result<(), ClientError> {
+        self.inner.state.borrow_mut().core.abort_transaction()?;
+        self.wake();
+        let r = self
+            .wait_txn(timeout_ms, "abort_transaction", |s| {
+                s.core.take_transaction_outcome()
+            })
+            .await;
+        match r {
+            Err(ClientError::Transaction(m)) if m == "aborted" => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn wait_txn(
+        &self,
+        timeout_ms: u64,
+        what: &str,
+        mut done: impl FnMut(&mut State) -> Option<Result<(), ClientError>>,
+    ) -> Result<(), ClientError> {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        loop {
+            // The borrow ends before the await below.
+            let answer = done(&mut self.inner.state.borrow_mut());
+            if let Some(r) = answer {
+                return r;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ClientError::Timeout {
+                    what: what.into(),
+                    timeout_ms,
+                });
+            }
+            futures_lite::future::or(
+                self.inner.progress.changed(),
+                glommio::timer::sleep(deadline - now),
+            )
+            .await;
+        }
+    }
+}
