@@ -116,6 +116,19 @@ impl ProducerCore {
         self.txn.as_ref().map(|t| &t.phase)
     }
 
+    /// Whether `init_transactions` is over: Ok once the producer id is taken, the error when
+    /// it never will be (fatal, or not a transactional producer); None while it goes on.
+    pub fn transactions_initialized(&self) -> Option<Result<(), ClientError>> {
+        match self.transaction_phase() {
+            None => Some(Err(ClientError::Transaction(
+                "not a transactional producer (no transactional_id)".into(),
+            ))),
+            Some(TxnPhase::Initializing) => None,
+            Some(TxnPhase::Fatal(e)) => Some(Err(e.clone())),
+            Some(_) => Some(Ok(())),
+        }
+    }
+
     /// Opens a transaction: sends are allowed until it is committed or aborted.
     pub fn begin_transaction(&mut self) -> Result<(), ClientError> {
         let t = self.txn_mut()?;

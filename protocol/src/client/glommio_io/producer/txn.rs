@@ -5,7 +5,6 @@
 use std::time::{Duration, Instant};
 
 use super::{Producer, State};
-use crate::client::producer::TxnPhase;
 use crate::client::ClientError;
 
 impl Producer {
@@ -14,14 +13,7 @@ impl Producer {
     pub async fn init_transactions(&self, timeout_ms: u64) -> Result<(), ClientError> {
         self.wake();
         self.wait_txn(timeout_ms, "init_transactions", |s| {
-            match s.core.transaction_phase() {
-                None => Some(Err(ClientError::Transaction(
-                    "not a transactional producer (no transactional_id)".into(),
-                ))),
-                Some(TxnPhase::Initializing) => None,
-                Some(TxnPhase::Fatal(e)) => Some(Err(e.clone())),
-                Some(_) => Some(Ok(())),
-            }
+            s.core.transactions_initialized()
         })
         .await
     }
