@@ -20,7 +20,8 @@
 //!   every input record exactly once;
 //! - spool's own transactional producer (the client library, native port) commits and aborts
 //!   over three partitions of three brokers, and a second instance of its transactional id
-//!   fences it; `spool consume --isolation-level` reads the outcome.
+//!   fences it; `spool consume --isolation-level` reads the outcome; offsets it sends to a
+//!   transaction count for the group only when the transaction commits.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -32,7 +33,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use spool_protocol::client::blocking::Producer;
 use spool_protocol::client::producer::{Acks, ProducerConfig};
-use spool_protocol::client::ProducerRecord;
+use spool_protocol::client::{ProducerRecord, TopicPartition};
 use spool_tests::cli::spool_ok;
 use spool_tests::client::{create_topic_rf, producer_config};
 use spool_tests::cluster::Cluster;
@@ -251,6 +252,33 @@ fn spools_own_transactional_producer_commits_aborts_and_is_fenced() {
     };
     assert!(refused.is_err(), "the fenced producer committed");
     spool_txn(&successor, topic, 3, &["successor".to_string()], true);
+
+    // Offsets inside transactions: an aborted transaction's never count, a committed one's do.
+    let group = "txn-spool-group";
+    let tp0 = TopicPartition::new(topic, 0);
+    let mut admin = spool_tests::client::admin(node);
+    let committed = |admin: &mut spool_protocol::client::blocking::Admin, want: i64| {
+        cluster.wait_until("the group's committed offset", |_| {
+            let got = admin.fetch_offsets(group, Some(vec![tp0.clone()])).ok()?;
+            (got == vec![(tp0.clone(), want)]).then_some(())
+        })
+    };
+    successor.begin_transaction().expect("begin_transaction");
+    successor
+        .send_offsets_to_transaction(group, vec![(tp0.clone(), 7)], 60_000)
+        .expect("send_offsets_to_transaction");
+    successor
+        .abort_transaction(60_000)
+        .expect("abort_transaction");
+    committed(&mut admin, -1);
+    successor.begin_transaction().expect("begin_transaction");
+    successor
+        .send_offsets_to_transaction(group, vec![(tp0.clone(), 42)], 60_000)
+        .expect("send_offsets_to_transaction");
+    successor
+        .commit_transaction(60_000)
+        .expect("commit_transaction");
+    committed(&mut admin, 42);
 
     let mut want_committed = named("c", 30);
     want_committed.extend(named("d", 30));

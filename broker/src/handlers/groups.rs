@@ -39,28 +39,8 @@ pub struct ClientInfo {
     pub client_host: String,
 }
 
-/// `segment.bytes` of `__consumer_offsets` (Kafka's `offsets.topic.segment.bytes`): small enough
-/// that segments close and compaction has something to clean.
-pub const OFFSETS_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
-
 fn code(c: ErrorCode) -> wire::ErrorCode {
     wire::ErrorCode::from(c)
-}
-
-/// Creates `__consumer_offsets` (compacted) through the controller unless it exists; returns
-/// its partition count.
-async fn offsets_topic(shard: &Rc<Shard>) -> Result<i32, ErrorCode> {
-    let configs = vec![
-        ("cleanup.policy".into(), "compact".into()),
-        ("segment.bytes".into(), OFFSETS_SEGMENT_BYTES.to_string()),
-    ];
-    super::internal_topics::create(
-        shard,
-        OFFSETS_TOPIC,
-        shard.config.offsets_topic_partitions,
-        configs,
-    )
-    .await
 }
 
 /// Where `group_id` is coordinated: the broker leading its `__consumer_offsets` partition (its
@@ -70,7 +50,7 @@ async fn coordinator_of(shard: &Rc<Shard>, group_id: &str) -> Result<(i32, usize
     if group_id.is_empty() || group_id.len() > crate::group::GROUP_ID_BYTES_MAX {
         return Err(ErrorCode::InvalidGroupId);
     }
-    let partitions = offsets_topic(shard).await?;
+    let partitions = super::internal_topics::offsets_topic(shard).await?;
     coordinator_at(shard, group_id, partitions)
 }
 

@@ -51,3 +51,24 @@ pub(crate) fn leader_and_core(
     crate::router::leader_and_owner(&shard.image.borrow(), &shard.router, tp)
         .ok_or(ErrorCode::CoordinatorNotAvailable)
 }
+
+/// `segment.bytes` of `__consumer_offsets` (Kafka's `offsets.topic.segment.bytes`): small enough
+/// that segments close and compaction has something to clean.
+pub const OFFSETS_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
+
+/// Creates `__consumer_offsets` (compacted) through the controller unless it exists; returns
+/// its partition count. Its first user creates it: a group's FindCoordinator, or a
+/// transaction's AddOffsetsToTxn (a producer may name a group before any consumer of it ran).
+pub(crate) async fn offsets_topic(shard: &Rc<Shard>) -> Result<i32, ErrorCode> {
+    let configs = vec![
+        ("cleanup.policy".into(), "compact".into()),
+        ("segment.bytes".into(), OFFSETS_SEGMENT_BYTES.to_string()),
+    ];
+    create(
+        shard,
+        crate::group::OFFSETS_TOPIC,
+        shard.config.offsets_topic_partitions,
+        configs,
+    )
+    .await
+}

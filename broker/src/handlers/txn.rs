@@ -173,9 +173,9 @@ pub async fn add_offsets(
     producer_epoch: i16,
     group_id: &str,
 ) -> ErrorCode {
-    let Some(n) = crate::ops::partition_count(shard, OFFSETS_TOPIC) else {
-        // The group's coordinator creates the offsets topic; the client retries.
-        return ErrorCode::CoordinatorNotAvailable;
+    let n = match super::internal_topics::offsets_topic(shard).await {
+        Ok(n) => n,
+        Err(code) => return code,
     };
     let tp = TopicPartition::new(OFFSETS_TOPIC, group_partition(group_id, n));
     let c = TxnCall::AddPartitions {

@@ -19,7 +19,10 @@
 //! partitions' sequences are unknown, so the producer takes a new epoch (InitProducerId with its
 //! current id and epoch, KIP-360).
 //!
-//! Not here yet: `send_offsets_to_transaction` (AddOffsetsToTxn and TxnOffsetCommit).
+//! [`ProducerCore::send_offsets_to_transaction`] commits a consumer group's offsets inside the
+//! transaction: AddOffsetsToTxn (the group's `__consumer_offsets` partition joins it), then
+//! TxnOffsetCommit to the group's coordinator (found with FindCoordinator, key type Group);
+//! its outcome is [`ProducerCore::take_offsets_outcome`], and EndTxn waits for it.
 
 use std::collections::BTreeSet;
 
@@ -28,8 +31,9 @@ use crate::client::net::{backoff_ms, NetAction};
 use crate::client::{ClientError, TopicPartition};
 use crate::codec::Response;
 use crate::wire::{
-    AddPartitionsToTxnRequestT, AddPartitionsToTxnTopicT, CoordinatorType, EndTxnRequestT,
-    FindCoordinatorRequestT, InitProducerIdRequestT, RequestBodyT, ResponseBodyT,
+    AddOffsetsToTxnRequestT, AddPartitionsToTxnRequestT, AddPartitionsToTxnTopicT, CoordinatorType,
+    EndTxnRequestT, FindCoordinatorRequestT, InitProducerIdRequestT, OffsetCommitRequestPartitionT,
+    OffsetCommitRequestTopicT, RequestBodyT, ResponseBodyT, TxnOffsetCommitRequestT,
 };
 use crate::ErrorCode;
 
@@ -58,6 +62,20 @@ pub(super) enum TxnPending {
     InitProducerId,
     AddPartitions(Vec<TopicPartition>),
     EndTxn { commit: bool },
+    AddOffsets,
+    FindGroupCoordinator,
+    TxnOffsetCommit,
+}
+
+/// Offsets on their way into the open transaction (module docs).
+#[derive(Debug)]
+struct PendingOffsets {
+    group_id: String,
+    offsets: Vec<(TopicPartition, i64)>,
+    /// AddOffsetsToTxn answered NONE.
+    added: bool,
+    /// The group's coordinator, once found.
+    group_coordinator: Option<String>,
 }
 
 /// The transaction state the core keeps (module docs).
@@ -77,6 +95,10 @@ pub(super) struct TxnManager {
     failed: bool,
     /// The (id, epoch) to bump at the next InitProducerId (KIP-360), if any.
     expected: Option<(i64, i16)>,
+    offsets: Option<PendingOffsets>,
+    offsets_outcome: Option<Result<(), ClientError>>,
+    /// A group's offsets joined the open transaction (so EndTxn must go to the coordinator).
+    offsets_joined: bool,
 }
 
 impl TxnManager {
@@ -93,6 +115,9 @@ impl TxnManager {
             outcome: None,
             failed: false,
             expected: None,
+            offsets: None,
+            offsets_outcome: None,
+            offsets_joined: false,
         }
     }
 
@@ -144,6 +169,45 @@ impl ProducerCore {
         }
     }
 
+    /// Commits `offsets` (each partition's next offset to read) of `group_id` inside the open
+    /// transaction: they count only if it commits. Its outcome:
+    /// [`Self::take_offsets_outcome`]; one call at a time.
+    pub fn send_offsets_to_transaction(
+        &mut self,
+        group_id: &str,
+        offsets: Vec<(TopicPartition, i64)>,
+    ) -> Result<(), ClientError> {
+        let t = self.txn_mut()?;
+        if t.phase != TxnPhase::InTransaction || t.offsets.is_some() {
+            return Err(ClientError::Transaction(format!(
+                "send_offsets_to_transaction in phase {:?}{}",
+                t.phase,
+                if t.offsets.is_some() {
+                    " (another one pending)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        if group_id.is_empty() {
+            return Err(ClientError::Transaction("empty group id".into()));
+        }
+        t.offsets_outcome = None;
+        t.offsets = Some(PendingOffsets {
+            group_id: group_id.to_string(),
+            offsets,
+            added: false,
+            group_coordinator: None,
+        });
+        self.drive_needed = true;
+        Ok(())
+    }
+
+    /// The outcome of the last `send_offsets_to_transaction` (taken once).
+    pub fn take_offsets_outcome(&mut self) -> Option<Result<(), ClientError>> {
+        self.txn.as_mut().and_then(|t| t.offsets_outcome.take())
+    }
+
     /// Starts committing the open transaction (its outcome: [`Self::take_transaction_outcome`]).
     /// An abortable transaction answers its error: abort it.
     pub fn commit_transaction(&mut self) -> Result<(), ClientError> {
@@ -166,7 +230,14 @@ impl ProducerCore {
     pub fn abort_transaction(&mut self) -> Result<(), ClientError> {
         let t = self.txn_mut()?;
         match &t.phase {
-            TxnPhase::InTransaction | TxnPhase::Abortable(_) => t.phase = TxnPhase::Aborting,
+            TxnPhase::InTransaction | TxnPhase::Abortable(_) => {
+                t.phase = TxnPhase::Aborting;
+                if t.offsets.take().is_some() {
+                    t.offsets_outcome = Some(Err(ClientError::Transaction(
+                        "the transaction was aborted".into(),
+                    )));
+                }
+            }
             other => {
                 return Err(ClientError::Transaction(format!(
                     "abort_transaction in phase {other:?}"
@@ -268,7 +339,21 @@ impl ProducerCore {
                     TxnPhase::Aborting => Some(false),
                     _ => None,
                 };
-                if !adding.is_empty() {
+                if let Some(o) = t
+                    .offsets
+                    .as_ref()
+                    .filter(|_| matches!(t.phase, TxnPhase::InTransaction | TxnPhase::Committing))
+                {
+                    let (addr, body, pending) =
+                        offsets_request(&t.transactional_id, producer_id, producer_epoch, o, addr);
+                    match addr {
+                        Some(a) => (a, body, pending),
+                        None => match self.metadata.any_broker() {
+                            Some(a) => (a, body, pending),
+                            None => return,
+                        },
+                    }
+                } else if !adding.is_empty() {
                     let mut r = AddPartitionsToTxnRequestT::default();
                     r.transactional_id = t.transactional_id.clone();
                     r.producer_id = producer_id;
@@ -279,7 +364,9 @@ impl ProducerCore {
                         RequestBodyT::AddPartitionsToTxnRequest(Box::new(r)),
                         TxnPending::AddPartitions(adding),
                     )
-                } else if let (Some(commit), true, true) = (ending, idle, t.added.is_empty()) {
+                } else if let (Some(commit), true, true) =
+                    (ending, idle, t.added.is_empty() && !t.offsets_joined)
+                {
                     // Nothing reached the coordinator: the transaction never began there, so
                     // it ends here (Kafka's client does the same).
                     t.phase = TxnPhase::Ready;
@@ -316,6 +403,10 @@ impl ProducerCore {
 
     /// A coordinator request got no answer (timeout, lost connection).
     pub(super) fn txn_lost(&mut self, now_ms: u64) {
+        // Lost on the way to either coordinator: both are looked up again.
+        if let Some(o) = self.txn.as_mut().and_then(|t| t.offsets.as_mut()) {
+            o.group_coordinator = None;
+        }
         self.txn_retry(ErrorCode::NetworkException, now_ms);
     }
 
@@ -420,6 +511,7 @@ impl ProducerCore {
                     t.in_flight = false;
                     t.attempts = 0;
                     t.added.clear();
+                    t.offsets_joined = false;
                     t.phase = TxnPhase::Ready;
                     t.outcome = Some(if commit {
                         Ok(())
@@ -437,8 +529,105 @@ impl ProducerCore {
                     self.txn_code(code, "EndTxn", now_ms);
                 }
             }
+            (TxnPending::AddOffsets, ResponseBodyT::AddOffsetsToTxnResponse(r)) => {
+                let code = ErrorCode::from(r.error_code);
+                if code.is_ok() {
+                    let t = self.txn.as_mut().expect("a transactional producer");
+                    t.in_flight = false;
+                    t.attempts = 0;
+                    t.offsets_joined = true;
+                    if let Some(o) = t.offsets.as_mut() {
+                        o.added = true;
+                    }
+                    self.drive_needed = true;
+                } else {
+                    self.txn_code(code, "AddOffsetsToTxn", now_ms);
+                }
+            }
+            (TxnPending::FindGroupCoordinator, ResponseBodyT::FindCoordinatorResponse(r)) => {
+                let code = ErrorCode::from(r.error_code);
+                match (code, r.host) {
+                    (ErrorCode::None, Some(host)) if r.port > 0 => {
+                        let t = self.txn.as_mut().expect("a transactional producer");
+                        t.in_flight = false;
+                        t.attempts = 0;
+                        if let Some(o) = t.offsets.as_mut() {
+                            o.group_coordinator = Some(format!("{host}:{}", r.port));
+                        }
+                        self.drive_needed = true;
+                    }
+                    (code, _) => self.group_retry(code, now_ms),
+                }
+            }
+            (TxnPending::TxnOffsetCommit, ResponseBodyT::TxnOffsetCommitResponse(r)) => {
+                let code = r
+                    .topics
+                    .iter()
+                    .flatten()
+                    .flat_map(|t| t.partitions.iter().flatten())
+                    .map(|p| ErrorCode::from(p.error_code))
+                    .find(|c| !c.is_ok())
+                    .unwrap_or(ErrorCode::None);
+                match code {
+                    ErrorCode::None => {
+                        let t = self.txn.as_mut().expect("a transactional producer");
+                        t.in_flight = false;
+                        t.attempts = 0;
+                        t.offsets = None;
+                        t.offsets_outcome = Some(Ok(()));
+                        self.drive_needed = true;
+                    }
+                    ErrorCode::NotCoordinator
+                    | ErrorCode::CoordinatorNotAvailable
+                    | ErrorCode::CoordinatorLoadInProgress
+                    | ErrorCode::ConcurrentTransactions
+                    | ErrorCode::RequestTimedOut => self.group_retry(code, now_ms),
+                    ErrorCode::ProducerFenced | ErrorCode::InvalidProducerEpoch => {
+                        self.txn_fatal(ClientError::broker(code, "TxnOffsetCommit"))
+                    }
+                    code => {
+                        let e = ClientError::broker(code, "TxnOffsetCommit");
+                        if let Some(t) = self.txn.as_mut() {
+                            t.in_flight = false;
+                            t.offsets = None;
+                            t.offsets_outcome = Some(Err(e.clone()));
+                        }
+                        self.txn_record_failed(&e);
+                    }
+                }
+            }
             _ => self.txn_retry(ErrorCode::UnknownServerError, now_ms),
         }
+    }
+
+    /// The group coordinator's error on the offsets' way: retried, looking it up again when
+    /// it moved.
+    fn group_retry(&mut self, code: ErrorCode, now_ms: u64) {
+        if let Some(o) = self.txn.as_mut().and_then(|t| t.offsets.as_mut()) {
+            if matches!(
+                code,
+                ErrorCode::NotCoordinator
+                    | ErrorCode::CoordinatorNotAvailable
+                    | ErrorCode::NetworkException
+            ) {
+                o.group_coordinator = None;
+            }
+        }
+        // Not the transaction coordinator's error: keep it.
+        let code = if code == ErrorCode::NetworkException {
+            ErrorCode::RequestTimedOut
+        } else {
+            code
+        };
+        self.txn_retry(
+            match code {
+                ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable => {
+                    ErrorCode::CoordinatorLoadInProgress
+                }
+                c => c,
+            },
+            now_ms,
+        );
     }
 
     /// A coordinator's error: retried, or fatal.
@@ -480,4 +669,66 @@ fn by_topic(tps: &[TopicPartition]) -> Vec<AddPartitionsToTxnTopicT> {
         }
     }
     out
+}
+
+/// The next request of `o`'s way into the transaction: AddOffsetsToTxn to the transaction's
+/// coordinator `coordinator`, then FindCoordinator for the group (to any broker: `None`), then
+/// TxnOffsetCommit to the group's coordinator.
+fn offsets_request(
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    o: &PendingOffsets,
+    coordinator: &str,
+) -> (Option<String>, RequestBodyT, TxnPending) {
+    if !o.added {
+        let mut r = AddOffsetsToTxnRequestT::default();
+        r.transactional_id = transactional_id.to_string();
+        r.producer_id = producer_id;
+        r.producer_epoch = producer_epoch;
+        r.group_id = o.group_id.clone();
+        return (
+            Some(coordinator.to_string()),
+            RequestBodyT::AddOffsetsToTxnRequest(Box::new(r)),
+            TxnPending::AddOffsets,
+        );
+    }
+    let Some(group_coordinator) = &o.group_coordinator else {
+        let mut r = FindCoordinatorRequestT::default();
+        r.key = o.group_id.clone();
+        r.key_type = CoordinatorType::Group;
+        return (
+            None,
+            RequestBodyT::FindCoordinatorRequest(Box::new(r)),
+            TxnPending::FindGroupCoordinator,
+        );
+    };
+    let mut topics: Vec<OffsetCommitRequestTopicT> = Vec::new();
+    for (tp, offset) in &o.offsets {
+        let mut p = OffsetCommitRequestPartitionT::default();
+        p.partition_index = tp.partition;
+        p.committed_offset = *offset;
+        p.committed_leader_epoch = -1;
+        match topics.iter_mut().find(|t| t.name == tp.topic) {
+            Some(t) => t.partitions.get_or_insert_with(Vec::new).push(p),
+            None => {
+                let mut t = OffsetCommitRequestTopicT::default();
+                t.name = tp.topic.clone();
+                t.partitions = Some(vec![p]);
+                topics.push(t);
+            }
+        }
+    }
+    let mut r = TxnOffsetCommitRequestT::default();
+    r.transactional_id = transactional_id.to_string();
+    r.group_id = o.group_id.clone();
+    r.producer_id = producer_id;
+    r.producer_epoch = producer_epoch;
+    r.generation_id = -1;
+    r.topics = Some(topics);
+    (
+        Some(group_coordinator.clone()),
+        RequestBodyT::TxnOffsetCommitRequest(Box::new(r)),
+        TxnPending::TxnOffsetCommit,
+    )
 }

@@ -309,3 +309,53 @@ fn a_transaction_that_added_nothing_ends_without_the_coordinator() {
     );
     assert_eq!(p.transaction_phase(), Some(&TxnPhase::Ready));
 }
+
+#[test]
+fn offsets_join_the_transaction_then_go_to_the_groups_coordinator() {
+    use crate::wire::TxnOffsetCommitResponseT;
+    let mut p = ready();
+    p.begin_transaction().unwrap();
+    p.send_offsets_to_transaction("g", vec![(TopicPartition::new("t", 0), 42)])
+        .unwrap();
+    let seen = step(&mut p, 2, |addr, r| match &r.header.body {
+        RequestBodyT::AddOffsetsToTxnRequest(a) => {
+            assert_eq!((addr, a.group_id.as_str()), (COORDINATOR, "g"));
+            Some(ResponseBodyT::AddOffsetsToTxnResponse(Box::default()))
+        }
+        _ => None,
+    });
+    assert_eq!(kinds(&seen), vec!["other"], "AddOffsetsToTxn");
+    let seen = step(&mut p, 3, |_, r| match &r.header.body {
+        RequestBodyT::FindCoordinatorRequest(f) => {
+            assert_eq!((f.key.as_str(), f.key_type), ("g", CoordinatorType::Group));
+            let mut c = FindCoordinatorResponseT::default();
+            c.host = Some("b0".into());
+            c.port = 1;
+            Some(ResponseBodyT::FindCoordinatorResponse(Box::new(c)))
+        }
+        _ => None,
+    });
+    assert_eq!(kinds(&seen), vec!["find"]);
+    p.commit_transaction().unwrap();
+    let seen = step(&mut p, 4, |addr, r| match &r.header.body {
+        RequestBodyT::TxnOffsetCommitRequest(c) => {
+            assert_eq!(addr, "b0:1");
+            assert_eq!((c.producer_id, c.group_id.as_str()), (7, "g"));
+            Some(ResponseBodyT::TxnOffsetCommitResponse(Box::new(
+                TxnOffsetCommitResponseT::default(),
+            )))
+        }
+        _ => None,
+    });
+    assert_eq!(kinds(&seen), vec!["other"], "TxnOffsetCommit before EndTxn");
+    assert_eq!(p.take_offsets_outcome(), Some(Ok(())));
+    let seen = step(&mut p, 5, |_, r| match &r.header.body {
+        RequestBodyT::EndTxnRequest(e) => {
+            assert!(e.committed);
+            Some(ended())
+        }
+        _ => None,
+    });
+    assert_eq!(kinds(&seen), vec!["end"], "the offsets joined: EndTxn goes");
+    assert_eq!(p.take_transaction_outcome(), Some(Ok(())));
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use std::sync::PoisonError;
 
 use super::{Producer, State};
-use crate::client::ClientError;
+use crate::client::{ClientError, TopicPartition};
 
 impl Producer {
     /// Finds the transaction coordinator and takes the transactional id's producer id and
@@ -32,6 +32,25 @@ impl Producer {
         self.shared.lock().core.commit_transaction()?;
         self.wake();
         self.wait_outcome(timeout_ms, "commit_transaction")
+    }
+
+    /// Commits `offsets` (each partition's next offset to read) of `group_id` inside the open
+    /// transaction: they count only if it commits. Waits at most `timeout_ms` for the group's
+    /// coordinator to take them.
+    pub fn send_offsets_to_transaction(
+        &self,
+        group_id: &str,
+        offsets: Vec<(TopicPartition, i64)>,
+        timeout_ms: u64,
+    ) -> Result<(), ClientError> {
+        self.shared
+            .lock()
+            .core
+            .send_offsets_to_transaction(group_id, offsets)?;
+        self.wake();
+        self.wait_txn(timeout_ms, "send_offsets_to_transaction", |s| {
+            s.core.take_offsets_outcome()
+        })
     }
 
     /// Aborts the transaction: records not sent yet fail, the rest are aborted with it.
