@@ -312,7 +312,6 @@ fn a_transaction_that_added_nothing_ends_without_the_coordinator() {
 
 #[test]
 fn offsets_join_the_transaction_then_go_to_the_groups_coordinator() {
-    use crate::wire::TxnOffsetCommitResponseT;
     let mut p = ready();
     p.begin_transaction().unwrap();
     p.send_offsets_to_transaction("g", vec![(TopicPartition::new("t", 0), 42)])
@@ -341,9 +340,7 @@ fn offsets_join_the_transaction_then_go_to_the_groups_coordinator() {
         RequestBodyT::TxnOffsetCommitRequest(c) => {
             assert_eq!(addr, "b0:1");
             assert_eq!((c.producer_id, c.group_id.as_str()), (7, "g"));
-            Some(ResponseBodyT::TxnOffsetCommitResponse(Box::new(
-                TxnOffsetCommitResponseT::default(),
-            )))
+            Some(ResponseBodyT::TxnOffsetCommitResponse(Box::default()))
         }
         _ => None,
     });
