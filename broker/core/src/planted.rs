@@ -12,7 +12,10 @@
 //! - [`PlantedBug::ElectOutsideIsr`] in `election::reconcile` and
 //!   [`PlantedBug::EligibleAtMinIsr`] in `election::eligible_leaders_after`, which spool-raft
 //!   calls with signatures that must not change: selected for the current thread by [`scoped`]
-//!   (the simulator runs one seed per thread and holds the guard for the run).
+//!   (the simulator runs one seed per thread and holds the guard for the run);
+//! - [`PlantedBug::MarkerOnSomePartitions`] in `txn::coordinator`'s markers of a prepared
+//!   transaction, selected the same way (by [`scoped`], read with [`thread_planted`]) so the
+//!   coordinator's API does not change.
 //!
 //! Promises: with nothing planted (the default everywhere) every function behaves exactly as
 //! without the feature.
@@ -36,13 +39,17 @@ pub enum PlantedBug {
     /// A follower that restarted (a new broker epoch, maybe an empty disk) keeps the log end
     /// its previous incarnation reported (KIP-903's bug).
     KeepOldIncarnation,
+    /// The transaction coordinator's WriteMarkers names only the first of a prepared
+    /// transaction's partitions, and the transaction still completes when those are written.
+    MarkerOnSomePartitions,
 }
 
 thread_local! {
     static ELECTION: Cell<Option<PlantedBug>> = const { Cell::new(None) };
 }
 
-/// Selects `bug` for the elections this thread runs until the guard drops.
+/// Selects `bug` for the elections and transaction coordinators this thread runs until the
+/// guard drops.
 pub fn scoped(bug: Option<PlantedBug>) -> Scoped {
     let before = ELECTION.with(|c| c.replace(bug));
     Scoped { before }
@@ -50,6 +57,11 @@ pub fn scoped(bug: Option<PlantedBug>) -> Scoped {
 
 /// Whether `bug` is selected for this thread's elections.
 pub fn election_planted(bug: PlantedBug) -> bool {
+    thread_planted(bug)
+}
+
+/// Whether `bug` is selected for this thread (by [`scoped`]).
+pub fn thread_planted(bug: PlantedBug) -> bool {
     ELECTION.with(|c| c.get()) == Some(bug)
 }
 

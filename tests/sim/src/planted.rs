@@ -4,9 +4,12 @@
 //! Owns: the names `--planted-bug` accepts and what each one breaks.
 //! Promises: with no planted bug selected (the default) the driver follows
 //! `spool_raft::Controller`'s order of operations exactly and spool-core runs unplanted. The two
-//! raft-driver bugs change only the driver in [`crate::node`]; the six replication bugs live in
-//! spool-core itself, where the real bug would be, behind its `planted-bugs` feature (which only
-//! this crate enables) and selected at run time through [`PlantedBug::core`].
+//! raft-driver bugs change only the driver in [`crate::node`]; the six replication bugs and the
+//! transaction bug live in spool-core itself, where the real bug would be, behind its
+//! `planted-bugs` feature (which only this crate enables) and selected at run time through
+//! [`PlantedBug::core`]. The first eight are caught by the cluster world ([`crate::world`]);
+//! `marker-on-some-partitions` by the transaction world ([`crate::txn_world`], `--world txn`),
+//! which is where transactions run (in the cluster world it changes nothing).
 //! Never does: plant anything in spool-raft or a production build.
 
 use std::fmt;
@@ -33,10 +36,13 @@ pub enum PlantedBug {
     EligibleAtMinIsr,
     /// spool-core's leader keeps a restarted follower's previous log end (KIP-903's bug).
     KeepOldIncarnation,
+    /// spool-core's transaction coordinator writes markers to only the first of a transaction's
+    /// partitions, and completes it anyway.
+    MarkerOnSomePartitions,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 8] = [
+    pub const ALL: [PlantedBug; 9] = [
         PlantedBug::AckBeforePersist,
         PlantedBug::SkipFsync,
         PlantedBug::TruncateToHw,
@@ -45,6 +51,7 @@ impl PlantedBug {
         PlantedBug::AckBeforeFollowerFsync,
         PlantedBug::EligibleAtMinIsr,
         PlantedBug::KeepOldIncarnation,
+        PlantedBug::MarkerOnSomePartitions,
     ];
 
     /// The spool-core bug this selects (behind spool-core's `planted-bugs` feature), if it is
@@ -59,7 +66,14 @@ impl PlantedBug {
             PlantedBug::AckBeforeFollowerFsync => Some(Core::AckBeforeFollowerFsync),
             PlantedBug::EligibleAtMinIsr => Some(Core::EligibleAtMinIsr),
             PlantedBug::KeepOldIncarnation => Some(Core::KeepOldIncarnation),
+            PlantedBug::MarkerOnSomePartitions => Some(Core::MarkerOnSomePartitions),
         }
+    }
+
+    /// Whether the cluster world ([`crate::world`]) can catch this bug; the others belong to
+    /// the transaction world ([`crate::txn_world`]).
+    pub fn in_cluster_world(self) -> bool {
+        self != PlantedBug::MarkerOnSomePartitions
     }
 
     pub fn name(self) -> &'static str {
@@ -72,6 +86,7 @@ impl PlantedBug {
             PlantedBug::AckBeforeFollowerFsync => "ack-before-follower-fsync",
             PlantedBug::EligibleAtMinIsr => "eligible-at-min-isr",
             PlantedBug::KeepOldIncarnation => "keep-old-incarnation",
+            PlantedBug::MarkerOnSomePartitions => "marker-on-some-partitions",
         }
     }
 }

@@ -29,6 +29,11 @@ pub const COMMITTED_NEVER_TRUNCATED: &str = "committed-never-truncated";
 pub const NO_DUPLICATE_SEQUENCE: &str = "no-producer-sequence-appended-twice";
 pub const EPOCH_CACHE_GROWS: &str = "epoch-cache-only-grows";
 pub const READS_COMMITTED: &str = "reads-never-truncated";
+/// The transaction world's invariants (`check_txn`).
+pub const TXN_COMMIT_MARKER_IN_EVERY_PARTITION: &str = "txn-commit-marker-in-every-partition";
+pub const TXN_READ_COMMITTED_SEES_NO_ABORTED: &str = "txn-read-committed-sees-no-aborted";
+pub const TXN_LSO_NEVER_DECREASES: &str = "txn-lso-never-decreases";
+pub const TXN_FENCED_EPOCH_NEVER_WRITES: &str = "txn-fenced-epoch-never-writes";
 pub const DRIVER_ERROR: &str = "driver-error";
 /// The code under test panicked (raft-rs asserts some of its invariants itself).
 pub const PANIC: &str = "panic";

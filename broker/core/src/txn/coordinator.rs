@@ -23,6 +23,9 @@
 //! (`super::records`), [`TxnCoordinator::resume`] names the markers a prepared transaction
 //! still needs, [`TxnCoordinator::unload`] forgets a partition's ids. Not here yet: expiry of
 //! idle ids (`transactional.id.expiration.ms`). KIP-890's partition check is [`super::verify`].
+//!
+//! Planted (only with the `planted-bugs` feature, for the simulator): `marker-on-some-partitions`
+//! makes [`TxnAction::WriteMarkers`] name only the first partition (`crate::planted`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -397,15 +400,32 @@ impl TxnCoordinator {
 /// The markers a prepared transaction needs (None in any other state).
 fn markers(m: &TxnMetadata) -> Option<TxnAction> {
     match m.state {
-        TxnState::PrepareCommit | TxnState::PrepareAbort => Some(TxnAction::WriteMarkers {
-            transactional_id: m.transactional_id.clone(),
-            producer_id: m.producer_id,
-            producer_epoch: m.producer_epoch,
-            commit: m.state == TxnState::PrepareCommit,
-            partitions: m.partitions.iter().cloned().collect(),
-        }),
+        TxnState::PrepareCommit | TxnState::PrepareAbort => {
+            let mut partitions: Vec<TopicPartition> = m.partitions.iter().cloned().collect();
+            if planted_marker_on_some_partitions() {
+                partitions.truncate(1);
+            }
+            Some(TxnAction::WriteMarkers {
+                transactional_id: m.transactional_id.clone(),
+                producer_id: m.producer_id,
+                producer_epoch: m.producer_epoch,
+                commit: m.state == TxnState::PrepareCommit,
+                partitions,
+            })
+        }
         _ => None,
     }
+}
+
+/// Whether this thread plants `marker-on-some-partitions` (`crate::planted`).
+#[cfg(feature = "planted-bugs")]
+fn planted_marker_on_some_partitions() -> bool {
+    crate::planted::thread_planted(crate::planted::PlantedBug::MarkerOnSomePartitions)
+}
+
+#[cfg(not(feature = "planted-bugs"))]
+fn planted_marker_on_some_partitions() -> bool {
+    false
 }
 
 /// The open transaction of `current` aborted with the epoch bumped (when it can be), so its
