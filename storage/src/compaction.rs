@@ -8,7 +8,9 @@
 //! control batches, and batches compressed with a codec spool cannot decompress (gzip, snappy,
 //! lz4) are kept untouched and counted.
 //!
-//! Transactions: a record of a transactional batch may belong to an aborted transaction, which
+//! Transactions: the log's aborted-transaction index (`txn_index`) stays valid across a rewrite,
+//! since no offset moves and no transactional or control batch is touched. A record of a
+//! transactional batch may belong to an aborted transaction, which
 //! this pass cannot tell (its marker may lie in a later segment), so transactional batches are
 //! kept whole and supersede nothing: an aborted record never displaces the committed value
 //! before it, and readers (read_committed, a coordinator's replay) still drop it by its marker.

@@ -6,7 +6,9 @@
 //! needs (leader epochs, truncation).
 //!
 //! Pure, runtime-free parts (tested without an executor): [`batch`], [`records`], [`control`]
-//! (transaction markers), [`index`], [`scan`], [`epoch`], [`retention`], [`compaction`], [`tail`].
+//! (transaction markers), [`index`], [`scan`], [`epoch`], [`retention`], [`compaction`], [`tail`],
+//! [`txn_tracker`] (open transactions). [`txn_index`] is the per-segment aborted-transaction
+//! index (its codec pure, its file glommio).
 //! The glommio layer: [`writer`] (one segment's O_DIRECT appends) and [`log`] (the partition log
 //! that drives everything).
 //! [`blocking`] runs the few `std::fs` calls io_uring cannot do (directory listing, locking,
@@ -28,6 +30,8 @@ pub mod retention;
 pub mod scan;
 mod segment;
 pub mod tail;
+pub mod txn_index;
+pub mod txn_tracker;
 pub mod writer;
 
 #[cfg(test)]
@@ -37,3 +41,5 @@ pub use blocking::{remove_dir_all, run_blocking};
 pub use config::{CleanupPolicy, Durability, LogConfig};
 pub use error::LogError;
 pub use log::{AppendInfo, OpenStats, PartitionLog, ReadChunk, ReadSlice};
+pub use txn_index::AbortedTxnEntry;
+pub use txn_tracker::OpenTxnEntry;

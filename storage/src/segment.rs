@@ -2,7 +2,8 @@
 //! the active segment) its writer. Plus the small file helpers the log uses.
 //!
 //! A segment is named by its 20-digit base offset: `<base>.log`, `<base>.index`,
-//! `<base>.timeindex`. Reads go through a buffered (page-cache) descriptor so the broker can
+//! `<base>.timeindex`, `<base>.txnindex` (aborted transactions, `txn_index`) and `<base>.txnsnap`
+//! (the transactions open at its base, `txn_tracker`). Reads go through a buffered (page-cache) descriptor so the broker can
 //! splice from it; the writer appends with O_DIRECT. Because an O_DIRECT write invalidates the
 //! cached pages it covers, the two views agree once a write has completed — which is why a read
 //! that reaches bytes not yet written asks the writer to flush first ([`Segment::ensure_written`]).
@@ -36,6 +37,30 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
     stem.parse().ok()
 }
 
+/// What the log keeps in memory of one segment's file: enough to skip the file on a fetch it
+/// cannot answer, and to append to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxnIndexMeta {
+    pub entries: u64,
+    /// The smallest first offset of its entries (`u64::MAX` without entries).
+    pub min_first_offset: u64,
+    /// Bytes written to the file (0: no file yet).
+    pub file_bytes: u64,
+    /// An append to the file failed: its entries are incomplete until the log is reopened.
+    pub failed: bool,
+}
+
+impl Default for TxnIndexMeta {
+    fn default() -> Self {
+        Self {
+            entries: 0,
+            min_first_offset: u64::MAX,
+            file_bytes: 0,
+            failed: false,
+        }
+    }
+}
+
 pub(crate) struct Segment {
     pub base_offset: u64,
     pub log_path: PathBuf,
@@ -44,6 +69,8 @@ pub(crate) struct Segment {
     pub writer: RefCell<Option<Rc<SegmentWriter>>>,
     /// Wall-clock ms of the first append in this process, for `segment.ms`.
     pub first_append_ms: Cell<Option<i64>>,
+    /// The summary of its aborted-transaction index file (`txn_index`).
+    pub txn_index: Cell<TxnIndexMeta>,
 }
 
 impl Segment {
@@ -60,6 +87,7 @@ impl Segment {
             reader: RefCell::new(Rc::new(reader)),
             writer: RefCell::new(None),
             first_append_ms: Cell::new(None),
+            txn_index: Cell::new(TxnIndexMeta::default()),
         })
     }
 

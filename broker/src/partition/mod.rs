@@ -18,7 +18,8 @@
 //! appended twice. A producer whose last batch is older than that tail is unknown after a restart
 //! and is accepted at any sequence (Kafka's rule for expired producers). A follower that becomes
 //! the leader rebuilds the table the same way from the batches it replicated, so a retry sent to
-//! the new leader gets its original offset too.
+//! the new leader gets its original offset too. Transactions are not bound by that tail: the log
+//! indexes aborted transactions and tracks open ones itself (`txn`).
 //!
 //! Files: this one (the struct, produce, fetch, list offsets), [`role`] (taking the committed
 //! partition state: becoming leader or follower), [`leader`] (serving followers' fetches, the
@@ -39,6 +40,8 @@ mod read;
 mod restart_tests;
 mod role;
 mod txn;
+#[cfg(test)]
+mod txn_index_tests;
 mod verify;
 #[cfg(test)]
 mod verify_tests;
@@ -95,6 +98,9 @@ pub struct Partition {
     /// Whether `producers` and `txns` were rebuilt from the log (once per leadership, at the
     /// first produce or fetch).
     producers_loaded: Cell<bool>,
+    /// The tail the producer table is rebuilt from: [`PRODUCER_STATE_REBUILD_BYTES_MAX`], less in
+    /// tests that need a transaction to begin before it.
+    rebuild_bytes_max: Cell<u64>,
     /// Serializes check-then-append, so two retries of one batch cannot both pass the check.
     append_turn: Semaphore,
     /// KIP-890 verifications in flight ([`verify`]).
@@ -163,8 +169,9 @@ impl Partition {
             watchers: RefCell::new(Vec::new()),
             copy_reads,
             producers: RefCell::new(ProducerStateTable::new(PRODUCERS_PER_PARTITION_MAX)),
-            txns: RefCell::new(PartitionTxns::new(txn::ABORTED_TXNS_MAX)),
+            txns: RefCell::new(PartitionTxns::new(txn::IN_MEMORY_ABORTED_TXNS_MAX)),
             producers_loaded: Cell::new(false),
+            rebuild_bytes_max: Cell::new(PRODUCER_STATE_REBUILD_BYTES_MAX),
             append_turn: Semaphore::new(1),
             verifications: RefCell::new(verify::Verifications::default()),
         })
@@ -216,16 +223,22 @@ impl Partition {
         self.load_producer_state_in_turn().await
     }
 
+    /// In tests: rebuild the producer table from only the last `bytes` of the log.
+    #[cfg(test)]
+    pub(super) fn set_rebuild_bytes_max(&self, bytes: u64) {
+        self.rebuild_bytes_max.set(bytes);
+    }
+
     /// [`Partition::load_producer_state`] for a caller holding `append_turn`.
     async fn load_producer_state_in_turn(&self) -> Result<(), LogError> {
         if self.producers_loaded.get() {
             return Ok(());
         }
         let mut table = ProducerStateTable::new(PRODUCERS_PER_PARTITION_MAX);
-        let mut txns = PartitionTxns::new(txn::ABORTED_TXNS_MAX);
+        let mut txns = PartitionTxns::new(txn::IN_MEMORY_ABORTED_TXNS_MAX);
         let scan = self
             .log
-            .for_each_tail_batch(PRODUCER_STATE_REBUILD_BYTES_MAX, |h, marker| {
+            .for_each_tail_batch(self.rebuild_bytes_max.get(), |h, marker| {
                 let info = BatchInfo {
                     producer_id: h.producer_id,
                     producer_epoch: h.producer_epoch,
@@ -242,6 +255,12 @@ impl Partition {
                 txn::replay(&mut txns, &info, h.is_transactional(), marker);
             })
             .await?;
+        // A transaction open at the log end may have begun before the scanned tail: the log
+        // knows where (its open transactions survive restarts, spool-storage's `txn`).
+        let open_in_log = self.log.open_txns();
+        for t in &open_in_log {
+            txns.seed_open(t.producer_id, t.producer_epoch, t.first_offset);
+        }
         tracing::debug!(
             tp = %self.tp,
             batches = scan.batches,
@@ -249,7 +268,7 @@ impl Partition {
             whole_log = scan.whole_log,
             producers = table.len(),
             open_transactions = txns.open_txns().count(),
-            aborted_transactions = txns.aborted_count(),
+            open_in_log = open_in_log.len(),
             "rebuilt the producer table from the log"
         );
         *self.txns.borrow_mut() = txns;

@@ -3,7 +3,9 @@
 //!
 //! Promises: nothing at or above the high watermark is ever returned; a read_committed reader
 //! gets nothing at or above the LSO, and every aborted transaction whose records overlap what it
-//! may read; an offset outside [log start, log end] is OFFSET_OUT_OF_RANGE.
+//! is sent, from the log's index (at most `txn::ABORTED_PER_FETCH_MAX`: past it the records stop
+//! where the list would be incomplete); an offset outside [log start, log end] is
+//! OFFSET_OUT_OF_RANGE.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
@@ -32,7 +34,7 @@ impl Partition {
             aborted: Vec::new(),
             chunks: Vec::new(),
         };
-        let upper = if read_committed { lso } else { hw };
+        let mut upper = if read_committed { lso } else { hw };
         // Kafka's rule: out of range only outside [log start, log end]; between the high
         // watermark and the log end a fetch is simply empty (the data is not safe to show yet).
         if offset < 0 || (offset as u64) < start || (offset as u64) > self.log.log_end_offset() {
@@ -41,7 +43,13 @@ impl Partition {
         }
         let max_bytes = max_bytes.max(0) as usize;
         if read_committed && (offset as u64) < upper {
-            out.aborted = self.aborted_in(offset as u64, upper);
+            match self.aborted_in(offset as u64, upper).await {
+                Ok((aborted, whole_below)) => {
+                    out.aborted = aborted;
+                    upper = whole_below;
+                }
+                Err(e) => return FetchResult::error(log_error_code(&e)),
+            }
         }
         let slice = if self.copy_reads {
             // Charged to the response budget before the copy is made; without room now, no

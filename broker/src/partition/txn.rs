@@ -13,10 +13,17 @@
 //! answered only once the in-sync replicas hold them. The LSO never passes the high watermark,
 //! nor the first offset of a transaction still open or decided above the high watermark.
 //!
-//! Rebuilt with the producer table (same tail scan, same bound): a transaction whose first batch
-//! lies before the scanned tail is not known after a restart or a leadership move, so its abort
-//! marker would not hide its records from read_committed readers. Kafka keeps an aborted-
-//! transaction index per segment on disk; spool does not yet (issue 18, not done).
+//! The aborted transactions a fetch reports come from the log's own per-segment index
+//! (`PartitionLog::aborted_txns`, spool-storage's `txn_index`), which every replica keeps on
+//! every append path and rebuilds on recovery: they cover the whole log, across restarts and
+//! leadership moves, at most [`ABORTED_PER_FETCH_MAX`] per fetch (the earliest by first offset).
+//! The open transactions are rebuilt with the producer table (same tail scan, same bound) and
+//! seeded from the log's open transactions (`PartitionLog::open_txns`, bounded by spool-storage's
+//! `OPEN_TXNS_MAX`), so one whose first batch precedes the scanned tail still holds the LSO
+//! back from its first offset. What the tail scan cannot restore: a transaction completed before
+//! the tail whose marker is still above the high watermark after a restart holds nothing back
+//! (its marker is already in the log, so readers see it decided). Past `OPEN_TXNS_MAX` open
+//! transactions in one partition the log indexes no abort of the untracked ones (logged there).
 
 use spool_core::producer_state::{BatchInfo, Check};
 use spool_core::txn::partition_txns::PartitionTxns;
@@ -27,9 +34,9 @@ use spool_storage::LogError;
 
 use super::{Origin, Partition};
 
-/// Aborted transactions remembered per partition (past it the oldest are forgotten, and their
-/// records would show to read_committed readers again: logged).
-pub const ABORTED_TXNS_MAX: usize = 100_000;
+/// Aborted transactions the in-memory [`PartitionTxns`] keeps: none, since fetches are answered
+/// from the log's index (which holds them all); the in-memory state keeps only what the LSO needs.
+pub(super) const IN_MEMORY_ABORTED_TXNS_MAX: usize = 0;
 /// Aborted transactions one fetch of one partition reports.
 pub const ABORTED_PER_FETCH_MAX: usize = 10_000;
 /// How long a marker waits for the in-sync replicas.
@@ -152,12 +159,9 @@ impl Partition {
             producers.on_marker(h.producer_id, h.producer_epoch, offset);
             producers.note_coordinator_epoch(h.producer_id, m.coordinator_epoch);
         }
-        let mut txns = self.txns.borrow_mut();
-        let dropped = txns.aborted_dropped();
-        txns.on_marker(h.producer_id, h.producer_epoch, m.commit, offset);
-        if txns.aborted_dropped() > dropped {
-            tracing::warn!(tp = %self.tp, kept = ABORTED_TXNS_MAX, "forgot the oldest aborted transaction");
-        }
+        self.txns
+            .borrow_mut()
+            .on_marker(h.producer_id, h.producer_epoch, m.commit, offset);
     }
 
     /// Writes a commit (or abort) marker of (`producer_id`, `producer_epoch`) as the leader and
@@ -211,14 +215,37 @@ impl Partition {
     }
 
     /// (producer id, first offset) of the aborted transactions a read_committed fetch of
-    /// [`from`, `to`) reports.
-    pub(super) fn aborted_in(&self, from: u64, to: u64) -> Vec<(i64, i64)> {
-        let mut txns = self.txns.borrow_mut();
-        txns.trim_before(self.log.log_start_offset());
-        txns.aborted(from, to, ABORTED_PER_FETCH_MAX)
+    /// [`from`, `to`) reports, from the log's index (module docs), and where the fetch's records
+    /// must stop for that list to be whole: with more than [`ABORTED_PER_FETCH_MAX`] in range,
+    /// the list holds the earliest and the fetch stops below the first offset of the next one
+    /// (first offsets are distinct batches, so nothing the fetch returns belongs to one left out).
+    pub(super) async fn aborted_in(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Result<(Vec<(i64, i64)>, u64), LogError> {
+        let from = from.max(self.log.log_start_offset());
+        let mut aborted = self
+            .log
+            .aborted_txns(from, to, ABORTED_PER_FETCH_MAX + 1)
+            .await?;
+        let mut upper = to;
+        if aborted.len() > ABORTED_PER_FETCH_MAX {
+            let next = aborted[ABORTED_PER_FETCH_MAX].first_offset;
+            aborted.truncate(ABORTED_PER_FETCH_MAX);
+            if next > from {
+                upper = upper.min(next);
+            } else {
+                // More aborted transactions than the bound all overlap `from`: the list cannot
+                // be whole for any records, so the earliest go out and the rest would show.
+                tracing::warn!(tp = %self.tp, from, to, max = ABORTED_PER_FETCH_MAX, "more aborted transactions overlap a fetch offset than one answer holds");
+            }
+        }
+        let list = aborted
             .into_iter()
             .map(|a| (a.producer_id, a.first_offset as i64))
-            .collect()
+            .collect();
+        Ok((list, upper))
     }
 
     /// The open transactions: (producer id, epoch, first offset), for DescribeProducers.

@@ -124,7 +124,7 @@ impl PartitionLog {
 
 /// The marker of the control batch `h` at the cursor, or `None` (with a warning) when it is not
 /// one; only I/O errors fail.
-async fn marker_at(
+pub(super) async fn marker_at(
     cur: &mut HeaderCursor,
     seg: &Segment,
     h: &BatchHeader,

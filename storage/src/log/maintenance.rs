@@ -1,5 +1,7 @@
 //! Changes to the log other than appends: retention, deleting records before an offset,
-//! truncation (for replication), and compaction. Each takes `maintenance_lock`; those that touch
+//! truncation (for replication), and compaction. Each keeps the transaction index consistent
+//! (txn.rs): a deleted segment's files go with it, truncation rebuilds the last segment's, and
+//! compaction keeps them (offsets and transactional batches never change). Each takes `maintenance_lock`; those that touch
 //! the active segment also take `append_lock`.
 
 use std::rc::Rc;
@@ -217,6 +219,9 @@ impl PartitionLog {
         *target.index.borrow_mut() = index;
         remove_if_exists(&segment_file(&self.dir, target.base_offset, "index")).await?;
         remove_if_exists(&segment_file(&self.dir, target.base_offset, "timeindex")).await?;
+        // Entries at or past the cut go with it, and the open transactions are those at the new
+        // end: both rebuilt from the target's snapshot (txn.rs).
+        self.rebuild_txns_of_last().await?;
         self.activate(&target).await?;
         let new_end = target.next_offset();
         let epochs_changed = {
@@ -305,6 +310,7 @@ fn compaction_error(seg: &Segment, e: compaction::CompactionError) -> LogError {
 }
 
 pub(super) async fn delete_segment_files(seg: &Segment) -> Result<(), LogError> {
+    super::txn::delete_txn_files(seg).await?;
     let dir = seg.dir().to_path_buf();
     remove_if_exists(&seg.log_path).await?;
     remove_if_exists(&segment_file(&dir, seg.base_offset, "index")).await?;

@@ -14,6 +14,10 @@
 //! - after `close`, reopening skips the scan; after a crash, only the active segment is scanned
 //!   and its torn tail truncated; corruption in a closed segment is an error naming file and
 //!   position, never skipped.
+//! - every append path (leader and follower) keeps each segment's aborted-transaction index and
+//!   the open transactions ([`PartitionLog::aborted_txns`], [`PartitionLog::open_txns`]),
+//!   consistent through rolls, truncation, retention, compaction, close and crash recovery
+//!   (`txn`, which owns them).
 //!
 //! Concurrency: methods take `&self` and the log lives in an `Rc` on its core. Appends (and roll)
 //! are serialized by `append_lock`; truncation, retention, compaction and close also take
@@ -24,6 +28,7 @@ mod maintenance;
 mod open;
 mod read;
 mod start_at;
+mod txn;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -40,6 +45,7 @@ use crate::error::LogError;
 use crate::index::SegmentIndex;
 use crate::segment::{open_reader, segment_file, sync_dir, write_file_atomically, Segment};
 use crate::tail::{CachedBatch, TailCache};
+use crate::txn_tracker::OpenTxnTracker;
 use crate::writer::SegmentWriter;
 
 pub use headers::TailScan;
@@ -69,6 +75,8 @@ pub(crate) struct LogState {
     pub durable_offset: u64,
     pub tail: TailCache,
     pub epochs: LeaderEpochCache,
+    /// The transactions open at the log end (`txn`).
+    pub txns: OpenTxnTracker,
     pub closed: bool,
 }
 
@@ -340,13 +348,18 @@ impl PartitionLog {
         if active.first_append_ms.get().is_none() {
             active.first_append_ms.set(Some(now_ms));
         }
-        let mut st = self.st.borrow_mut();
-        st.log_end_offset = next;
-        st.tail.push(CachedBatch {
-            base_offset,
-            next_offset: next,
-            bytes,
-        });
+        {
+            let mut st = self.st.borrow_mut();
+            st.log_end_offset = next;
+            st.tail.push(CachedBatch {
+                base_offset,
+                next_offset: next,
+                bytes: bytes.clone(),
+            });
+        }
+        // The batch is in the log: its transaction bookkeeping follows, in log order (under
+        // `append_lock`).
+        self.track_txn_batch(&active, &h, &bytes).await?;
         Ok(AppendInfo {
             base_offset,
             last_offset: next - 1,
@@ -419,10 +432,14 @@ impl PartitionLog {
         }
         old.writer.borrow_mut().take();
         old.write_index_files().await?;
+        self.seal_txn_index(&old).await?;
         let seg = self.create_segment(base).await?;
-        let mut st = self.st.borrow_mut();
-        st.durable_offset = st.durable_offset.max(base);
-        st.segments.insert(base, seg);
+        {
+            let mut st = self.st.borrow_mut();
+            st.durable_offset = st.durable_offset.max(base);
+            st.segments.insert(base, seg);
+        }
+        self.write_txn_snapshot(base).await;
         Ok(())
     }
 
@@ -430,6 +447,12 @@ impl PartitionLog {
     /// entry durable.
     pub(crate) async fn create_segment(&self, base: u64) -> Result<Rc<Segment>, LogError> {
         let path = segment_file(&self.dir, base, "log");
+        // Transaction files of an earlier segment at this base (a crash while deleting it) are
+        // not this one's.
+        crate::segment::remove_if_exists(&crate::txn_index::txn_index_path(&self.dir, base))
+            .await?;
+        crate::segment::remove_if_exists(&segment_file(&self.dir, base, txn::TXN_SNAPSHOT_EXT))
+            .await?;
         let writer = SegmentWriter::open(
             path.clone(),
             0,
@@ -473,8 +496,8 @@ impl PartitionLog {
         .await
     }
 
-    /// Clean shutdown: syncs and trims the active segment, writes its index, and leaves the
-    /// marker that lets the next open skip the scan. The log refuses work afterwards.
+    /// Clean shutdown: syncs and trims the active segment, writes its indexes and the open
+    /// transactions (`txn`), and leaves the marker that lets the next open skip the scan. The log refuses work afterwards.
     pub async fn close(&self) -> Result<(), LogError> {
         let _m = Self::lock(&self.maintenance_lock, &self.dir).await?;
         let _a = Self::lock(&self.append_lock, &self.dir).await?;
@@ -487,6 +510,8 @@ impl PartitionLog {
         }
         active.writer.borrow_mut().take();
         active.write_index_files().await?;
+        self.seal_txn_index(&active).await?;
+        self.write_txn_checkpoint().await?;
         self.st.borrow_mut().closed = true;
         write_file_atomically(&self.dir.join(CLEAN_MARKER), Vec::new(), true).await?;
         // Another opener may take the directory now. Dropping the lock is a close(2) of a file
@@ -502,3 +527,5 @@ mod delete_tests;
 mod start_at_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;

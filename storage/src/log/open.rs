@@ -8,7 +8,8 @@
 //! index is missing or corrupt is rebuilt from its log; if that scan finds anything but a clean
 //! end (or never-written zeroes), open fails with the file and position. A log-start checkpoint
 //! past every segment's end is an interrupted `truncate_fully_and_start_at`, which open finishes
-//! (start_at.rs): the log comes back empty at that start.
+//! (start_at.rs): the log comes back empty at that start. The transaction index and the open
+//! transactions are recovered last (txn.rs).
 //!
 //! The directory steps io_uring cannot do (create it, resolve it, take the lock file, look for
 //! the clean marker, list it) run as one call on glommio's blocking pool, so opening a partition
@@ -53,6 +54,11 @@ pub struct OpenStats {
     pub truncated_bytes: u64,
     /// Index files rebuilt from their logs.
     pub rebuilt_indexes: usize,
+    /// Aborted-transaction index files rebuilt (`txn`): after a crash the active segment's, and
+    /// any found missing or torn.
+    pub txn_indexes_rebuilt: usize,
+    /// Segments whose batch headers were walked to rebuild the transaction state.
+    pub txn_segments_walked: usize,
 }
 
 fn lock_dir(dir: &Path) -> Result<std::fs::File, LogError> {
@@ -174,6 +180,7 @@ impl PartitionLog {
                 durable_offset: 0,
                 tail: TailCache::new(config.tail_cache_bytes),
                 epochs,
+                txns: crate::txn_tracker::OpenTxnTracker::new(crate::txn_tracker::OPEN_TXNS_MAX),
                 closed: false,
             }),
             append_lock: Semaphore::new(1),
@@ -221,6 +228,7 @@ impl PartitionLog {
         if epochs_changed {
             log.persist_epochs().await?;
         }
+        log.recover_txn_state(stats.clean, &mut stats).await?;
         stats.segments = log.segment_count();
         if stats.clean {
             // From here on a crash must scan again.

@@ -25,8 +25,10 @@
 //!
 //! A failed I/O at any step (the seal of the active writer, before step 1, included) leaves the
 //! log refusing work (`Offline`) until it is reopened, which then rolls forward as above (or,
-//! failed before step 1, finds the old log). The log keeps no producer-state snapshot or high-watermark
-//! checkpoint of its own: the broker rebuilds producer state from the log and holds the HW.
+//! failed before step 1, finds the old log). Step 3 deletes each segment's transaction files
+//! with it, and step 5 empties the open transactions (txn.rs). The log keeps no idempotent-producer
+//! table or high-watermark checkpoint of its own: the broker rebuilds producer state from the
+//! log and holds the HW.
 
 use std::collections::BTreeMap;
 
@@ -115,6 +117,7 @@ impl PartitionLog {
         st.durable_offset = offset;
         st.tail.clear();
         st.epochs = empty;
+        st.txns = crate::txn_tracker::OpenTxnTracker::new(crate::txn_tracker::OPEN_TXNS_MAX);
         Ok(())
     }
 

@@ -177,6 +177,32 @@ impl PartitionTxns {
         out
     }
 
+    /// The log says `producer_id`'s transaction is open since `first_offset` (its first batch may
+    /// lie before what the caller replayed): opens it there, or moves an open one's first offset
+    /// down to it. An open transaction beginning at or before `first_offset` stays as it is.
+    pub fn seed_open(&mut self, producer_id: i64, producer_epoch: i16, first_offset: u64) {
+        if producer_id < 0 {
+            return;
+        }
+        match self.open.get(&producer_id) {
+            Some(open) if open.first_offset <= first_offset => {}
+            Some(open) => {
+                let producer_epoch = open.producer_epoch;
+                self.remove_open(producer_id);
+                self.insert_open(OpenTxn {
+                    producer_id,
+                    producer_epoch,
+                    first_offset,
+                });
+            }
+            None => self.insert_open(OpenTxn {
+                producer_id,
+                producer_epoch,
+                first_offset,
+            }),
+        }
+    }
+
     pub fn open_txn(&self, producer_id: i64) -> Option<OpenTxn> {
         self.open.get(&producer_id).copied()
     }

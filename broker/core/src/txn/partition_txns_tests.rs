@@ -417,7 +417,7 @@ proptest! {
     /// unknown producers): no panic, invariants hold, the LSO is never above the hw asked.
     #[test]
     fn never_panics_on_any_calls(
-        calls in proptest::collection::vec((0u8..6, -2i64..4, any::<i16>(), any::<bool>(), 0u64..40, 0u64..40), 0..100),
+        calls in proptest::collection::vec((0u8..7, -2i64..4, any::<i16>(), any::<bool>(), 0u64..40, 0u64..40), 0..100),
         aborted_max in 0usize..4,
     ) {
         let mut t = PartitionTxns::new(aborted_max);
@@ -428,6 +428,7 @@ proptest! {
                 2 => t.on_high_watermark(a),
                 3 => t.truncate_to(a),
                 4 => t.trim_before(a),
+                5 => t.seed_open(pid, epoch, a),
                 _ => { let _ = t.aborted(a, b, usize::from(flag) * 3); }
             }
             t.check_invariants();
@@ -435,4 +436,33 @@ proptest! {
             prop_assert!(t.aborted_count() <= aborted_max);
         }
     }
+}
+
+/// The log's open transactions seed what a tail replay missed: a transaction whose first batch
+/// precedes the replayed tail opens (or moves down) to the log's first offset and holds the LSO
+/// there; one the replay saw begin earlier, or a producer without an id, is left alone.
+#[test]
+fn seeding_an_open_txn_from_the_log_holds_the_lso_at_its_first_offset() {
+    let mut t = PartitionTxns::new(0);
+    // The replay saw P1's later batch only, and nothing of P2.
+    t.on_batch(P1, 3, true, 50, 51);
+    assert_eq!(t.last_stable_offset(100), 50);
+    t.seed_open(P1, 3, 10);
+    t.seed_open(P2, 5, 20);
+    t.seed_open(-1, 0, 0);
+    t.check_invariants();
+    assert_eq!(t.open_txn(P1), Some(open_txn(P1, 3, 10)));
+    assert_eq!(t.open_txn(P2), Some(open_txn(P2, 5, 20)));
+    assert_eq!(t.open_txns().count(), 2);
+    assert_eq!(t.last_stable_offset(100), 10);
+    t.seed_open(P1, 3, 30);
+    assert_eq!(
+        t.open_txn(P1),
+        Some(open_txn(P1, 3, 10)),
+        "an earlier start stays"
+    );
+    // The seeded transaction ends like any other.
+    t.on_marker(P1, 3, true, 60);
+    t.on_high_watermark(61);
+    assert_eq!(t.last_stable_offset(61), 20);
 }
