@@ -8,21 +8,24 @@
 //! control batches, and batches compressed with a codec spool cannot decompress (gzip, snappy,
 //! lz4) are kept untouched and counted.
 //!
-//! Transactions: the log's aborted-transaction index (`txn_index`) stays valid across a rewrite,
-//! since no offset moves and no transactional or control batch is touched. A record of a
-//! transactional batch may belong to an aborted transaction, which
-//! this pass cannot tell (its marker may lie in a later segment), so transactional batches are
-//! kept whole and supersede nothing: an aborted record never displaces the committed value
-//! before it, and readers (read_committed, a coordinator's replay) still drop it by its marker.
-//! The cost: transactional records are never cleaned (Kafka's cleaner removes aborted ones and,
-//! later, markers; spool does not yet — issue 18). Like Kafka, the map is built from the closed segments only:
-//! a key newer in the active segment is cleaned once that segment rolls.
+//! Transactions (Kafka's cleaner does the same), by each transactional batch's fate
+//! ([`TxnOutcomes`], from the log's open transactions and aborted-transaction index):
+//! - committed: its records are like any others (they supersede and are superseded by key);
+//! - aborted: its records go and supersede nothing; the batch stays, empty (`recordCount` 0, its
+//!   header whole), so the producer's sequence, epoch and offsets stay in the log for the
+//!   producer table's rebuild, and the index entry still points at a batch;
+//! - not decided yet, or not known (the log's view incomplete): kept whole, superseding nothing.
+//!
+//! Control batches (markers) are always kept. No offset moves, so the aborted-transaction index
+//! stays valid across a rewrite. Like Kafka, the map is built from the closed segments only: a
+//! key newer in the active segment is cleaned once that segment rolls.
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
 
 use crate::batch::{BatchError, BatchHeader, BatchIter, Compression, ATTR_TIMESTAMP_LOG_APPEND};
+pub use crate::compaction_txn::{TxnFate, TxnOutcomes};
 use crate::records::{self, BatchBuilder};
 
 /// Newest offset per key across the segments being cleaned. Bounded by `max_keys`.
@@ -63,18 +66,20 @@ impl OffsetMap {
         self.newest.get(key).copied()
     }
 
-    /// Learns every keyed record of a segment image (segments fed oldest first).
+    /// Learns every keyed record of a segment image (segments fed oldest first), of
+    /// transactional batches only the committed ones.
     pub fn add_segment(
         &mut self,
         image: &Bytes,
         max_batch_bytes: usize,
+        txns: &TxnOutcomes,
     ) -> Result<(), CompactionError> {
         for item in BatchIter::new(image, max_batch_bytes) {
             let b = item.map_err(|(p, e)| CompactionError::Invalid {
                 position: p as u64,
                 error: e,
             })?;
-            if b.header.is_control() || b.header.is_transactional() {
+            if b.header.is_control() || !cleanable(&b.header, txns) {
                 continue;
             }
             let bytes = image.slice(b.position..b.position + b.bytes.len());
@@ -127,6 +132,12 @@ fn record_timestamp(h: &BatchHeader, timestamp_delta: i64) -> i64 {
     }
 }
 
+/// Whether a data batch's records are cleaned by key: a plain one, or a committed
+/// transaction's.
+fn cleanable(h: &BatchHeader, txns: &TxnOutcomes) -> bool {
+    !h.is_transactional() || txns.fate(h.producer_id, h.base_offset as u64) == TxnFate::Committed
+}
+
 /// Rewrites one segment image, keeping what the module doc says.
 pub fn compact_segment(
     image: &Bytes,
@@ -134,6 +145,7 @@ pub fn compact_segment(
     now_ms: i64,
     delete_retention_ms: i64,
     max_batch_bytes: usize,
+    txns: &TxnOutcomes,
 ) -> Result<Compacted, CompactionError> {
     let mut out = Compacted {
         image: Vec::with_capacity(image.len()),
@@ -146,8 +158,17 @@ pub fn compact_segment(
         })?;
         let h = b.header;
         let bytes = image.slice(b.position..b.position + b.bytes.len());
+        let aborted = !h.is_control()
+            && h.is_transactional()
+            && txns.fate(h.producer_id, h.base_offset as u64) == TxnFate::Aborted;
+        if aborted && h.record_count > 0 {
+            out.records_removed += h.record_count as u64;
+            out.image
+                .extend_from_slice(&rebuild(&h, Vec::new(), b.position)?);
+            continue;
+        }
         let recs = match records::record_bytes(&bytes, &h) {
-            Ok(body) if !h.is_control() && !h.is_transactional() => {
+            Ok(body) if !h.is_control() && !aborted && cleanable(&h, txns) => {
                 records::decode_records(&body, h.record_count).map_err(|e| {
                     CompactionError::Invalid {
                         position: b.position as u64,
@@ -187,143 +208,49 @@ pub fn compact_segment(
             out.image.extend_from_slice(b.bytes);
             continue;
         }
-        if kept.is_empty() {
+        if kept.is_empty() && !h.is_transactional() {
             out.batches_removed += 1;
             continue;
         }
-        let mut builder = BatchBuilder::new(h.base_timestamp)
-            .compression(h.compression().unwrap_or(Compression::None));
-        builder.base_offset = h.base_offset;
-        builder.producer_id = h.producer_id;
-        builder.producer_epoch = h.producer_epoch;
-        builder.base_sequence = h.base_sequence;
-        builder.transactional = h.is_transactional();
-        builder.last_offset_delta = Some(h.last_offset_delta);
-        builder.max_timestamp = Some(h.max_timestamp);
-        builder.log_append_time = h.attributes & ATTR_TIMESTAMP_LOG_APPEND != 0;
-        for r in kept {
-            builder.push_record(r);
-        }
-        let mut rebuilt = builder.build().map_err(|e| CompactionError::Invalid {
-            position: b.position as u64,
-            error: e,
-        })?;
-        crate::batch::set_partition_leader_epoch(&mut rebuilt, h.partition_leader_epoch);
-        out.image.extend_from_slice(&rebuilt);
+        // A committed transaction's batch stays even empty: its producer's sequence and epoch
+        // stay in the log, like an aborted one's.
+        out.image.extend_from_slice(&rebuild(&h, kept, b.position)?);
     }
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::batch;
-    use proptest::prelude::*;
-    use std::collections::BTreeMap;
-
-    /// Builds a segment of batches of (key, value or tombstone, timestamp) records.
-    fn image(batches: &[Vec<(u8, bool, i64)>], zstd: bool) -> Bytes {
-        let mut out = Vec::new();
-        let mut next = 100i64;
-        for recs in batches {
-            let mut b = BatchBuilder::new(0).compression(if zstd {
-                Compression::Zstd
-            } else {
-                Compression::None
-            });
-            for &(k, live, ts) in recs {
-                let value = live.then(|| Bytes::from(format!("v{next}-{}", b.len())));
-                b.push(ts, Some(Bytes::from(vec![k])), value);
-            }
-            let mut bytes = b.build().unwrap();
-            batch::set_base_offset(&mut bytes, next);
-            batch::set_partition_leader_epoch(&mut bytes, 7);
-            next += recs.len() as i64;
-            out.extend_from_slice(&bytes);
-        }
-        Bytes::from(out)
+/// `h`'s batch again with only `kept` of its records (none: an empty batch), every header field
+/// but the record count, length and CRC unchanged.
+fn rebuild(
+    h: &BatchHeader,
+    kept: Vec<records::Record>,
+    position: usize,
+) -> Result<Vec<u8>, CompactionError> {
+    // An empty batch has no body to compress (and spool cannot compress every codec).
+    let compression = match kept.is_empty() {
+        true => Compression::None,
+        false => h.compression().unwrap_or(Compression::None),
+    };
+    let mut builder = BatchBuilder::new(h.base_timestamp).compression(compression);
+    builder.base_offset = h.base_offset;
+    builder.producer_id = h.producer_id;
+    builder.producer_epoch = h.producer_epoch;
+    builder.base_sequence = h.base_sequence;
+    builder.transactional = h.is_transactional();
+    builder.last_offset_delta = Some(h.last_offset_delta);
+    builder.max_timestamp = Some(h.max_timestamp);
+    builder.log_append_time = h.attributes & ATTR_TIMESTAMP_LOG_APPEND != 0;
+    for r in kept {
+        builder.push_record(r);
     }
-
-    #[test]
-    fn transactional_records_supersede_nothing_and_are_kept() {
-        // Key 1: a plain value at 100, then a transactional one at 101 (maybe aborted), then a
-        // plain one for key 2 superseding nothing of key 1.
-        let plain = image(&[vec![(1, true, 0)]], false);
-        let mut txn = BatchBuilder::new(0);
-        txn.producer_id = 9;
-        txn.producer_epoch = 0;
-        txn.transactional = true;
-        txn.push(
-            0,
-            Some(Bytes::from(vec![1u8])),
-            Some(Bytes::from_static(b"t")),
-        );
-        let mut txn = txn.build().unwrap();
-        batch::set_base_offset(&mut txn, 101);
-        batch::set_partition_leader_epoch(&mut txn, 7);
-        let mut whole = plain.to_vec();
-        whole.extend_from_slice(&txn);
-        let whole = Bytes::from(whole);
-        let mut map = OffsetMap::new(100);
-        map.add_segment(&whole, usize::MAX).unwrap();
-        assert_eq!(
-            map.newest(&[1]),
-            Some(100),
-            "the transactional record is not learned"
-        );
-        let out = compact_segment(&whole, &map, 0, 0, usize::MAX).unwrap();
-        assert_eq!(out.records_removed, 0);
-        assert_eq!(&out.image[..], &whole[..], "both kept, byte for byte");
-    }
-
-    fn all_records(img: &Bytes) -> Vec<(u64, Option<Bytes>, Option<Bytes>, i64)> {
-        let mut v = Vec::new();
-        for b in BatchIter::new(img, usize::MAX) {
-            let b = b.unwrap();
-            assert_eq!(b.header.partition_leader_epoch, 7);
-            let bytes = img.slice(b.position..b.position + b.bytes.len());
-            let (h, recs) = records::read_batch(&bytes, usize::MAX).unwrap();
-            for r in recs {
-                v.push((
-                    (h.base_offset + i64::from(r.offset_delta)) as u64,
-                    r.key,
-                    r.value,
-                    h.base_timestamp + r.timestamp_delta,
-                ));
-            }
-        }
-        v
-    }
-
-    proptest! {
-        /// Exactly the newest record per key survives (tombstones too, while young), at its
-        /// original offset; older tombstones go.
-        #[test]
-        fn keeps_exactly_the_newest_record_per_key(
-            batches in proptest::collection::vec(
-                proptest::collection::vec((0u8..12, proptest::bool::weighted(0.8), 0i64..1000), 1..12), 1..12),
-            zstd in any::<bool>(),
-            now in 0i64..2000,
-        ) {
-            let img = image(&batches, zstd);
-            let before = all_records(&img);
-            let mut map = OffsetMap::new(1000);
-            map.add_segment(&img, usize::MAX).unwrap();
-            let out = compact_segment(&img, &map, now, 500, usize::MAX).unwrap();
-            let after = all_records(&Bytes::from(out.image.clone()));
-
-            let mut newest: BTreeMap<Bytes, (u64, Option<Bytes>, i64)> = BTreeMap::new();
-            for (o, k, v, ts) in &before { newest.insert(k.clone().unwrap(), (*o, v.clone(), *ts)); }
-            let mut expect: Vec<_> = newest.into_iter()
-                .filter(|(_, (_, v, ts))| v.is_some() || ts + 500 > now)
-                .map(|(k, (o, v, ts))| (o, Some(k), v, ts)).collect();
-            expect.sort_by_key(|e| e.0);
-            prop_assert_eq!(&after, &expect);
-            prop_assert_eq!(out.records_kept as usize, after.len());
-            prop_assert_eq!((out.records_kept + out.records_removed) as usize, before.len());
-            // Compacting again changes nothing.
-            let again = compact_segment(&Bytes::from(out.image.clone()), &map, now, 500, usize::MAX).unwrap();
-            prop_assert_eq!(again.image, out.image);
-        }
-    }
+    let mut rebuilt = builder.build().map_err(|e| CompactionError::Invalid {
+        position: position as u64,
+        error: e,
+    })?;
+    crate::batch::set_partition_leader_epoch(&mut rebuilt, h.partition_leader_epoch);
+    Ok(rebuilt.to_vec())
 }
+
+#[cfg(test)]
+#[path = "compaction_tests.rs"]
+mod tests;

@@ -17,6 +17,7 @@
 pub mod batch;
 pub mod blocking;
 pub mod compaction;
+mod compaction_txn;
 pub mod config;
 pub mod control;
 pub mod epoch;

@@ -1,15 +1,17 @@
 //! Changes to the log other than appends: retention, deleting records before an offset,
 //! truncation (for replication), and compaction. Each keeps the transaction index consistent
 //! (txn.rs): a deleted segment's files go with it, truncation rebuilds the last segment's, and
-//! compaction keeps them (offsets and transactional batches never change). Each takes `maintenance_lock`; those that touch
-//! the active segment also take `append_lock`.
+//! compaction keeps them (no offset moves, and no transactional or control batch goes: an aborted
+//! transaction's batch is only emptied). Compaction cleans transactional records by their fate
+//! (`compaction_txn`): committed ones by key, aborted ones away, undecided ones kept. Each takes
+//! `maintenance_lock`; those that touch the active segment also take `append_lock`.
 
 use std::rc::Rc;
 
 use bytes::Bytes;
 
 use super::PartitionLog;
-use crate::compaction::{self, OffsetMap};
+use crate::compaction::{self, OffsetMap, TxnOutcomes};
 use crate::error::LogError;
 use crate::retention::{self, SegmentStat};
 use crate::scan::{scan_all, ScanStop};
@@ -245,12 +247,13 @@ impl PartitionLog {
         self.check_open()?;
         let closed = self.closed_segments();
         let mut stats = CompactionStats::default();
+        let txns = self.compaction_txn_view(&closed).await?;
         let mut map = OffsetMap::new(self.config.get().compaction_keys_max);
         let mut images = Vec::with_capacity(closed.len());
         for seg in &closed {
             let size = seg.size_bytes();
             let image = Bytes::from(read_at(&seg.reader(), &seg.log_path, 0, size as usize).await?);
-            map.add_segment(&image, self.config.get().max_batch_bytes)
+            map.add_segment(&image, self.config.get().max_batch_bytes, &txns)
                 .map_err(|e| compaction_error(seg, e))?;
             images.push(image);
         }
@@ -262,6 +265,7 @@ impl PartitionLog {
                 now_ms,
                 self.config.get().delete_retention_ms,
                 self.config.get().max_batch_bytes,
+                &txns,
             )
             .map_err(|e| compaction_error(seg, e))?;
             stats.records_kept += out.records_kept;
@@ -275,6 +279,32 @@ impl PartitionLog {
             stats.segments_rewritten += 1;
         }
         Ok(stats)
+    }
+
+    /// What compaction may know of the transactions of the `closed` segments (chosen before this
+    /// is called, so all their batches precede the view): the open transactions now, then the
+    /// aborted ones below their end (`compaction_txn`). Nothing is known when the log stopped
+    /// tracking some open transactions or more aborted ones exist than the key map's bound.
+    async fn compaction_txn_view(&self, closed: &[Rc<Segment>]) -> Result<TxnOutcomes, LogError> {
+        let Some(end) = closed.last().map(|s| s.next_offset()) else {
+            return Ok(TxnOutcomes::unknown());
+        };
+        let open = self.open_txns();
+        let complete = self.untracked_txns() == 0;
+        let max = self.config.get().compaction_keys_max;
+        match self.aborted_txns(self.log_start_offset(), end, max).await {
+            Ok(aborted) => Ok(TxnOutcomes::new(
+                &open,
+                &aborted,
+                complete && aborted.len() < max,
+            )),
+            // An index that could not be written: transactional batches are kept whole until
+            // a reopen rebuilds it.
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), "compaction keeps transactional batches whole: {e}");
+                Ok(TxnOutcomes::unknown())
+            }
+        }
     }
 
     /// Swaps a closed segment's file for `image` (write beside, fsync, rename over, fsync dir),

@@ -522,6 +522,8 @@ impl PartitionLog {
 }
 
 #[cfg(test)]
+mod compaction_txn_tests;
+#[cfg(test)]
 mod delete_tests;
 #[cfg(test)]
 mod start_at_tests;

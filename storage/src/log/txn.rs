@@ -10,7 +10,8 @@
 //!   [`OPEN_TXNS_MAX`]), and [`PartitionLog::open_txns`] is the transactions open at the log end;
 //! - truncation drops entries at or past the cut and rebuilds the open transactions for the new
 //!   end; retention and DeleteRecords delete a segment's files with it; compaction keeps them
-//!   (it never moves an offset nor removes a transactional or control batch);
+//!   (it never moves an offset nor removes a transactional or control batch: an aborted
+//!   transaction's batch is emptied, its header kept);
 //! - open trusts a closed segment's file only if it decodes whole, and after a clean close the
 //!   active one's too; any other file, and after a crash the active segment's, is rebuilt by a
 //!   header walk from the newest snapshot at or before it (markers read, records never
