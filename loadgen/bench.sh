@@ -18,7 +18,9 @@
 #            --cores 1: produce max again (cores_2_over_1);
 #            transactions (durability fsync): one producer, acks=all, idempotent and then
 #              transactional (`--transactional`, 100 records per transaction) in the same
-#              round -> txn_produce_mbps, txn_ratio, txn_commit_p50_ms / _p99_ms.
+#              round -> txn_produce_mbps, txn_ratio, txn_commit_p50_ms / _p99_ms; the same
+#              with 8 producers (8 transactional ids) -> txn_8p_produce_mbps, txn_8p_ratio,
+#              txn_8p_commit_p50_ms / _p99_ms.
 #   CPUs:    the broker (`serve --cpuset`) and spool-loadgen (`--cpuset`) run on disjoint CPUs:
 #            the first half of this process's allowed CPUs for the broker, the rest for loadgen
 #            (2 CPUs: one each; 1 CPU: shared, and the report says so).
@@ -245,6 +247,27 @@ except ValueError:
 # loadgen_cpu_s_per_gb=…" to $LOG/NAME.cost, over
 # the bytes the run moved (produced for produce and e2e, consumed for consume; runs without a
 # warm-up, so every byte moved is counted).
+# metric NAME: the broker's NAME summed over its cores (admin /metrics); nan when unreadable.
+metric() {
+  curl -s --max-time 5 "http://$HOST:$ADMIN_PORT/metrics" 2>/dev/null |
+    awk -v k="$1" 'index($0, k "{") == 1 {s += $NF; n++} END {if (n) printf "%.0f\n", s; else print "nan"}'
+}
+
+# synced_loadgen NAME ARGS...: `loadgen NAME ARGS`, then the log fdatasyncs the broker issued
+# per 100 KiB of records appended meanwhile (one transaction's worth at 100 × 1 KiB) into
+# $LOG/NAME.syncs.
+synced_loadgen() {
+  local name="$1"; shift
+  local s0 b0 s1 b1
+  s0=$(metric spool_log_fdatasyncs); b0=$(metric spool_produce_bytes_total)
+  loadgen "$name" "$@"
+  s1=$(metric spool_log_fdatasyncs); b1=$(metric spool_produce_bytes_total)
+  python3 -c "
+s0, b0, s1, b1 = (float(x) for x in '$s0 $b0 $s1 $b1'.split())
+print(f'{(s1 - s0) / ((b1 - b0) / 102400):.1f}' if b1 > b0 else 'nan')" >"$LOG/$name.syncs"
+}
+syncs() { cat "$LOG/$1.syncs" 2>/dev/null || echo nan; }
+
 costed_loadgen() {
   local name="$1" pid="$2"; shift 2
   local before after mode bytes
@@ -300,7 +323,7 @@ SPOOL="$ROOT/target/release/spool"
 LOADGEN="$ROOT/target/release/spool-loadgen"
 
 # ---- rounds ----
-declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF IDEM TXN TXC50 TXC99
+declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF IDEM TXN TXC50 TXC99 IDEM8 TXN8 TX8C50 TX8C99 SYI SYT SYI8 SYT8
 # 1 KiB messages, acks=1 (--acks all: idempotent, up to five batches of a partition in flight),
 # two producers on two client executors. At acks=1 the producer keeps one batch in flight per
 # partition and, with durability fsync, a batch is acknowledged after its fdatasync:
@@ -312,6 +335,9 @@ HALF=(--linger-ms 1)
 # Transactions (issue 18 item 8): one producer, acks=all, 100 records per transaction, against
 # the same producer idempotent (no transactions), both in the same round.
 TXA=(--message-bytes 1024 --acks all --producers 1 --partitions 8 --warmup 2 --duration "$SECONDS_PER_RUN")
+# The same with 8 producers, each its own transactional id: transactions overlap, so a
+# transaction's serial durable writes (Ongoing, data, Prepare, markers, Complete) are shared.
+TX8=(--message-bytes 1024 --acks all --producers 8 --partitions 8 --warmup 2 --duration "$SECONDS_PER_RUN")
 for round in $(seq 1 "$ROUNDS"); do
   log "round $round/$ROUNDS: limits"
   DISK+=("$(limit_disk_write_mbps)")
@@ -349,13 +375,23 @@ for round in $(seq 1 "$ROUNDS"); do
     --warmup 2 --duration "$SECONDS_PER_RUN"
   C2+=("$(field "$LOG/cores2-$round.txt" produce_mbps)")
   log "  consume ${CONS[-1]} MB/s; half-load p99 produce ${P99H[-1]} e2e ${E2EH[-1]} ms; 1000 partitions ${P1000[-1]} MB/s"
-  loadgen "idempotent-$round" produce --topic idem "${TXA[@]}"
+  synced_loadgen "idempotent-$round" produce --topic idem "${TXA[@]}"
   IDEM+=("$(field "$LOG/idempotent-$round.txt" produce_mbps)")
-  loadgen "txn-$round" produce --topic txn "${TXA[@]}" --transactional --txn-messages 100
+  synced_loadgen "txn-$round" produce --topic txn "${TXA[@]}" --transactional --txn-messages 100
   TXN+=("$(field "$LOG/txn-$round.txt" produce_mbps)")
   TXC50+=("$(field "$LOG/txn-$round.txt" commit_p50_ms)")
   TXC99+=("$(field "$LOG/txn-$round.txt" commit_p99_ms)")
+  SYI+=("$(syncs "idempotent-$round")"); SYT+=("$(syncs "txn-$round")")
   log "  transactional ${TXN[-1]} vs idempotent ${IDEM[-1]} MB/s; commit p50 ${TXC50[-1]} p99 ${TXC99[-1]} ms"
+  synced_loadgen "idempotent8-$round" produce --topic idem8 "${TX8[@]}"
+  IDEM8+=("$(field "$LOG/idempotent8-$round.txt" produce_mbps)")
+  synced_loadgen "txn8-$round" produce --topic txn8 "${TX8[@]}" --transactional --txn-messages 100
+  TXN8+=("$(field "$LOG/txn8-$round.txt" produce_mbps)")
+  TX8C50+=("$(field "$LOG/txn8-$round.txt" commit_p50_ms)")
+  TX8C99+=("$(field "$LOG/txn8-$round.txt" commit_p99_ms)")
+  SYI8+=("$(syncs "idempotent8-$round")"); SYT8+=("$(syncs "txn8-$round")")
+  log "  fdatasyncs per 100 KiB: idempotent ${SYI[-1]} / ${SYI8[-1]}, transactional ${SYT[-1]} / ${SYT8[-1]} (1 / 8 producers)"
+  log "  8 producers: transactional ${TXN8[-1]} vs idempotent ${IDEM8[-1]} MB/s; commit p50 ${TX8C50[-1]} p99 ${TX8C99[-1]} ms"
   stop_broker
 
   log "round $round: broker (durability replicated)"
@@ -383,6 +419,9 @@ p99n=$(median "${P99N[@]}"); cons=$(median "${CONS[@]}"); p1000=$(median "${P100
 c1=$(median "${C1[@]}"); c2=$(median "${C2[@]}")
 idem=$(median "${IDEM[@]}"); txn=$(median "${TXN[@]}")
 txc50=$(median "${TXC50[@]}"); txc99=$(median "${TXC99[@]}")
+idem8=$(median "${IDEM8[@]}"); txn8=$(median "${TXN8[@]}")
+tx8c50=$(median "${TX8C50[@]}"); tx8c99=$(median "${TX8C99[@]}")
+syi=$(median "${SYI[@]}"); syt=$(median "${SYT[@]}"); syi8=$(median "${SYI8[@]}"); syt8=$(median "${SYT8[@]}")
 bcpup=$(median "${BCPUP[@]}"); bcpuf=$(median "${BCPUF[@]}")
 lcpup=$(median "${LCPUP[@]}"); lcpuf=$(median "${LCPUF[@]}")
 ratio() { python3 -c "a=float('$1'); b=float('$2'); print(f'{a/b:.3f}' if b > 0 and a == a else 'nan')"; }
@@ -394,11 +433,12 @@ consume_ratio=$(ratio "$cons" "$loop")
 cores_ratio=$(ratio "$c2" "$c1")
 p1000_ratio=$(ratio "$p1000" "$prod")
 txn_ratio=$(ratio "$txn" "$idem")
+txn8_ratio=$(ratio "$txn8" "$idem8")
 
 echo
 echo "spool bench — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $ROUNDS rounds, medians (MB = 10^6 B)"
 echo "CPUs: broker --cpuset $BROKER_CPUS, loadgen --cpuset $LOADGEN_CPUS ($CPU_NOTE)"
-echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | e2e_p99_half ${E2EH[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | commit_p99 ${TXC99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
+echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | e2e_p99_half ${E2EH[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
 printf '| %-34s | %12s | %-40s |\n' figure value "compared with / target"
 printf '|%s|%s|%s|\n' "------------------------------------" "--------------" "------------------------------------------"
 row() { printf '| %-34s | %12s | %-40s |\n' "$1" "$2" "$3"; }
@@ -420,6 +460,11 @@ row txn_produce_mbps "$(r "$txn" 1)" "100 records/txn, acks=all, 1 producer, fsy
 row txn_ratio "$txn_ratio" "/ idempotent $(r "$idem" 1) MB/s, same run; target >= 0.8"
 row txn_commit_p50_ms "$(r "$txc50" 2)" "commit_transaction's own time"
 row txn_commit_p99_ms "$(r "$txc99" 2)" ""
+row txn_8p_produce_mbps "$(r "$txn8" 1)" "8 producers, 8 transactional ids"
+row txn_8p_ratio "$txn8_ratio" "/ idempotent $(r "$idem8" 1) MB/s, 8 producers"
+row txn_8p_commit_p50_ms "$(r "$tx8c50" 2)" ""
+row txn_8p_commit_p99_ms "$(r "$tx8c99" 2)" ""
+row txn_fdatasyncs_per_txn "$(r "$syt" 1) / $(r "$syt8" 1)" "per 100 KiB, 1 / 8 producers; idempotent $(r "$syi" 1) / $(r "$syi8" 1)"
 row cores_2_over_1 "$cores_ratio" "$(r "$c2" 1) / $(r "$c1" 1) MB/s (--cpuset $BROKER_CPUS / --cores 1)"
 row broker_cpu_s_per_gb_produce "$(r "$bcpup" 3)" "/proc/PID/stat, produce max; target <= 0.5"
 row broker_cpu_s_per_gb_fetch "$(r "$bcpuf" 3)" "/proc/PID/stat, catch-up; target <= 0.2"
@@ -445,6 +490,15 @@ echo "RESULT idempotent_produce_mbps=$(r "$idem" 1)"
 echo "RESULT txn_ratio=$txn_ratio"
 echo "RESULT txn_commit_p50_ms=$(r "$txc50" 2)"
 echo "RESULT txn_commit_p99_ms=$(r "$txc99" 2)"
+echo "RESULT txn_8p_produce_mbps=$(r "$txn8" 1)"
+echo "RESULT idempotent_8p_produce_mbps=$(r "$idem8" 1)"
+echo "RESULT txn_8p_ratio=$txn8_ratio"
+echo "RESULT txn_8p_commit_p50_ms=$(r "$tx8c50" 2)"
+echo "RESULT txn_8p_commit_p99_ms=$(r "$tx8c99" 2)"
+echo "RESULT txn_fdatasyncs_per_txn=$(r "$syt" 1)"
+echo "RESULT txn_8p_fdatasyncs_per_txn=$(r "$syt8" 1)"
+echo "RESULT idempotent_fdatasyncs_per_100kib=$(r "$syi" 1)"
+echo "RESULT idempotent_8p_fdatasyncs_per_100kib=$(r "$syi8" 1)"
 echo "RESULT cores_2_over_1=$cores_ratio"
 echo "RESULT broker_cpu_s_per_gb_produce=$(r "$bcpup" 3)"
 echo "RESULT broker_cpu_s_per_gb_fetch=$(r "$bcpuf" 3)"

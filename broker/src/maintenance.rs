@@ -54,7 +54,8 @@ pub async fn close_partitions(local: &Local) {
 pub fn metrics_text(local: &Local) -> String {
     let parts = local.partitions.borrow();
     let log_bytes: u64 = parts.values().map(|p| p.log.size_bytes()).sum();
-    let mut text = local.metrics.render(parts.len(), log_bytes);
+    let fdatasyncs: u64 = parts.values().map(|p| p.log.fdatasync_count()).sum();
+    let mut text = local.metrics.render(parts.len(), log_bytes, fdatasyncs);
     text.push_str(&replication_text(local.core, &parts));
     text
 }

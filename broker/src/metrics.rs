@@ -88,7 +88,7 @@ impl CoreMetrics {
     }
 
     /// This core's lines of the Prometheus exposition (HELP/TYPE lines come from [`header`]).
-    pub fn render(&self, partitions: usize, log_bytes: u64) -> String {
+    pub fn render(&self, partitions: usize, log_bytes: u64, log_fdatasyncs: u64) -> String {
         let c = self.core;
         let mut s = String::new();
         let _ = writeln!(
@@ -160,6 +160,7 @@ impl CoreMetrics {
         s.push_str(&crate::response_memory::render(c));
         let _ = writeln!(s, "spool_partitions{{core=\"{c}\"}} {partitions}");
         let _ = writeln!(s, "spool_log_bytes{{core=\"{c}\"}} {log_bytes}");
+        let _ = writeln!(s, "spool_log_fdatasyncs{{core=\"{c}\"}} {log_fdatasyncs}");
         for (name, h) in [
             ("produce", &self.produce_latency_us),
             ("fetch", &self.fetch_latency_us),
@@ -230,6 +231,8 @@ pub fn header() -> &'static str {
 # TYPE spool_partitions gauge\n\
 # HELP spool_log_bytes Bytes of log owned by this core.\n\
 # TYPE spool_log_bytes gauge\n\
+# HELP spool_log_fdatasyncs fdatasyncs of the segment files of the partitions this core owns now, since each was opened (a partition leaving the core takes its count with it).\n\
+# TYPE spool_log_fdatasyncs gauge\n\
 # HELP spool_produce_latency_seconds Produce latency per partition request, append to acknowledgement.\n\
 # TYPE spool_produce_latency_seconds histogram\n\
 # HELP spool_fetch_latency_seconds Fetch latency per request, long-poll wait included.\n\
