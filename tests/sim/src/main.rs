@@ -96,13 +96,7 @@ fn main() -> ExitCode {
         quiet_ms: (args.quiet_seconds * 1000).min(base.sim_ms / 2),
         ..base
     };
-    let (seeds, verbose): (Vec<u64>, bool) = match args.seed {
-        Some(s) => (vec![s], true),
-        None => (
-            (args.first_seed..args.first_seed + args.seeds).collect(),
-            false,
-        ),
-    };
+    let (seeds, verbose) = seeds_of(&args);
     let started = Instant::now();
     let (mut violations, mut sim_ms, mut events) = (0u64, 0u64, 0u64);
     let mut repl = spool_sim::check_repl::ReplStats::default();
@@ -124,14 +118,8 @@ fn main() -> ExitCode {
         }
         if let Some((at_ms, v)) = &report.violation {
             violations += 1;
-            if !verbose {
-                println!("--- seed {seed}: last trace lines ---");
-                for line in &report.tail {
-                    println!("{line}");
-                }
-            }
-            println!("VIOLATION seed={seed} at={at_ms}ms {v}");
-            println!("replay: {}", replay_command(&config));
+            let replay = replay_command(&config);
+            print_violation(seed, verbose, &report.tail, "", *at_ms, v, &replay);
             if args.stop_at_first {
                 break;
             }
@@ -160,6 +148,38 @@ fn main() -> ExitCode {
     }
 }
 
+/// The seeds to run, and whether to print whole traces (`--seed` replays one).
+fn seeds_of(args: &Args) -> (Vec<u64>, bool) {
+    match args.seed {
+        Some(s) => (vec![s], true),
+        None => (
+            (args.first_seed..args.first_seed + args.seeds).collect(),
+            false,
+        ),
+    }
+}
+
+/// One violating seed: its last trace lines (unless the whole trace was printed), the
+/// violation, and the command that replays it.
+fn print_violation(
+    seed: u64,
+    verbose: bool,
+    tail: &[String],
+    world: &str,
+    at_ms: u64,
+    v: &spool_sim::Violation,
+    replay: &str,
+) {
+    if !verbose {
+        println!("--- {world}seed {seed}: last trace lines ---");
+        for line in tail {
+            println!("{line}");
+        }
+    }
+    println!("VIOLATION {world}seed={seed} at={at_ms}ms {v}");
+    println!("replay: {replay}");
+}
+
 /// `--world txn`: runs (or replays) transaction-world seeds.
 fn run_txn_world(args: &Args) -> ExitCode {
     let base = TxnConfig {
@@ -167,13 +187,7 @@ fn run_txn_world(args: &Args) -> ExitCode {
         planted: args.planted_bug,
         ..TxnConfig::new(0)
     };
-    let (seeds, verbose): (Vec<u64>, bool) = match args.seed {
-        Some(s) => (vec![s], true),
-        None => (
-            (args.first_seed..args.first_seed + args.seeds).collect(),
-            false,
-        ),
-    };
+    let (seeds, verbose) = seeds_of(args);
     let started = Instant::now();
     let (mut violations, mut sim_ms, mut events) = (0u64, 0u64, 0u64);
     let mut stats = spool_sim::check_txn::TxnStats::default();
@@ -195,14 +209,16 @@ fn run_txn_world(args: &Args) -> ExitCode {
         }
         if let Some((at_ms, v)) = &report.violation {
             violations += 1;
-            if !verbose {
-                println!("--- txn seed {seed}: last trace lines ---");
-                for line in &report.tail {
-                    println!("{line}");
-                }
-            }
-            println!("VIOLATION world=txn seed={seed} at={at_ms}ms {v}");
-            println!("replay: {}", txn_replay_command(&config));
+            let replay = txn_replay_command(&config);
+            print_violation(
+                seed,
+                verbose,
+                &report.tail,
+                "world=txn ",
+                *at_ms,
+                v,
+                &replay,
+            );
             if args.stop_at_first {
                 break;
             }
