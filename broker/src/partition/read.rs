@@ -3,14 +3,14 @@
 //!
 //! Promises: nothing at or above the high watermark is ever returned; a read_committed reader
 //! gets nothing at or above the LSO, and every aborted transaction whose records overlap what it
-//! is sent, from the log's index (at most `txn::ABORTED_PER_FETCH_MAX`: past it the records stop
-//! where the list would be incomplete); an offset outside [log start, log end] is
-//! OFFSET_OUT_OF_RANGE.
+//! is sent, from the log's index, looked up for the records read only (at most
+//! `txn::ABORTED_PER_FETCH_MAX`: past it the records are read again, stopping where the list
+//! would be incomplete); an offset outside [log start, log end] is OFFSET_OUT_OF_RANGE.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use spool_protocol::ErrorCode;
-use spool_storage::ReadChunk;
+use spool_storage::{PartitionLog, ReadChunk};
 
 use super::{log_error_code, Partition};
 use crate::requests::{FetchChunk, FetchResult, ListOffsetsResult};
@@ -34,7 +34,7 @@ impl Partition {
             aborted: Vec::new(),
             chunks: Vec::new(),
         };
-        let mut upper = if read_committed { lso } else { hw };
+        let upper = if read_committed { lso } else { hw };
         // Kafka's rule: out of range only outside [log start, log end]; between the high
         // watermark and the log end a fetch is simply empty (the data is not safe to show yet).
         if offset < 0 || (offset as u64) < start || (offset as u64) > self.log.log_end_offset() {
@@ -42,30 +42,35 @@ impl Partition {
             return out;
         }
         let max_bytes = max_bytes.max(0) as usize;
-        if read_committed && (offset as u64) < upper {
-            match self.aborted_in(offset as u64, upper).await {
-                Ok((aborted, whole_below)) => {
-                    out.aborted = aborted;
-                    upper = whole_below;
+        let mut slice = match self.read_chunks(offset as u64, max_bytes, upper).await {
+            Some(slice) => slice,
+            None => return out,
+        };
+        // The aborted transactions of what is returned (Kafka's bound too: a consumer far
+        // behind does not read the index of the whole log on every fetch).
+        if let (true, Ok((_, next))) = (read_committed, &slice) {
+            let next = *next;
+            if next > offset as u64 {
+                match self.aborted_in(offset as u64, next).await {
+                    Ok((aborted, whole_below)) => {
+                        out.aborted = aborted;
+                        if whole_below < next {
+                            // More aborted transactions than one answer holds: the records
+                            // stop where the list would be incomplete.
+                            slice = match self
+                                .read_chunks(offset as u64, max_bytes, whole_below)
+                                .await
+                            {
+                                Some(slice) => slice,
+                                None => return out,
+                            };
+                        }
+                    }
+                    Err(e) => return FetchResult::error(log_error_code(&e)),
                 }
-                Err(e) => return FetchResult::error(log_error_code(&e)),
             }
         }
-        let slice = if self.copy_reads {
-            // Charged to the response budget before the copy is made; without room now, no
-            // records this time (`response_memory` says why not a wait).
-            let copy = self.log.read_copy(offset as u64, max_bytes, upper);
-            match crate::response_memory::charged_copy(max_bytes, copy).await {
-                None => return out,
-                Some(read) => read.map(|b| vec![ReadChunk::Memory(b)]),
-            }
-        } else {
-            self.log
-                .read(offset as u64, max_bytes, upper)
-                .await
-                .map(|s| s.chunks)
-        };
-        match slice {
+        match slice.map(|(chunks, _)| chunks) {
             Ok(chunks) => {
                 for c in chunks {
                     match c {
@@ -96,6 +101,33 @@ impl Partition {
             Err(e) => out.error = log_error_code(&e),
         }
         out
+    }
+
+    /// Batches from `offset` below `upper` (at most `max_bytes`, at least one) and the offset
+    /// after the last; `None` when a copy found no room in the response budget.
+    async fn read_chunks(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        upper: u64,
+    ) -> Option<Result<(Vec<ReadChunk>, u64), spool_storage::LogError>> {
+        if self.copy_reads {
+            // Charged to the response budget before the copy is made; without room now, no
+            // records this time (`response_memory` says why not a wait).
+            let copy = self.log.read_copy(offset, max_bytes, upper);
+            let read = crate::response_memory::charged_copy(max_bytes, copy).await?;
+            Some(read.map(|b| {
+                let next = PartitionLog::next_offset_after(&b).unwrap_or(offset);
+                (vec![ReadChunk::Memory(b)], next)
+            }))
+        } else {
+            Some(
+                self.log
+                    .read(offset, max_bytes, upper)
+                    .await
+                    .map(|s| (s.chunks, s.next_offset.max(offset))),
+            )
+        }
     }
 
     /// ListOffsets; with `read_committed`, the latest offset is the last stable offset and a

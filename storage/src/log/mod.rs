@@ -526,6 +526,8 @@ mod compaction_txn_tests;
 #[cfg(test)]
 mod delete_tests;
 #[cfg(test)]
+mod read_tests;
+#[cfg(test)]
 mod start_at_tests;
 #[cfg(test)]
 mod tests;

@@ -63,6 +63,8 @@ pub struct ReadSlice {
     pub bytes: u64,
     pub log_start_offset: u64,
     pub log_end_offset: u64,
+    /// The offset after the last batch returned (0 when none is).
+    pub next_offset: u64,
 }
 
 impl PartitionLog {
@@ -100,6 +102,10 @@ impl PartitionLog {
         }
         if let Some(batches) = from_tail {
             for b in batches {
+                // The tail holds whole batches it validated on append.
+                if let Ok(h) = crate::batch::BatchHeader::parse(&b) {
+                    out.next_offset = h.last_offset() as u64 + 1;
+                }
                 out.bytes += b.len() as u64;
                 out.chunks.push(ReadChunk::Memory(b));
             }
@@ -119,23 +125,25 @@ impl PartitionLog {
                 .collect()
         };
         for seg in segments {
-            if let Some(chunk) = self.read_segment(&seg, offset, max_bytes, upper).await? {
+            if let Some((chunk, next)) = self.read_segment(&seg, offset, max_bytes, upper).await? {
                 out.bytes += chunk.len();
                 out.chunks.push(chunk);
+                out.next_offset = next;
                 break;
             }
         }
         Ok(out)
     }
 
-    /// One segment's contribution: the file range of batches holding `offset`.. within limits.
+    /// One segment's contribution: the file range of batches holding `offset`.. within limits,
+    /// and the offset after its last batch.
     async fn read_segment(
         &self,
         seg: &Segment,
         offset: u64,
         max_bytes: usize,
         upper: u64,
-    ) -> Result<Option<ReadChunk>, LogError> {
+    ) -> Result<Option<(ReadChunk, u64)>, LogError> {
         let (start_pos, end_pos) = {
             let idx = seg.index.borrow();
             if idx.next_offset <= offset {
@@ -148,6 +156,7 @@ impl PartitionLog {
         let mut cur = HeaderCursor::new(Rc::clone(&file), start_pos, end_pos);
         let mut first_pos = None;
         let mut taken = 0u64;
+        let mut next = offset;
         while let Some(h) = cur.peek(seg, self.config.get().max_batch_bytes).await? {
             let last = h.last_offset() as u64;
             if first_pos.is_none() {
@@ -163,14 +172,37 @@ impl PartitionLog {
                 break;
             }
             taken += h.total_bytes() as u64;
+            next = last + 1;
             cur.advance(&h);
         }
-        Ok(first_pos.map(|position| ReadChunk::File {
-            file,
-            path: seg.log_path.clone(),
-            position,
-            len: taken,
+        Ok(first_pos.map(|position| {
+            let chunk = ReadChunk::File {
+                file,
+                path: seg.log_path.clone(),
+                position,
+                len: taken,
+            };
+            (chunk, next)
         }))
+    }
+
+    /// The offset after the last whole batch in `batches` (whole batches, as reads return them),
+    /// reading only their headers; `None` when there is none.
+    pub fn next_offset_after(batches: &[u8]) -> Option<u64> {
+        let mut pos = 0usize;
+        let mut next = None;
+        while let Some(rest) = batches.get(pos..).filter(|r| !r.is_empty()) {
+            let Ok(h) = crate::batch::BatchHeader::parse(rest) else {
+                break;
+            };
+            let total = h.total_bytes();
+            if total == 0 || total > rest.len() {
+                break;
+            }
+            next = Some(h.last_offset() as u64 + 1);
+            pos += total;
+        }
+        next
     }
 
     /// Like [`PartitionLog::read`] but returns the bytes, each batch's CRC checked; a bad batch is
