@@ -101,6 +101,9 @@ pub struct Partition {
     /// The tail the producer table is rebuilt from: [`PRODUCER_STATE_REBUILD_BYTES_MAX`], less in
     /// tests that need a transaction to begin before it.
     rebuild_bytes_max: Cell<u64>,
+    /// Aborted transactions one fetch reports: [`txn::ABORTED_PER_FETCH_MAX`], less in tests of
+    /// the cut.
+    aborted_per_fetch_max: Cell<usize>,
     /// Serializes check-then-append, so two retries of one batch cannot both pass the check.
     append_turn: Semaphore,
     /// KIP-890 verifications in flight ([`verify`]).
@@ -172,6 +175,7 @@ impl Partition {
             txns: RefCell::new(PartitionTxns::new(txn::IN_MEMORY_ABORTED_TXNS_MAX)),
             producers_loaded: Cell::new(false),
             rebuild_bytes_max: Cell::new(PRODUCER_STATE_REBUILD_BYTES_MAX),
+            aborted_per_fetch_max: Cell::new(txn::ABORTED_PER_FETCH_MAX),
             append_turn: Semaphore::new(1),
             verifications: RefCell::new(verify::Verifications::default()),
         })
@@ -227,6 +231,12 @@ impl Partition {
     #[cfg(test)]
     pub(super) fn set_rebuild_bytes_max(&self, bytes: u64) {
         self.rebuild_bytes_max.set(bytes);
+    }
+
+    /// In tests: report at most `max` aborted transactions per fetch.
+    #[cfg(test)]
+    pub(super) fn set_aborted_per_fetch_max(&self, max: usize) {
+        self.aborted_per_fetch_max.set(max);
     }
 
     /// [`Partition::load_producer_state`] for a caller holding `append_turn`.

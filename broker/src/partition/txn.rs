@@ -225,20 +225,18 @@ impl Partition {
         to: u64,
     ) -> Result<(Vec<(i64, i64)>, u64), LogError> {
         let from = from.max(self.log.log_start_offset());
-        let mut aborted = self
-            .log
-            .aborted_txns(from, to, ABORTED_PER_FETCH_MAX + 1)
-            .await?;
+        let max = self.aborted_per_fetch_max.get();
+        let mut aborted = self.log.aborted_txns(from, to, max + 1).await?;
         let mut upper = to;
-        if aborted.len() > ABORTED_PER_FETCH_MAX {
-            let next = aborted[ABORTED_PER_FETCH_MAX].first_offset;
-            aborted.truncate(ABORTED_PER_FETCH_MAX);
+        if aborted.len() > max {
+            let next = aborted[max].first_offset;
+            aborted.truncate(max);
             if next > from {
                 upper = upper.min(next);
             } else {
                 // More aborted transactions than the bound all overlap `from`: the list cannot
                 // be whole for any records, so the earliest go out and the rest would show.
-                tracing::warn!(tp = %self.tp, from, to, max = ABORTED_PER_FETCH_MAX, "more aborted transactions overlap a fetch offset than one answer holds");
+                tracing::warn!(tp = %self.tp, from, to, max, "more aborted transactions overlap a fetch offset than one answer holds");
             }
         }
         let list = aborted

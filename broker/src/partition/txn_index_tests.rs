@@ -138,3 +138,71 @@ fn transactions_begun_segments_before_the_rebuilt_tail_are_known_after_a_restart
         assert_eq!(f.last_stable_offset, open_first as i64);
     });
 }
+
+/// Where the per-fetch bound on aborted transactions cuts a read_committed fetch: the list holds
+/// the earliest, and the records stop below the first one left out, so a consumer never gets a
+/// record of an aborted transaction without its entry; and a fetch reports only the aborted
+/// transactions of the records it returns.
+#[test]
+fn a_fetch_reports_the_aborted_transactions_of_its_records_and_stops_at_the_bound() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = PartitionLog::open(dir.path(), config()).await.unwrap();
+        let p = Partition::new(
+            TopicPartition::new("t", 0),
+            log,
+            1,
+            Durability::Replicated,
+            true,
+        );
+        p.learn(&alone(), 0).await;
+        let mut firsts = Vec::new();
+        for pid in 0..4 {
+            let producer_id = ABORTED + pid;
+            firsts.push(produce(&p, txn_batch(producer_id, 0), true, producer_id).await);
+            assert_eq!(
+                p.write_marker(producer_id, EPOCH, false, 0).await,
+                ErrorCode::None
+            );
+            plain(&p, 3).await;
+        }
+        let end = p.log.log_end_offset();
+        let records_end = |f: &crate::requests::FetchResult| -> u64 {
+            f.chunks
+                .iter()
+                .filter_map(|c| match c {
+                    crate::requests::FetchChunk::Memory(b) => PartitionLog::next_offset_after(b),
+                    crate::requests::FetchChunk::File { .. } => panic!("copy reads were asked for"),
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        let all = p.fetch(0, 1 << 20, true).await;
+        assert_eq!(all.error, ErrorCode::None);
+        let every: Vec<(i64, i64)> = (0..4)
+            .map(|i| (ABORTED + i, firsts[i as usize] as i64))
+            .collect();
+        assert_eq!(all.aborted, every);
+        assert_eq!(records_end(&all), end);
+
+        // Only the first transaction's batch and its marker: only its entry.
+        let one = p.fetch(0, 1, true).await;
+        assert_eq!(one.aborted, vec![every[0]]);
+        assert!(records_end(&one) <= firsts[1]);
+
+        // At most two per fetch: the first two, and nothing at or past the third's first batch.
+        p.set_aborted_per_fetch_max(2);
+        let cut = p.fetch(0, 1 << 20, true).await;
+        assert_eq!(cut.error, ErrorCode::None);
+        assert_eq!(cut.aborted, every[..2].to_vec());
+        let stop = records_end(&cut);
+        assert!(
+            stop > firsts[1] && stop <= firsts[2],
+            "records end at {stop}, firsts {firsts:?}"
+        );
+        // The next fetch, from where that one stopped, reports the rest.
+        let rest = p.fetch(stop as i64, 1 << 20, true).await;
+        assert_eq!(rest.aborted, every[2..].to_vec());
+        assert_eq!(records_end(&rest), end);
+    });
+}
