@@ -101,11 +101,12 @@ impl PartitionLog {
             return Ok(out);
         }
         if let Some(batches) = from_tail {
+            // The tail holds whole batches it validated on append: the last one's header says
+            // where the read ends (one parse per read, not per batch).
+            if let Some(Ok(h)) = batches.last().map(|b| crate::batch::BatchHeader::parse(b)) {
+                out.next_offset = h.last_offset() as u64 + 1;
+            }
             for b in batches {
-                // The tail holds whole batches it validated on append.
-                if let Ok(h) = crate::batch::BatchHeader::parse(&b) {
-                    out.next_offset = h.last_offset() as u64 + 1;
-                }
                 out.bytes += b.len() as u64;
                 out.chunks.push(ReadChunk::Memory(b));
             }
