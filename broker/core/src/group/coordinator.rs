@@ -524,6 +524,8 @@ impl Coordinator {
                 }
                 if g.state() == GroupState::Empty
                     && g.offsets.is_empty()
+                    // A transaction's staged offsets wait for its marker, however long it runs.
+                    && !g.has_pending_txn_offsets()
                     && !g.has_waiters()
                     && fx.is_empty()
                     && now_ms >= g.state_timestamp_ms() + EMPTY_GROUP_RETENTION_MS

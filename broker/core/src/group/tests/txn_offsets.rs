@@ -120,3 +120,32 @@ fn a_stable_fetch_waits_out_an_undecided_transactional_offset() {
         vec![(0, Some(9), ErrorCode::None), (1, None, ErrorCode::None)]
     );
 }
+
+#[test]
+fn a_group_holding_only_staged_offsets_outlives_the_empty_group_retention() {
+    // A group created by a TxnOffsetCommit has no members and no committed offsets until the
+    // marker lands; a transaction may stay open past the empty-group retention (its timeout is
+    // up to 15 minutes), and the staged offsets must still be there for its commit marker.
+    let mut h = H::new(0);
+    let p = crate::group::coordinator_partition(GROUP, 4);
+    assert_eq!(h.txn_commit(7, 42), vec![ErrorCode::None]);
+    h.advance(coordinator::EMPTY_GROUP_RETENTION_MS + 1);
+    assert!(
+        h.c.group(GROUP).is_some(),
+        "dropped while a transaction holds its offsets"
+    );
+    h.c.on_txn_marker(p, 7, true);
+    assert_eq!(h.committed(), Some(42), "committed with its transaction");
+
+    // Decided by an abort instead, nothing is left to keep: the group goes at the next tick.
+    let mut h = H::new(0);
+    assert_eq!(h.txn_commit(8, 50), vec![ErrorCode::None]);
+    h.advance(coordinator::EMPTY_GROUP_RETENTION_MS + 1);
+    h.c.on_txn_marker(p, 8, false);
+    h.advance(1);
+    assert_eq!(
+        h.state(),
+        GroupState::Dead,
+        "an aborted transaction's group"
+    );
+}
