@@ -24,9 +24,9 @@ use bytes::Bytes;
 use futures_lite::AsyncReadExt;
 use spool_protocol::frame::LENGTH_PREFIX_BYTES;
 
-use crate::frame_pool::FrameBuf;
 use crate::net_io::Half;
 use crate::request_memory::CoreBudget;
+use spool_protocol::frame_pool::FrameBuf;
 
 /// Why [`read_frame_within`] gave up on a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,7 +212,7 @@ fn checked_size<E: std::fmt::Display>(
 }
 
 /// The frame's bytes after its (whole) prefix, into the first `size` bytes of one buffer
-/// (pooled for large frames, so not zero-filled first: [`crate::frame_pool`]). Every one of
+/// (pooled for large frames, so not zero-filled first: [`spool_protocol::frame_pool`]). Every one of
 /// those bytes is written before this returns `Ok`.
 async fn read_body(
     r: &mut Half,

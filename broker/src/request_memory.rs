@@ -134,16 +134,17 @@ impl<B: AsRef<[u8]>> AsRef<[u8]> for Charged<B> {
 /// The first `frame_bytes` of a pooled frame buffer (filled that far) as `Bytes` that give the
 /// charge back, and the buffer to its pool, when the last of them drops.
 pub fn pooled_into_bytes(
-    buf: crate::frame_pool::FrameBuf,
+    buf: spool_protocol::frame_pool::FrameBuf,
     frame_bytes: usize,
     charge: Option<Charge>,
 ) -> Bytes {
-    assert!(frame_bytes <= buf.len(), "a frame larger than its buffer");
-    let bytes = match charge {
-        None => Bytes::from_owner(buf),
-        Some(c) => Bytes::from_owner(Charged { buf, _charge: c }),
-    };
-    bytes.slice(..frame_bytes)
+    match charge {
+        None => buf.into_frame_bytes(frame_bytes),
+        Some(c) => {
+            assert!(frame_bytes <= buf.len(), "a frame larger than its buffer");
+            Bytes::from_owner(Charged { buf, _charge: c }).slice(..frame_bytes)
+        }
+    }
 }
 
 /// `Bytes` already filled, with a charge that goes when the last of them drops.
@@ -302,7 +303,8 @@ mod tests {
             install(100);
             let core = current().expect("installed");
             let a = core.charge(60).await.expect("fits");
-            let frame = pooled_into_bytes(crate::frame_pool::FrameBuf::take(60), 60, Some(a));
+            let frame =
+                pooled_into_bytes(spool_protocol::frame_pool::FrameBuf::take(60), 60, Some(a));
             let slice = frame.slice(10..20);
             drop(frame);
             // A slice still holds the whole frame's charge.

@@ -18,6 +18,7 @@ use std::io::{Read, Write};
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
 
+use crate::frame_pool::FrameBuf;
 use crate::ErrorCode;
 
 /// The `u32 length` prefix.
@@ -273,10 +274,13 @@ pub fn read_frame(r: &mut impl Read, limits: &FrameLimits) -> Result<Option<RawF
         }
     }
     let frame_bytes = frame_bytes_from_prefix(prefix, limits)?;
-    let mut buf = BytesMut::zeroed(frame_bytes);
-    buf[..LENGTH_PREFIX_BYTES].copy_from_slice(&prefix);
-    r.read_exact(&mut buf[LENGTH_PREFIX_BYTES..])?;
-    split_frame(buf.freeze(), limits).map(Some)
+    // Pooled, so a large frame is read over an earlier one's bytes rather than zeroed first;
+    // every byte up to `frame_bytes` is written before the frame is used.
+    let mut buf = FrameBuf::take(frame_bytes);
+    let slot = &mut buf.as_mut_slice()[..frame_bytes];
+    slot[..LENGTH_PREFIX_BYTES].copy_from_slice(&prefix);
+    r.read_exact(&mut slot[LENGTH_PREFIX_BYTES..])?;
+    split_frame(buf.into_frame_bytes(frame_bytes), limits).map(Some)
 }
 
 /// Reads one frame from an async reader (glommio's `TcpStream`, or any `futures_io::AsyncRead`).
@@ -306,10 +310,12 @@ where
         }
     }
     let frame_bytes = frame_bytes_from_prefix(prefix, limits)?;
-    let mut buf = BytesMut::zeroed(frame_bytes);
-    buf[..LENGTH_PREFIX_BYTES].copy_from_slice(&prefix);
-    r.read_exact(&mut buf[LENGTH_PREFIX_BYTES..]).await?;
-    split_frame(buf.freeze(), limits).map(Some)
+    // Pooled, as in `read_frame`.
+    let mut buf = FrameBuf::take(frame_bytes);
+    let slot = &mut buf.as_mut_slice()[..frame_bytes];
+    slot[..LENGTH_PREFIX_BYTES].copy_from_slice(&prefix);
+    r.read_exact(&mut slot[LENGTH_PREFIX_BYTES..]).await?;
+    split_frame(buf.into_frame_bytes(frame_bytes), limits).map(Some)
 }
 
 /// Incremental decoder for bytes arriving in arbitrary pieces (a non-blocking socket, a fuzzer).

@@ -28,6 +28,7 @@ pub mod client;
 pub mod codec;
 pub mod error_code;
 pub mod frame;
+pub mod frame_pool;
 pub mod internal;
 pub mod kafka;
 pub mod metadata_log;

@@ -249,10 +249,28 @@ pub fn read_batch(
     max_batch_bytes: usize,
 ) -> Result<(BatchHeader, Vec<Record>), BatchError> {
     let header = batch::validate(batch_bytes, max_batch_bytes)?;
-    let body = record_bytes(batch_bytes, &header)?;
+    let records = read_validated_batch(batch_bytes, &header)?;
+    Ok((header, records))
+}
+
+/// The records of a batch that [`batch::validate`] (or a [`batch::BatchIter`]) already accepted,
+/// `header` being what it returned: every check of [`read_batch`] but the length and CRC-32C
+/// ones, so a reader that walked the batches first does not checksum each batch twice.
+pub fn read_validated_batch(
+    batch_bytes: &Bytes,
+    header: &BatchHeader,
+) -> Result<Vec<Record>, BatchError> {
+    if batch_bytes.len() < header.total_bytes() {
+        // Not the batch this header came from: refuse rather than slice out of bounds.
+        return Err(BatchError::Truncated {
+            needed: header.total_bytes(),
+            have: batch_bytes.len(),
+        });
+    }
+    let body = record_bytes(batch_bytes, header)?;
     let records = decode_records(&body, header.record_count)?;
     check_offset_deltas(&records, header.last_offset_delta)?;
-    Ok((header, records))
+    Ok(records)
 }
 
 /// Each record's offset is the batch's base plus its delta, so the deltas must rise within

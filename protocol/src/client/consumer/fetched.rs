@@ -1,6 +1,6 @@
 //! Turning one partition's fetched bytes into consumer records — a pure function, no state.
 //!
-//! Batches are validated (length, magic, CRC-32C) and decoded by `spool_storage`; records before
+//! Batches are validated (length, magic, CRC-32C: once per batch) and decoded by `spool_storage`; records before
 //! the fetch offset (the front of a batch the broker returned whole) are skipped; control batches
 //! are never returned. Under `read_committed`, transactional batches of producers listed as
 //! aborted are dropped from their transaction's first offset until that producer's ABORT marker,
@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
-use spool_storage::batch::{BatchError, BatchIter};
-use spool_storage::records::read_batch;
+use spool_storage::batch::{BatchError, BatchHeader, BatchIter};
+use spool_storage::records::read_validated_batch;
 
 use crate::client::{ClientError, ConsumerRecord, TopicPartition};
 
@@ -101,7 +101,7 @@ pub fn decode_fetched(
         }
         let batch_bytes = bytes.slice(batch.position..batch.position + batch.bytes.len());
         if h.is_control() {
-            if read_committed && is_abort_marker(&batch_bytes) {
+            if read_committed && is_abort_marker(&batch_bytes, &h) {
                 active_aborts.remove(&h.producer_id);
             }
             next_offset = last_offset + 1;
@@ -111,8 +111,9 @@ pub fn decode_fetched(
             next_offset = last_offset + 1;
             continue;
         }
-        let decoded = match read_batch(&batch_bytes, max_batch_bytes) {
-            Ok((_, r)) => r,
+        // The iterator checked this batch's length and CRC-32C: decode it without a second sum.
+        let decoded = match read_validated_batch(&batch_bytes, &h) {
+            Ok(r) => r,
             Err(e) => {
                 let e =
                     ClientError::Corrupt(format!("{tp}: batch at offset {}: {e}", h.base_offset));
@@ -149,9 +150,9 @@ pub fn decode_fetched(
 
 /// Whether a control batch holds an ABORT marker: the control record's key is
 /// `version i16 | type i16`, type 0 = abort, 1 = commit.
-fn is_abort_marker(batch: &Bytes) -> bool {
-    match read_batch(batch, batch.len()) {
-        Ok((_, records)) => records
+fn is_abort_marker(batch: &Bytes, header: &BatchHeader) -> bool {
+    match read_validated_batch(batch, header) {
+        Ok(records) => records
             .first()
             .and_then(|r| r.key.as_ref())
             .is_some_and(|k| k.len() >= 4 && i16::from_be_bytes([k[2], k[3]]) == 0),

@@ -230,20 +230,29 @@ impl ConsumerCore {
     pub fn take_records(&mut self, max_records: usize) -> Vec<ConsumerRecord> {
         let n = max_records.min(self.buffer.len());
         let out: Vec<ConsumerRecord> = self.buffer.drain(..n).collect();
-        for r in &out {
-            self.buffered_bytes = self.buffered_bytes.saturating_sub(record_bytes(r));
-            if let Some(st) = self
-                .parts
-                .get_mut(&TopicPartition::new(r.topic.clone(), r.partition))
-            {
-                st.position = Some(r.offset + 1);
-                st.buffered_records = st.buffered_records.saturating_sub(1);
+        // The buffer holds runs of one partition (a fetch answer's partition at a time): the
+        // positions are advanced once per run, not looked up per record.
+        let mut start = 0;
+        while start < out.len() {
+            let first = &out[start];
+            let len = out[start..]
+                .iter()
+                .take_while(|r| r.partition == first.partition && r.topic == first.topic)
+                .count();
+            let run = &out[start..start + len];
+            let bytes: usize = run.iter().map(record_bytes).sum();
+            self.buffered_bytes = self.buffered_bytes.saturating_sub(bytes);
+            let tp = TopicPartition::new(first.topic.clone(), first.partition);
+            if let Some(st) = self.parts.get_mut(&tp) {
+                st.position = Some(run[len - 1].offset + 1);
+                st.buffered_records = st.buffered_records.saturating_sub(len);
                 if st.buffered_records == 0 {
                     // Skipped offsets (control batches, aborted records, compaction gaps) count as
                     // consumed once everything before them was taken.
                     st.position = st.fetch_offset.or(st.position);
                 }
             }
+            start += len;
         }
         out
     }

@@ -1,20 +1,26 @@
-//! Reused buffers for large request frames, so a frame is not zero-filled before it is read
-//! (issue 19 item 3).
+//! Reused buffers for large frames, so a frame is not zero-filled before it is read (issue 19
+//! item 3): the broker's request frames (`spool-broker`'s `frame_io`) and the client's response
+//! frames ([`crate::frame::read_frame_async`], [`crate::frame::read_frame`]), one pool for both.
 //!
 //! A socket read needs initialised memory (`AsyncRead` takes `&mut [u8]`), so a fresh buffer is
-//! zeroed first: for a 512 KiB produce request that is a memset of the whole frame, every frame.
-//! A buffer that comes back here keeps its length, so the next frame it carries is read over
-//! the previous one's bytes, with no fill. Every byte of a frame is overwritten by the read
-//! before the frame is used ([`crate::frame_io`] returns a frame only once all of it arrived), so
-//! nothing of an earlier frame is ever seen.
+//! zeroed first: for a 512 KiB produce request, or a 4 MiB fetch answer, that is a memset of the
+//! whole frame, every frame. A buffer that comes back here keeps its length, so the next frame it
+//! carries is read over the previous one's bytes, with no fill. Every byte of a frame is
+//! overwritten by the read before the frame is used (a reader returns a frame only once all of it
+//! arrived, and [`FrameBuf::into_frame_bytes`] exposes exactly the frame's length, never the
+//! buffer's rounded tail), so nothing of an earlier frame is ever seen.
+//!
+//! As `Bytes` ([`FrameBuf::into_frame_bytes`]) a buffer comes back when the last slice of it drops
+//! (a consumer's records are slices of their fetch answer), to the pool of the thread that drops
+//! it: each thread's pool has the same bounds, whichever thread filled the buffer.
 //!
 //! Bounds: frames under [`POOLED_MIN_BYTES`] are plain allocations (their fill is cheap). A
 //! buffer of up to [`ROUNDED_MAX_BYTES`] is rounded up to a power of two, so it holds at most
 //! twice its frame (8 MiB more at most); a larger one is exactly its frame's size. The pool is per
-//! thread (each core reads its own connections' frames), holds at most [`POOL_BUFFERS_MAX`]
-//! buffers and [`POOL_BYTES_MAX`] bytes; a buffer that does not fit is freed. The memory a
-//! frame's buffer holds while in use is charged to the request budget at the frame's size
-//! ([`crate::request_memory`]); the rounding and the idle pool are on top, bounded here.
+//! thread, holds at most [`POOL_BUFFERS_MAX`] buffers and [`POOL_BYTES_MAX`] bytes; a buffer that
+//! does not fit is freed. In the broker the memory a frame's buffer holds while in use is charged
+//! to the request budget at the frame's size; the rounding and the idle pool are on top, bounded
+//! here.
 
 use std::cell::RefCell;
 
@@ -81,6 +87,13 @@ impl FrameBuf {
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.buf
+    }
+
+    /// The first `frame_bytes` (filled that far by the caller) as `Bytes`; the buffer goes back
+    /// to the pool when the last of them drops.
+    pub fn into_frame_bytes(self, frame_bytes: usize) -> bytes::Bytes {
+        assert!(frame_bytes <= self.len(), "a frame larger than its buffer");
+        bytes::Bytes::from_owner(self).slice(..frame_bytes)
     }
 
     /// Buffers idle in this thread's pool, and their bytes (for tests and metrics).
