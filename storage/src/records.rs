@@ -476,6 +476,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_validated_batch_decodes_as_read_batch_does_and_a_foreign_header_is_refused() {
+        let bytes = batch_of(&[0, 1, 2], 2);
+        let (header, whole) = read_batch(&bytes, usize::MAX).expect("valid");
+        let once = read_validated_batch(&bytes, &header).expect("valid");
+        assert_eq!(once, whole);
+        // A header from a longer batch than the bytes given: an error, not a slice past the end.
+        let short = bytes.slice(..bytes.len() - 1);
+        let e = read_validated_batch(&short, &header).expect_err("refused");
+        assert!(matches!(e, BatchError::Truncated { .. }), "{e}");
+        // Deltas are still checked without the CRC pass.
+        let bad = batch_of(&[2, 1], 2);
+        let h = batch::validate(&bad, usize::MAX).expect("valid framing");
+        let e = read_validated_batch(&bad, &h).expect_err("refused");
+        assert!(matches!(e, BatchError::MalformedRecords(_)), "{e}");
+    }
+
     fn arb_bytes() -> impl Strategy<Value = Option<Bytes>> {
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64).prop_map(Bytes::from))
     }
