@@ -20,6 +20,7 @@ pub mod compaction;
 mod compaction_txn;
 pub mod config;
 pub mod control;
+pub mod core_writes;
 pub mod epoch;
 pub mod error;
 pub mod free_space;

@@ -3,7 +3,7 @@
 //! Owns the segment's write side: an aligned staging buffer (`write_buffer_bytes`) that appends are
 //! copied into; a full buffer is written as one large aligned write, with up to
 //! `writes_in_flight_max` writes in flight (the disk wants ~1 MiB writes at queue depth 2-4,
-//! DESIGN §12). A flush writes the partial last block zero-padded and keeps it staged, so the next
+//! DESIGN §12), and within the core's bound across all its segments ([`crate::core_writes`]). A flush writes the partial last block zero-padded and keeps it staged, so the next
 //! write rewrites that block with more data; a write touching a block that an earlier write still
 //! in flight also covers waits for it, so an older copy can never land last.
 //!
@@ -35,6 +35,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use crate::config::{LogConfig, BLOCK_BYTES};
+use crate::core_writes;
 use crate::error::LogError;
 use crate::free_space;
 
@@ -263,6 +264,10 @@ impl SegmentWriter {
             .acquire_static_permit(1)
             .await
             .map_err(|e| LogError::io("write slot", &self.path, e))?;
+        // Then the core's share: the disk sees a few writes in flight per core, not per segment.
+        let core_write = core_writes::acquire()
+            .await
+            .map_err(|e| LogError::io("core write slot", &self.path, e))?;
         let (buf, pos, end) = {
             let mut st = self.st.borrow_mut();
             if st.staged_bytes == 0 || st.written_end >= st.logical_end() && st.in_flight.is_empty()
@@ -314,6 +319,7 @@ impl SegmentWriter {
                 }
             }
             drop(st);
+            drop(core_write);
             drop(permit);
         })
         .detach();
