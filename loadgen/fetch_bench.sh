@@ -16,7 +16,9 @@
 #     the disk (off the reactor: io_uring reads, or splices on the blocking thread);
 #   - a light probe producer (1 partition, 1,000 msg/s, acks=1, open loop) on the broker's CPU:
 #     its produce p99 is what the core's other work waited (noisy: it shares a CPU).
-#   ways:   read     (default) cachestat per piece; cold pieces read through io_uring
+#   ways:   direct   (default) cachestat per piece; cold pieces read with O_DIRECT through
+#                    io_uring, up to 4 pieces of a response at once (net_io/direct_read.rs)
+#           read     cachestat per piece; cold pieces read through io_uring and the page cache
 #           blocking cachestat per piece; cold pieces spliced on glommio's blocking thread
 #           splice   no check; every piece spliced on the reactor (the behaviour before)
 #           copy     serve --fetch-copy: every fetch read and CRC-checked into memory
@@ -199,7 +201,7 @@ lg fill produce --topic fetch --partitions "$PARTITIONS" --message-bytes 1024 --
 log "  $(grep -h '^produce: ' "$LOG/fill.txt" || echo 'fill failed')"
 stop_pid "$BROKER_PID"; BROKER_PID=""
 
-WAYS=(read blocking splice copy)
+WAYS=(direct read blocking splice copy)
 declare -A MBPS CPUGB P99 WARM SPLGB SPLMAX COLDP COLDW
 for round in $(seq 1 "$ROUNDS"); do
   log "round $round/$ROUNDS: limits"
@@ -208,7 +210,7 @@ for round in $(seq 1 "$ROUNDS"); do
   DQ1+=("$Q1"); DQ16+=("$Q16"); LOOPS+=("$LOOP")
   log "  disk read qd1 $Q1 MB/s, qd16 $Q16 MB/s; loopback $LOOP MB/s"
   # Rotate the order each round, so drift in the machine's load does not favour one way.
-  ORDER=("${WAYS[@]:$(((round - 1) % 4))}" "${WAYS[@]:0:$(((round - 1) % 4))}")
+  ORDER=("${WAYS[@]:$(((round - 1) % ${#WAYS[@]}))}" "${WAYS[@]:0:$(((round - 1) % ${#WAYS[@]}))}")
   for way in "${ORDER[@]}"; do
     if [[ $way == copy ]]; then
       start_broker "$way-$round" --fetch-copy

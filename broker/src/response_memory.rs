@@ -5,11 +5,16 @@
 //! requests (a producer keeps producing while consumers stall).
 //!
 //! What is charged, before it is allocated:
-//! - **A cold piece of a fetch** (`net_io`): a file range whose pages are not in the page cache
-//!   is read into a buffer of at most `net_io::PIECE_BYTES_MAX`; the piece is charged before the
-//!   read and given back once it is written. A connection's writer sends one response at a time
-//!   and one piece at a time, so a connection holds at most one piece; a piece that does not fit
-//!   waits (holding nothing else, so waits cannot deadlock).
+//! - **A cold piece of a fetch** (`net_io`, the `read` way): a file range whose pages are not in
+//!   the page cache is read into a buffer of at most `net_io::PIECE_BYTES_MAX`; the piece is
+//!   charged before the read and given back once it is written. A connection's writer sends one
+//!   response at a time and one piece at a time, so a connection holds at most one piece; a
+//!   piece that does not fit waits (holding nothing else, so waits cannot deadlock).
+//! - **Cold pieces read ahead** (`net_io`, the `direct` way): up to
+//!   `net_io::DIRECT_READ_AHEAD_PIECES` pieces of one response are read at once, each charged
+//!   before its read. Only the piece the writer needs next may wait for memory, and only when the
+//!   connection holds no other piece; read-ahead takes memory only if it is free now. So a
+//!   connection never waits for memory while holding some, and waits cannot deadlock.
 //! - **The pipe's bytes read back** when a client cannot take a spliced piece (`net_io`), the
 //!   same way.
 //! - **A `--fetch-copy` read** (`partition`): the copy is charged for the most it can be (the
@@ -67,6 +72,16 @@ pub async fn charge(bytes: usize) -> std::io::Result<Option<Charge>> {
         .await
         .map(Some)
         .map_err(std::io::Error::other)
+}
+
+/// Charges `bytes` (capped as [`charge`] caps them) only if they are left now: `Some(None)`
+/// where no budget is installed, `None` when they do not fit.
+pub fn try_charge(bytes: usize) -> Option<Option<Charge>> {
+    let Some(core) = current() else {
+        return Some(None);
+    };
+    let bytes = bytes.min(core.budget().capacity_bytes());
+    core.try_charge(bytes).map(Some)
 }
 
 /// Runs `read` (a copy of about `most_bytes`: the copy's limit, which one whole batch may pass)

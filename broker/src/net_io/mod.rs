@@ -10,7 +10,11 @@
 //!   filled pages, so it does not wait for the disk.
 //! - **Cold** (a page missing or still being read): a splice would wait for the disk inside the
 //!   syscall, on this core's only thread, and every partition and connection of the core would
-//!   wait with it. So the piece is read instead with glommio's buffered `read_at` — io_uring: the
+//!   wait with it. By default (`direct`) the piece is read with O_DIRECT through io_uring,
+//!   bypassing the page cache, several pieces of a response at once, and then written: see
+//!   [`direct_read`] for why and how (the first touch of freshly read page-cache pages cost a
+//!   catch-up consumer most of its CPU here). The `read` way, the default before 2026-12-06,
+//!   stays selectable: it reads the piece with glommio's buffered `read_at` — io_uring: the
 //!   kernel completes the read asynchronously (and fills the page cache and starts readahead, as
 //!   the splice would have) while the reactor runs other tasks — into one buffer, which the
 //!   async half then writes. At most [`COLD_READS_IN_FLIGHT_MAX`] such reads are in flight per
@@ -37,8 +41,8 @@
 //! back and written through the async half, so a slow client never stalls the core either.
 //!
 //! `SPOOL_FETCH_COLD` (read once, at the first file range; for benchmarks) picks how cold pieces
-//! are sent: `read` (the default, above), `blocking` (splice on glommio's blocking thread) or
-//! `splice` (no check: splice everything on the reactor, as before cold ranges were handled).
+//! are sent: `direct` (the default), `read` (above), `blocking` (splice on glommio's blocking
+//! thread) or `splice` (no check: splice everything on the reactor, as before cold ranges were handled).
 //! `--fetch-copy` bypasses all of this: its fetches carry no file ranges.
 
 use std::cell::{Cell, RefCell};
@@ -57,7 +61,9 @@ use glommio::net::TcpStream;
 use crate::requests::FetchChunk;
 
 mod cold_ranges;
+mod direct_read;
 pub use cold_ranges::ColdRanges;
+pub use direct_read::DIRECT_READ_AHEAD_PIECES;
 
 /// The most of a file range checked, and sent, in one go: one residency check per piece, and
 /// the bound on the buffer a cold piece is read into.
@@ -418,6 +424,12 @@ async fn write_chunks_with(
     chunks: Vec<FetchChunk>,
     cold: ColdRanges,
 ) -> io::Result<()> {
+    if cold == ColdRanges::Direct {
+        let sent = direct_read::write_chunks(w, socket_fd, pipe, head, chunks).await;
+        maybe_log_interval();
+        sent?;
+        return w.flush().await;
+    }
     w.write_all(head).await?;
     for chunk in chunks {
         match chunk {
@@ -510,7 +522,10 @@ async fn send_file_range(
             count(false, piece);
         } else {
             match cold {
-                ColdRanges::Read => read_piece(w, file.glommio()?, pos, piece).await?,
+                // `Direct` responses go through `direct_read::write_chunks`, not here.
+                ColdRanges::Direct | ColdRanges::Read => {
+                    read_piece(w, file.glommio()?, pos, piece).await?
+                }
                 ColdRanges::BlockingSplice | ColdRanges::Splice => {
                     splice_piece(w, socket_fd, pipe, fd, pos, piece, more, true).await?
                 }

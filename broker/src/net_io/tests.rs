@@ -11,8 +11,10 @@ use super::*;
 
 use crate::test_executor::run;
 
+mod direct;
+
 /// Deterministic, non-repeating bytes (so a shifted or repeated range cannot pass).
-fn content(len: usize) -> Vec<u8> {
+pub(super) fn content(len: usize) -> Vec<u8> {
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     (0..len)
         .map(|_| {
@@ -239,6 +241,7 @@ fn every_cold_policy_delivers_the_same_bytes_between_memory_chunks() {
     let data = content(3 * PIECE_BYTES_MAX);
     let path = segment_like(dir.path(), &data);
     for cold in [
+        ColdRanges::Direct,
         ColdRanges::Read,
         ColdRanges::BlockingSplice,
         ColdRanges::Splice,
@@ -291,6 +294,7 @@ fn a_range_past_the_end_of_the_file_is_an_error_not_a_hang() {
     let data = content(100_000);
     let path = segment_like(dir.path(), &data);
     for cold in [
+        ColdRanges::Direct,
         ColdRanges::Read,
         ColdRanges::BlockingSplice,
         ColdRanges::Splice,
@@ -307,7 +311,8 @@ fn a_range_past_the_end_of_the_file_is_an_error_not_a_hang() {
 }
 
 #[test]
-fn the_cold_policy_parses_its_three_names_and_refuses_others() {
+fn the_cold_policy_parses_its_four_names_and_refuses_others() {
+    assert_eq!(ColdRanges::parse("direct"), Ok(ColdRanges::Direct));
     assert_eq!(ColdRanges::parse("read"), Ok(ColdRanges::Read));
     assert_eq!(
         ColdRanges::parse("blocking"),
