@@ -73,7 +73,7 @@ fn round_trip(acks: Acks, compression: Compression) {
     let mut delivered = Vec::new();
     for (key, i, f) in futures {
         let md = f.wait().expect("delivered");
-        assert_eq!(md.topic, "orders");
+        assert_eq!(&*md.topic, "orders");
         if let Some(k) = key {
             assert_eq!(
                 md.partition,

@@ -372,22 +372,32 @@ impl BatchBuilder {
     /// Encodes the batch; zstd compression errors (not expected for in-memory buffers) surface as
     /// [`BatchError::MalformedRecords`].
     pub fn build(&self) -> Result<BytesMut, BatchError> {
-        let mut body = BytesMut::with_capacity(self.records_bytes);
-        for r in &self.records {
-            encode_record(&mut body, r);
-        }
-        let body = match self.compression {
-            Compression::None => body,
+        let mut out = match self.compression {
+            // Records encode straight after the header's room: one copy of each value (a
+            // producer's batch is its largest copy; encoding into a body first and copying
+            // that behind the header cost a second).
+            Compression::None => {
+                let mut out = BytesMut::with_capacity(HEADER_BYTES + self.records_bytes);
+                out.resize(HEADER_BYTES, 0);
+                for r in &self.records {
+                    encode_record(&mut out, r);
+                }
+                out
+            }
             Compression::Zstd => {
+                let mut body = BytesMut::with_capacity(self.records_bytes);
+                for r in &self.records {
+                    encode_record(&mut body, r);
+                }
                 let c =
                     zstd::bulk::compress(&body, 3).map_err(|e| malformed(&format!("zstd: {e}")))?;
-                BytesMut::from(&c[..])
+                let mut out = BytesMut::with_capacity(HEADER_BYTES + c.len());
+                out.resize(HEADER_BYTES, 0);
+                out.extend_from_slice(&c);
+                out
             }
             other => return Err(BatchError::UnsupportedCompression(other.name())),
         };
-        let mut out = BytesMut::with_capacity(HEADER_BYTES + body.len());
-        out.resize(HEADER_BYTES, 0);
-        out.extend_from_slice(&body);
         let max_ts = self.max_timestamp.unwrap_or_else(|| {
             self.records
                 .iter()

@@ -92,7 +92,8 @@ impl ProducerRecord {
 /// Where an acknowledged record landed. `offset` is -1 with `acks = 0` (nobody said).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordMetadata {
-    pub topic: String,
+    /// Shared by every record of the batch (one allocation per batch, not one per record).
+    pub topic: std::sync::Arc<str>,
     pub partition: i32,
     pub offset: i64,
     pub timestamp_ms: i64,

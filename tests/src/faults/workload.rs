@@ -136,7 +136,7 @@ pub fn spool_producer(spec: ProducerSpec, shared: Shared) -> JoinHandle<Result<(
         };
         let settle = |d: Result<RecordMetadata, ClientError>| match d {
             Ok(m) => Outcome::Acked {
-                tp: (m.topic, m.partition),
+                tp: (m.topic.to_string(), m.partition),
                 offset: m.offset,
             },
             Err(e) => Outcome::NotAcked {

@@ -68,12 +68,14 @@ impl ProducerCore {
     ) {
         self.pipes.resolved(&batch);
         self.acc.release(batch.reserved_bytes);
+        let topic: std::sync::Arc<str> = std::sync::Arc::from(batch.tp.topic.as_str());
+        self.reports.reserve(batch.records.len());
         for (i, r) in batch.records.iter().enumerate() {
             self.stats.records_delivered += 1;
             self.reports.push(DeliveryReport {
                 id: r.id,
                 result: Ok(RecordMetadata {
-                    topic: batch.tp.topic.clone(),
+                    topic: std::sync::Arc::clone(&topic),
                     partition: batch.tp.partition,
                     offset: if base_offset >= 0 {
                         base_offset.saturating_add(i as i64)
