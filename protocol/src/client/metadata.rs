@@ -87,7 +87,12 @@ impl MetadataCache {
 
     /// Starts tracking `topic`; asks for a refresh if it is not known yet.
     pub fn want_topic(&mut self, topic: &str) {
-        if self.wanted.insert(topic.to_owned()) && !self.topics.contains_key(topic) {
+        // Called per record: a topic already wanted costs a lookup, not a `String`.
+        if self.wanted.contains(topic) {
+            return;
+        }
+        self.wanted.insert(topic.to_owned());
+        if !self.topics.contains_key(topic) {
             self.refresh_requested = true;
         }
     }
