@@ -200,19 +200,16 @@ fn a_cached_range_is_spliced_and_arrives_exactly() {
     });
 }
 
-#[test]
-fn a_cold_range_is_read_through_io_uring_and_arrives_exactly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = content(3 * PIECE_BYTES_MAX);
-    let path = segment_like(dir.path(), &data);
-    let (cached, _) = drop_pages(&path).expect("cachestat");
-    assert_eq!(cached, 0, "precondition: no page of the file is cached");
-    let p = path.clone();
+/// Delivers `LEN` bytes at `POSITION` of `path` (whose pages are dropped) the `way` given and
+/// asserts what every cold way promises: the exact bytes, three cold pieces and none cached,
+/// and no byte spliced on the reactor.
+fn cold_range_arrives_exactly(path: &Path, data: &[u8], way: ColdRanges) {
+    let (p, data) = (path.to_path_buf(), data.to_vec());
     run(move || async move {
         let before = file_send_stats();
         let got = deliver(
             vec![file_chunk(&p, POSITION, LEN as u64)],
-            ColdRanges::Read,
+            way,
             4 + LEN,
             false,
         )
@@ -230,6 +227,16 @@ fn a_cold_range_is_read_through_io_uring_and_arrives_exactly() {
             "no cold byte was spliced on the reactor"
         );
     });
+}
+
+#[test]
+fn a_cold_range_is_read_through_io_uring_and_arrives_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = content(3 * PIECE_BYTES_MAX);
+    let path = segment_like(dir.path(), &data);
+    let (cached, _) = drop_pages(&path).expect("cachestat");
+    assert_eq!(cached, 0, "precondition: no page of the file is cached");
+    cold_range_arrives_exactly(&path, &data, ColdRanges::Read);
     // The read filled the page cache, as a splice would have: the next fetch splices.
     let fd = open_fd(&path);
     assert!(is_cached(fd.as_raw_fd(), POSITION, LEN));

@@ -28,26 +28,7 @@ fn cold_and_cached(dir: &Path) -> (std::path::PathBuf, Vec<u8>, std::path::PathB
 fn a_cold_range_read_with_o_direct_arrives_exactly_and_leaves_the_page_cache_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (path, data, _, _) = cold_and_cached(dir.path());
-    let p = path.clone();
-    run(move || async move {
-        let before = file_send_stats();
-        let got = deliver(
-            vec![file_chunk(&p, POSITION, LEN as u64)],
-            ColdRanges::Direct,
-            4 + LEN,
-            false,
-        )
-        .await
-        .expect("delivered");
-        assert!(
-            got == expected(&data, POSITION, LEN),
-            "the range's exact bytes"
-        );
-        let d = stats_delta(before);
-        assert_eq!((d.cached_pieces, d.cold_pieces), (0, 3), "{d:?}");
-        assert_eq!(d.cold_bytes, LEN as u64);
-        assert_eq!(d.reactor_splice_ns, 0, "nothing was spliced on the reactor");
-    });
+    cold_range_arrives_exactly(&path, &data, ColdRanges::Direct);
     // Unlike the `read` way, nothing went through the page cache.
     let fd = open_fd(&path);
     let (cached, _) =
