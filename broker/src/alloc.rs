@@ -99,6 +99,42 @@ unsafe impl GlobalAlloc for ReserveLargeAllocator {
     }
 }
 
+/// `M_MMAP_THRESHOLD` for [`keep_freed_memory`]: glibc's largest (`HEAP_MAX_SIZE / 2` on 64-bit).
+pub const MMAP_THRESHOLD_BYTES: usize = 32 << 20;
+/// `M_TRIM_THRESHOLD` for [`keep_freed_memory`]: free memory an arena keeps at its top.
+pub const TRIM_THRESHOLD_BYTES: usize = 256 << 20;
+
+/// Makes glibc's allocator keep freed blocks of up to [`MMAP_THRESHOLD_BYTES`] for reuse, and up
+/// to [`TRIM_THRESHOLD_BYTES`] free at the top of each arena, instead of handing them back to
+/// the kernel. Called once by `spool serve`, before its executors start; returns whether glibc
+/// took both settings (false elsewhere, where the defaults stay).
+///
+/// Why: every segment write stages its bytes in a fresh 1 MiB O_DIRECT buffer, and glibc's
+/// defaults gave each freed one back (munmap, or an arena trimmed below it): each staging then
+/// paid ~256 page faults and the kernel's zeroing of every page on its first touch. In
+/// fsync'd produce that was 18 % of the broker's samples (`perf record -g`; 0.3 % with these
+/// settings; BENCHMARKS.md, 2026-12-07). The memory kept is memory the broker used at its peak,
+/// which its request, response and cache budgets already bound.
+pub fn keep_freed_memory() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let as_int = |v: usize| libc::c_int::try_from(v).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt only changes glibc's allocator parameters; it takes no pointers and
+        // is safe to call at any time (it takes the allocator's own lock).
+        let (mmap, trim) = unsafe {
+            (
+                libc::mallopt(libc::M_MMAP_THRESHOLD, as_int(MMAP_THRESHOLD_BYTES)),
+                libc::mallopt(libc::M_TRIM_THRESHOLD, as_int(TRIM_THRESHOLD_BYTES)),
+            )
+        };
+        mmap == 1 && trim == 1
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
+
 /// The unit tests run under this allocator too, so the hostile-frame test below exercises it.
 #[cfg(test)]
 #[global_allocator]

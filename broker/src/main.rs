@@ -70,6 +70,8 @@ fn main() {
     }
     let result = match cli.command {
         Command::Serve(args) => {
+            // Before any executor allocates (`spool_broker::alloc`'s reasons).
+            let kept = spool_broker::alloc::keep_freed_memory();
             tracing_subscriber::fmt()
                 .with_env_filter(
                     tracing_subscriber::EnvFilter::try_from_default_env()
@@ -77,6 +79,9 @@ fn main() {
                 )
                 .with_writer(std::io::stderr)
                 .init();
+            if !kept {
+                tracing::debug!("glibc's allocator settings unchanged (not glibc, or refused)");
+            }
             BrokerConfig::from_args(&args).and_then(spool_broker::runtime::serve)
         }
         Command::Topic(cmd) => cli::topic(&cli.brokers, cmd),
