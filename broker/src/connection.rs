@@ -160,7 +160,8 @@ struct Native {
 }
 
 impl Front for Native {
-    type Request = codec::Request;
+    /// The request and the size of its frame.
+    type Request = (codec::Request, usize);
     const NAME: &'static str = "native";
 
     fn frame_bytes(
@@ -171,19 +172,22 @@ impl Front for Native {
         frame::frame_bytes_from_prefix(prefix, &self.limits).map_err(|e| e.to_string())
     }
 
-    fn decode(&mut self, _shard: &Shard, bytes: Bytes) -> Result<codec::Request, String> {
+    fn decode(&mut self, _shard: &Shard, bytes: Bytes) -> Result<Self::Request, String> {
         let limits = &self.limits;
+        let frame_bytes = bytes.len();
         let frame = frame::split_frame(bytes, limits).map_err(|e| e.to_string())?;
-        codec::decode_request(&frame, limits).map_err(|e| format!("an unverifiable frame: {e}"))
+        codec::decode_request(&frame, limits)
+            .map(|r| (r, frame_bytes))
+            .map_err(|e| format!("an unverifiable frame: {e}"))
     }
 
     fn handle(
         &self,
         shard: Rc<Shard>,
-        request: codec::Request,
+        (request, frame_bytes): Self::Request,
     ) -> impl Future<Output = Outgoing> + 'static {
         let host = Rc::clone(&self.peer_host);
-        async move { handlers::handle(&shard, request, &host).await }
+        async move { handlers::handle(&shard, request, frame_bytes, &host).await }
     }
 }
 

@@ -77,8 +77,10 @@ pub type ProduceShare = (i32, Result<Bytes, ProduceResult>);
 /// appended on its owner core concurrently (`crate::ops::produce_partition`); results keep the
 /// request's order. Records the request's metrics: one produce of `request_bytes` (the record
 /// bytes the client sent) with its latency, and one request error per partition that failed.
+/// `frame_bytes` is the size of the request frame the records are slices of.
 pub async fn produce(
     shard: &Rc<Shard>,
+    frame_bytes: usize,
     acks: i16,
     timeout_ms: i32,
     transactional_id: Option<String>,
@@ -87,6 +89,9 @@ pub async fn produce(
 ) -> ByTopic<(i32, ProduceResult)> {
     let started = Instant::now();
     let refused = acks_error(acks);
+    // The leaders keep the batches without copying them, within this core's bound on the
+    // frames kept so (`frame_pins`).
+    let topics = crate::frame_pins::shares(frame_bytes, topics);
     // Every partition is spawned before any is awaited, so they append concurrently.
     let calls: Vec<_> = topics
         .into_iter()

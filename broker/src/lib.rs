@@ -39,6 +39,7 @@ pub mod cpuset;
 pub mod delete_records;
 pub mod fail_stop;
 pub mod frame_io;
+pub mod frame_pins;
 pub mod front_rules;
 pub mod group;
 pub mod group_admin;

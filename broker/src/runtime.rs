@@ -246,6 +246,10 @@ async fn run_core(
     let request_memory_bytes =
         usize::try_from(config.request_memory_bytes / config.cores as u64).unwrap_or(usize::MAX);
     crate::request_memory::install(request_memory_bytes);
+    crate::frame_pins::install(crate::frame_pins::bound_for(
+        request_memory_bytes,
+        config.max_frame_bytes,
+    ));
     let response_memory_bytes =
         usize::try_from(config.response_memory_bytes / config.cores as u64).unwrap_or(usize::MAX);
     crate::response_memory::install(response_memory_bytes);

@@ -38,6 +38,10 @@ const OFF_PRODUCER_ID: usize = 43;
 const OFF_PRODUCER_EPOCH: usize = 51;
 const OFF_BASE_SEQUENCE: usize = 53;
 const OFF_RECORD_COUNT: usize = 57;
+/// The leading bytes that hold every field a leader stamps ([`set_base_offset`],
+/// [`set_partition_leader_epoch`]); none of them is covered by the CRC.
+pub const STAMPED_HEAD_BYTES: usize = OFF_LEADER_EPOCH + 4;
+const _: () = assert!(OFF_BASE_OFFSET + 8 <= STAMPED_HEAD_BYTES && STAMPED_HEAD_BYTES <= CRC_START);
 
 /// Attribute bits (Kafka's numbering).
 pub const ATTR_COMPRESSION_MASK: i16 = 0x07;

@@ -4,6 +4,10 @@
 //! Bounded by `capacity_bytes` (oldest batches are evicted first; the newest batch always stays,
 //! whatever its size). It holds a contiguous run of batches ending at the log end: a read at an
 //! offset it covers needs no file. Pure.
+//!
+//! A batch may be held in two pieces, `head` then `body` (a leader's append keeps the producer's
+//! bytes as they came and only its stamped first bytes apart, `log`): a read returns both, in
+//! order, and their concatenation is the batch.
 
 use std::collections::VecDeque;
 
@@ -14,7 +18,20 @@ pub struct CachedBatch {
     pub base_offset: u64,
     /// One past the batch's last offset.
     pub next_offset: u64,
-    pub bytes: Bytes,
+    /// The batch's first bytes when they lie apart from the rest (empty otherwise).
+    pub head: Bytes,
+    /// The rest of the batch (all of it when `head` is empty).
+    pub body: Bytes,
+}
+
+impl CachedBatch {
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[derive(Debug)]
@@ -42,11 +59,11 @@ impl TailCache {
             .batches
             .back()
             .is_none_or(|b| b.next_offset <= batch.base_offset));
-        self.bytes += batch.bytes.len();
+        self.bytes += batch.len();
         self.batches.push_back(batch);
         while self.bytes > self.capacity_bytes && self.batches.len() > 1 {
             if let Some(old) = self.batches.pop_front() {
-                self.bytes -= old.bytes.len();
+                self.bytes -= old.len();
             }
         }
     }
@@ -64,21 +81,25 @@ impl TailCache {
     }
 
     /// Batches from the one holding `offset`, each with `last offset < upper_offset`, up to
-    /// `max_bytes` (at least one batch, so a consumer always progresses).
-    pub fn read(&self, offset: u64, max_bytes: usize, upper_offset: u64) -> Vec<Bytes> {
+    /// `max_bytes` (at least one batch, so a consumer always progresses), as pieces in order
+    /// (one or two per batch), and the offset after the last batch (`offset` when none is).
+    pub fn read(&self, offset: u64, max_bytes: usize, upper_offset: u64) -> (Vec<Bytes>, u64) {
         let start = self.batches.partition_point(|b| b.next_offset <= offset);
         let mut out = Vec::new();
         let mut total = 0usize;
+        let mut next = offset;
         for b in self.batches.iter().skip(start) {
-            if b.next_offset > upper_offset
-                || (!out.is_empty() && total + b.bytes.len() > max_bytes)
-            {
+            if b.next_offset > upper_offset || (total > 0 && total + b.len() > max_bytes) {
                 break;
             }
-            total += b.bytes.len();
-            out.push(b.bytes.clone());
+            total += b.len();
+            next = b.next_offset;
+            if !b.head.is_empty() {
+                out.push(b.head.clone());
+            }
+            out.push(b.body.clone());
         }
-        out
+        (out, next)
     }
 }
 
@@ -90,7 +111,8 @@ mod tests {
         CachedBatch {
             base_offset: base,
             next_offset: base + n,
-            bytes: Bytes::from(vec![0u8; size]),
+            head: Bytes::new(),
+            body: Bytes::from(vec![0u8; size]),
         }
     }
 
@@ -103,14 +125,54 @@ mod tests {
         assert_eq!(t.bytes(), 200);
         assert!(!t.covers(5));
         assert!(t.covers(15));
-        assert_eq!(t.read(15, 1, u64::MAX).len(), 1, "at least one batch");
-        assert_eq!(t.read(15, 1000, u64::MAX).len(), 2);
-        assert_eq!(t.read(15, 1000, 25).len(), 1, "never past the upper offset");
+        assert_eq!(
+            t.read(15, 1, u64::MAX),
+            (vec![Bytes::from(vec![0u8; 100])], 20),
+            "at least one batch"
+        );
+        assert_eq!(t.read(15, 1000, u64::MAX).0.len(), 2);
+        assert_eq!(
+            t.read(15, 1000, 25),
+            (vec![Bytes::from(vec![0u8; 100])], 20),
+            "never past the upper offset"
+        );
+        assert_eq!(
+            t.read(15, 1000, 15),
+            (vec![], 15),
+            "nothing below the upper offset"
+        );
         t.push(b(30, 1, 1000));
         assert_eq!(
             t.bytes(),
             1000,
             "the newest batch stays even when it alone exceeds the bound"
         );
+    }
+
+    #[test]
+    fn a_batch_in_two_pieces_reads_as_both_in_order_and_counts_whole() {
+        let mut t = TailCache::new(150);
+        let split = |base: u64| CachedBatch {
+            base_offset: base,
+            next_offset: base + 5,
+            head: Bytes::from(vec![1u8; 16]),
+            body: Bytes::from(vec![2u8; 84]),
+        };
+        t.push(split(0));
+        assert_eq!(t.bytes(), 100, "head and body both count");
+        let (pieces, next) = t.read(0, 1000, u64::MAX);
+        assert_eq!(next, 5);
+        assert_eq!(
+            pieces,
+            vec![Bytes::from(vec![1u8; 16]), Bytes::from(vec![2u8; 84])]
+        );
+        t.push(split(5));
+        assert_eq!(
+            t.bytes(),
+            100,
+            "the older batch left whole, both of its pieces"
+        );
+        assert!(!t.covers(0));
+        assert!(t.covers(5));
     }
 }

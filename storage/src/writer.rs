@@ -221,9 +221,30 @@ impl SegmentWriter {
     /// (non-decreasing) names the end of these bytes for [`SegmentWriter::sync_mark`]. Returns
     /// the file position the bytes start at. Callers serialize appends.
     pub async fn append(self: &Rc<Self>, bytes: &[u8], mark: u64) -> Result<u64, LogError> {
+        self.append_parts(&[bytes], mark).await
+    }
+
+    /// [`Self::append`] of the concatenation of `parts` (a batch whose stamped header lies apart
+    /// from its body, `log`): each part is copied into the staging once, nothing joined first.
+    pub async fn append_parts(
+        self: &Rc<Self>,
+        parts: &[&[u8]],
+        mark: u64,
+    ) -> Result<u64, LogError> {
         self.check_online()?;
         let start = self.logical_end();
-        self.reserve(start + bytes.len() as u64).await?;
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        self.reserve(start + total as u64).await?;
+        for part in parts {
+            self.stage(part).await?;
+        }
+        let mut st = self.st.borrow_mut();
+        st.mark = st.mark.max(mark);
+        Ok(start)
+    }
+
+    /// Copies `bytes` behind what is staged, writing out each buffer it fills.
+    async fn stage(self: &Rc<Self>, bytes: &[u8]) -> Result<(), LogError> {
         let mut rest = bytes;
         while !rest.is_empty() {
             let full = {
@@ -240,9 +261,7 @@ impl SegmentWriter {
                 self.submit_staged().await?;
             }
         }
-        let mut st = self.st.borrow_mut();
-        st.mark = st.mark.max(mark);
-        Ok(start)
+        Ok(())
     }
 
     /// Writes out what is staged: whole blocks leave the buffer; a partial last block is written

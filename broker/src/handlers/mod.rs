@@ -52,6 +52,8 @@ pub(crate) struct Call<'a> {
     pub peer_host: &'a str,
     /// The frame's payload, where produce batches travel.
     pub payload: &'a Bytes,
+    /// The whole frame's size (the payload is a slice of it).
+    pub frame_bytes: usize,
 }
 
 impl Call<'_> {
@@ -101,7 +103,7 @@ api_table! {
     DeleteTopics 0..=0 DeleteTopicsRequest(r) => {
         cx.reply(R::DeleteTopicsResponse, topics::delete(cx.shard, *r).await)
     },
-    Produce 0..=0 ProduceRequest(r) => match produce::handle(cx.shard, *r, cx.payload).await {
+    Produce 0..=0 ProduceRequest(r) => match produce::handle(cx.shard, *r, cx.payload, cx.frame_bytes).await {
         Some(p) => cx.reply(R::ProduceResponse, p),
         None => Outgoing::Nothing,
     },
@@ -183,7 +185,12 @@ api_table! {
 
 /// Answers one request: UNSUPPORTED_VERSION unless [`NATIVE_APIS`] lists its API and version,
 /// otherwise the row's handler. `peer_host` is the client's address.
-pub async fn handle(shard: &Rc<Shard>, request: Request, peer_host: &str) -> Outgoing {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: Request,
+    frame_bytes: usize,
+    peer_host: &str,
+) -> Outgoing {
     let h = request.header;
     let (cid, version, api_key) = (h.correlation_id, h.api_version, h.api_key);
     if !versions::is_supported(NATIVE_APIS, api_key, version) {
@@ -197,6 +204,7 @@ pub async fn handle(shard: &Rc<Shard>, request: Request, peer_host: &str) -> Out
         client_id: h.client_id,
         peer_host,
         payload: &request.payload,
+        frame_bytes,
     };
     match route(&cx, api_key, h.body).await {
         Some(out) => out,

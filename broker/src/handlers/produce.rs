@@ -20,6 +20,7 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: ProduceRequestT,
     frame_payload: &Bytes,
+    frame_bytes: usize,
 ) -> Option<ProduceResponseT> {
     let mut bytes = 0u64;
     let topics = req
@@ -44,6 +45,7 @@ pub async fn handle(
         .collect();
     let results = front_rules::produce(
         shard,
+        frame_bytes,
         req.acks,
         req.timeout_ms,
         req.transactional_id,

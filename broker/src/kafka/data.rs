@@ -43,6 +43,7 @@ pub async fn produce(
     shard: &Rc<Shard>,
     req: ProduceRequest,
     version: i16,
+    frame_bytes: usize,
 ) -> Option<ProduceResponse> {
     let mut bytes = 0u64;
     let topics = req
@@ -71,6 +72,7 @@ pub async fn produce(
     let transactional_id = req.transactional_id.as_ref().map(|t| t.to_string());
     let results = front_rules::produce(
         shard,
+        frame_bytes,
         req.acks,
         req.timeout_ms,
         transactional_id,

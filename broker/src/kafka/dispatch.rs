@@ -29,6 +29,8 @@ pub(super) struct Call<'a> {
     pub correlation_id: i32,
     pub client_id: String,
     pub peer: &'a Peer,
+    /// The size of the request's frame (produce batches are slices of it).
+    pub frame_bytes: usize,
 }
 
 impl Call<'_> {
@@ -74,7 +76,7 @@ api_table! {
     pub const KAFKA_APIS: [ApiKey];
     /// Calls the handler of the row matching `api_key` and `body`.
     async fn route(cx: &Call<'_>, kind: RequestKind) -> Outgoing;
-    Produce 3..=9 Produce(r) => match data::produce(cx.shard, r, cx.version).await {
+    Produce 3..=9 Produce(r) => match data::produce(cx.shard, r, cx.version, cx.frame_bytes).await {
         Some(p) => cx.reply(p),
         None => Outgoing::Nothing,
     },
@@ -158,7 +160,13 @@ api_table! {
 
 /// Answers one request: UNSUPPORTED_VERSION for what the codec marked unsupported, otherwise the
 /// row's handler.
-pub async fn handle(shard: &Rc<Shard>, req: KafkaRequest, peer: &Peer) -> Outgoing {
+/// `frame_bytes` is the size of the request's frame.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: KafkaRequest,
+    frame_bytes: usize,
+    peer: &Peer,
+) -> Outgoing {
     let (api_key, version, cid) = (req.api_key, req.version, req.correlation_id);
     let kind = match req.body {
         RequestBody::Decoded(k) => *k,
@@ -173,6 +181,7 @@ pub async fn handle(shard: &Rc<Shard>, req: KafkaRequest, peer: &Peer) -> Outgoi
         correlation_id: cid,
         client_id: req.client_id.unwrap_or_default(),
         peer,
+        frame_bytes,
     };
     match route(&cx, api_key, kind).await {
         Some(out) => out,

@@ -68,7 +68,8 @@ struct Kafka {
 }
 
 impl Front for Kafka {
-    type Request = codec::KafkaRequest;
+    /// The request and the size of its frame.
+    type Request = (codec::KafkaRequest, usize);
     const NAME: &'static str = "Kafka";
 
     fn frame_bytes(
@@ -81,21 +82,24 @@ impl Front for Kafka {
             .map_err(|e| e.to_string())
     }
 
-    fn decode(&mut self, shard: &Shard, frame: Bytes) -> Result<codec::KafkaRequest, String> {
+    fn decode(&mut self, shard: &Shard, frame: Bytes) -> Result<Self::Request, String> {
+        let frame_bytes = frame.len();
         // The codec reads from the request header on.
-        codec::decode_request(frame.slice(codec::LENGTH_PREFIX_BYTES..), KAFKA_APIS).map_err(|e| {
-            crate::front_rules::record_refused(shard);
-            format!("a request that does not decode ({:?}): {e}", e.error_code())
-        })
+        codec::decode_request(frame.slice(codec::LENGTH_PREFIX_BYTES..), KAFKA_APIS)
+            .map(|r| (r, frame_bytes))
+            .map_err(|e| {
+                crate::front_rules::record_refused(shard);
+                format!("a request that does not decode ({:?}): {e}", e.error_code())
+            })
     }
 
     fn handle(
         &self,
         shard: Rc<Shard>,
-        request: codec::KafkaRequest,
+        (request, frame_bytes): Self::Request,
     ) -> impl Future<Output = Outgoing> + 'static {
         let peer = Rc::clone(&self.peer);
-        async move { dispatch::handle(&shard, request, &peer).await }
+        async move { dispatch::handle(&shard, request, frame_bytes, &peer).await }
     }
 }
 

@@ -6,6 +6,8 @@
 //! Promises:
 //! - `append` assigns offsets by writing `baseOffset` and `partitionLeaderEpoch` into the batch
 //!   header in place (no re-encoding) and returns them; appends are applied in call order.
+//!   `append_checked` keeps a shared batch's bytes unchanged and stamps a copy of its first 16
+//!   bytes instead: the tail cache and the writer take the two pieces in order.
 //! - `sync_to(o)` returns once every offset below `o` is fdatasynced (group commit: concurrent
 //!   callers share fdatasyncs).
 //! - reads return whole batches, at least one even past `max_bytes`, never at or past the caller's
@@ -108,6 +110,45 @@ pub struct PartitionLog {
     /// Where a test stops [`PartitionLog::truncate_fully_and_start_at`], as a crash would.
     #[cfg(test)]
     crash_after: std::cell::Cell<Option<start_at::StartAtStep>>,
+}
+
+/// A batch on its way into the log, and who owns its memory.
+enum Incoming {
+    /// Bytes the log may change in place (a batch of its own, or a follower's copy).
+    Owned(BytesMut),
+    /// Bytes shared with their sender (a slice of a request frame): kept as they are, in the
+    /// tail cache too, so their memory is the caller's to bound (the broker's fronts bound the
+    /// frames that tails keep). Never changed: the stamped head is a copy.
+    Kept(bytes::Bytes),
+}
+
+impl Incoming {
+    /// The batch stamped with `(base offset, leader epoch)` when given, as (head, body) pieces
+    /// whose concatenation is the batch, and the whole batch (stamped when owned, as it came
+    /// when kept).
+    fn stamped(self, stamp: Option<(i64, i32)>) -> (bytes::Bytes, bytes::Bytes, bytes::Bytes) {
+        match self {
+            Incoming::Owned(mut b) => {
+                if let Some((base_offset, epoch)) = stamp {
+                    batch::set_base_offset(&mut b, base_offset);
+                    batch::set_partition_leader_epoch(&mut b, epoch);
+                }
+                let b = b.freeze();
+                (bytes::Bytes::new(), b.clone(), b)
+            }
+            Incoming::Kept(b) => match stamp {
+                None => (bytes::Bytes::new(), b.clone(), b),
+                Some((base_offset, epoch)) => {
+                    // A validated batch is at least a header long, so it has a head to stamp.
+                    let at = batch::STAMPED_HEAD_BYTES;
+                    let mut head = BytesMut::from(&b[..at]);
+                    batch::set_base_offset(&mut head, base_offset);
+                    batch::set_partition_leader_epoch(&mut head, epoch);
+                    (head.freeze(), b.slice(at..), b)
+                }
+            },
+        }
+    }
 }
 
 /// Who decides a batch's offsets and epoch.
@@ -213,12 +254,23 @@ impl PartitionLog {
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         let header = batch::validate(&batch_bytes, self.config.get().max_batch_bytes)?;
-        self.append_validated(batch_bytes, header, Stamp::Leader(leader_epoch), now_ms)
-            .await
+        self.append_validated(
+            Incoming::Owned(batch_bytes),
+            header,
+            Stamp::Leader(leader_epoch),
+            now_ms,
+        )
+        .await
     }
 
     /// [`Self::append`] for a batch already validated ([`batch::Checked`]): the same, without
     /// checking its CRC a second time. Its size is still held to this log's largest batch.
+    ///
+    /// The batch's bytes are kept, not copied (issue 19: the copy to the O_DIRECT staging is
+    /// the only one on the produce path): the tail cache holds them, behind a stamped copy of
+    /// their first [`batch::STAMPED_HEAD_BYTES`], until it evicts the batch. A slice keeps all
+    /// of the buffer it lies in alive, so the caller bounds what that pins (the broker's
+    /// fronts do, `frame_pins`). The caller's bytes are never changed.
     pub async fn append_checked(
         &self,
         batch: batch::Checked,
@@ -233,11 +285,15 @@ impl PartitionLog {
                 max: i64::try_from(max).unwrap_or(i64::MAX),
             }));
         }
-        // The one copy: the batch is stamped with its offset and epoch, and the request's
-        // buffer it lies in is shared.
-        let bytes = BytesMut::from(&batch.bytes()[..]);
-        self.append_validated(bytes, *batch.header(), Stamp::Leader(leader_epoch), now_ms)
-            .await
+        // No copy: the batch's bytes are kept as they came, and only its first
+        // `batch::STAMPED_HEAD_BYTES`, which the stamp changes, are copied apart.
+        self.append_validated(
+            Incoming::Kept(batch.bytes().clone()),
+            *batch.header(),
+            Stamp::Leader(leader_epoch),
+            now_ms,
+        )
+        .await
     }
 
     /// Appends one batch a follower fetched from its leader, unchanged: its base offset must be
@@ -250,8 +306,13 @@ impl PartitionLog {
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         let header = batch::validate(&batch_bytes, self.config.get().max_batch_bytes)?;
-        self.append_validated(batch_bytes, header, Stamp::AsReplicated, now_ms)
-            .await
+        self.append_validated(
+            Incoming::Owned(batch_bytes),
+            header,
+            Stamp::AsReplicated,
+            now_ms,
+        )
+        .await
     }
 
     /// A broker just became the leader in `leader_epoch`: the epoch starts at this log's end
@@ -282,7 +343,7 @@ impl PartitionLog {
 
     async fn append_validated(
         &self,
-        mut batch_bytes: BytesMut,
+        incoming: Incoming,
         header: batch::BatchHeader,
         stamp: Stamp,
         now_ms: i64,
@@ -318,21 +379,27 @@ impl PartitionLog {
         if epoch_changed {
             self.persist_epochs().await?;
         }
-        match stamp {
-            Stamp::Leader(_) => {
-                batch::set_base_offset(&mut batch_bytes, base_offset as i64);
-                batch::set_partition_leader_epoch(&mut batch_bytes, leader_epoch);
-            }
+        let stamp_with = match stamp {
+            Stamp::Leader(_) => Some((base_offset as i64, leader_epoch)),
             // Pair assertion: the bytes already say where they go (checked under the lock).
-            Stamp::AsReplicated => assert_eq!(header.base_offset, base_offset as i64),
-        }
-        let bytes = batch_bytes.freeze();
+            Stamp::AsReplicated => {
+                assert_eq!(header.base_offset, base_offset as i64);
+                None
+            }
+        };
+        let (head, body, whole) = incoming.stamped(stamp_with);
+        // Pair assertion: the two pieces are exactly the batch the header describes.
+        assert_eq!(
+            head.len() + body.len(),
+            header.total_bytes(),
+            "stamped batch length"
+        );
         let writer = active.writer().ok_or_else(|| LogError::Offline {
             dir: self.dir.clone(),
             reason: "active segment has no writer".into(),
         })?;
         let next = base_offset + header.offset_count();
-        let position = writer.append(&bytes, next).await?;
+        let position = writer.append_parts(&[&head, &body], next).await?;
         let mut h = header;
         h.base_offset = base_offset as i64;
         h.partition_leader_epoch = leader_epoch;
@@ -354,12 +421,14 @@ impl PartitionLog {
             st.tail.push(CachedBatch {
                 base_offset,
                 next_offset: next,
-                bytes: bytes.clone(),
+                head,
+                body: body.clone(),
             });
         }
         // The batch is in the log: its transaction bookkeeping follows, in log order (under
-        // `append_lock`).
-        self.track_txn_batch(&active, &h, &bytes).await?;
+        // `append_lock`). It reads a control batch's record, which the stamp does not touch, so
+        // a kept batch's unstamped bytes serve as well as the stamped ones.
+        self.track_txn_batch(&active, &h, &whole).await?;
         Ok(AppendInfo {
             base_offset,
             last_offset: next - 1,

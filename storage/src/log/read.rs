@@ -100,11 +100,10 @@ impl PartitionLog {
         if offset >= upper {
             return Ok(out);
         }
-        if let Some(batches) = from_tail {
-            // The tail holds whole batches it validated on append: the last one's header says
-            // where the read ends (one parse per read, not per batch).
-            if let Some(Ok(h)) = batches.last().map(|b| crate::batch::BatchHeader::parse(b)) {
-                out.next_offset = h.last_offset() as u64 + 1;
+        if let Some((batches, next)) = from_tail {
+            // The tail knows where each batch it holds ends: no header is parsed.
+            if !batches.is_empty() {
+                out.next_offset = next;
             }
             for b in batches {
                 out.bytes += b.len() as u64;
