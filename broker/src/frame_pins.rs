@@ -24,7 +24,7 @@
 //! own, which pin nothing but themselves; only the fronts' frames come through here.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -40,6 +40,8 @@ pub const UNINSTALLED_BOUND_BYTES: usize = 64 << 20;
 pub struct PinBudget {
     bound_bytes: usize,
     pinned_bytes: AtomicUsize,
+    /// Frames whose batches were copied out because the bound was reached.
+    copied_frames: AtomicU64,
 }
 
 impl PinBudget {
@@ -47,7 +49,12 @@ impl PinBudget {
         Self {
             bound_bytes,
             pinned_bytes: AtomicUsize::new(0),
+            copied_frames: AtomicU64::new(0),
         }
+    }
+
+    pub fn copied_frames(&self) -> u64 {
+        self.copied_frames.load(Ordering::Relaxed)
     }
 
     /// Bytes of frames whose batches may be kept now.
@@ -141,6 +148,9 @@ pub fn shares<E>(frame_bytes: usize, topics: Shares<E>) -> Shares<E> {
 
 fn shares_within<E>(budget: &Arc<PinBudget>, frame_bytes: usize, topics: Shares<E>) -> Shares<E> {
     let pin = budget.reserve(frame_bytes);
+    if pin.is_none() {
+        budget.copied_frames.fetch_add(1, Ordering::Relaxed);
+    }
     topics
         .into_iter()
         .map(|(topic, partitions)| {
@@ -160,6 +170,20 @@ fn shares_within<E>(budget: &Arc<PinBudget>, frame_bytes: usize, topics: Shares<
             (topic, partitions)
         })
         .collect()
+}
+
+/// This core's metric lines: the frame bytes kept for tail caches now, the bound, and the
+/// frames copied out because the bound was reached.
+pub fn render(core: usize) -> String {
+    let b = current();
+    format!(
+        "spool_request_memory_kept_bytes{{core=\"{core}\"}} {}\n\
+         spool_request_memory_kept_bound_bytes{{core=\"{core}\"}} {}\n\
+         spool_produce_frames_copied_total{{core=\"{core}\"}} {}\n",
+        b.pinned_bytes(),
+        b.bound_bytes(),
+        b.copied_frames()
+    )
 }
 
 #[cfg(test)]
@@ -205,6 +229,7 @@ mod tests {
         let other = Bytes::from(vec![9u8; 64]);
         let copied = records(&shares_within(&budget, 64, request(&other)));
         assert_eq!(budget.pinned_bytes(), 64);
+        assert_eq!(budget.copied_frames(), 1);
         assert_eq!(copied[1], other.slice(10..30));
         assert_ne!(copied[1].as_ptr(), other[10..].as_ptr(), "copied out");
         // A slice of a kept batch (a tail's body) holds the reservation too.

@@ -92,52 +92,44 @@ pub async fn produce(
     // The leaders keep the batches without copying them, within this core's bound on the
     // frames kept so (`frame_pins`).
     let topics = crate::frame_pins::shares(frame_bytes, topics);
-    // Every partition is spawned before any is awaited, so they append concurrently.
-    let calls: Vec<_> = topics
-        .into_iter()
-        .map(|(topic, partitions)| {
-            let tasks: Vec<_> = partitions
-                .into_iter()
-                .map(|(partition, records)| {
-                    let tp = TopicPartition::new(topic.clone(), partition);
-                    let refused = refused.clone();
-                    let transactional_id = transactional_id.clone();
-                    let me = Rc::clone(shard);
-                    let task = glommio::spawn_local(async move {
-                        match (refused, records) {
-                            (Some(e), _) | (None, Err(e)) => e,
-                            (None, Ok(records)) => {
-                                crate::ops::produce_partition(
-                                    &me,
-                                    tp,
-                                    records,
-                                    acks,
-                                    timeout_ms,
-                                    transactional_id,
-                                )
-                                .await
-                            }
-                        }
-                    });
-                    (partition, task)
-                })
-                .collect();
-            (topic, tasks)
-        })
-        .collect();
-    let mut errors = 0;
-    let mut out = Vec::with_capacity(calls.len());
-    for (topic, tasks) in calls {
-        let mut results = Vec::with_capacity(tasks.len());
-        for (partition, task) in tasks {
-            let r = task.await;
-            if r.error != ErrorCode::None {
-                errors += 1;
-            }
-            results.push((partition, r));
+    // Every partition's append is polled together, so they proceed concurrently, without a
+    // task of its own (issue 19 item 3); results come back in request order.
+    let mut shape = Vec::with_capacity(topics.len());
+    let mut calls = Vec::new();
+    for (topic, partitions) in topics {
+        shape.push((topic.clone(), partitions.len()));
+        for (partition, records) in partitions {
+            let tp = TopicPartition::new(topic.clone(), partition);
+            let (refused, transactional_id) = (refused.clone(), transactional_id.clone());
+            calls.push(async move {
+                let r = match (refused, records) {
+                    (Some(e), _) | (None, Err(e)) => e,
+                    (None, Ok(records)) => {
+                        crate::ops::produce_partition(
+                            shard,
+                            tp,
+                            records,
+                            acks,
+                            timeout_ms,
+                            transactional_id,
+                        )
+                        .await
+                    }
+                };
+                (partition, r)
+            });
         }
-        out.push((topic, results));
     }
+    let mut results = futures_util::future::join_all(calls).await.into_iter();
+    let errors = results
+        .as_slice()
+        .iter()
+        .filter(|(_, r)| r.error != ErrorCode::None)
+        .count() as u64;
+    let out: ByTopic<(i32, ProduceResult)> = shape
+        .into_iter()
+        .map(|(topic, n)| (topic, results.by_ref().take(n).collect()))
+        .collect();
     shard
         .metrics
         .record_produce(request_bytes, micros_since(started));

@@ -157,6 +157,7 @@ impl CoreMetrics {
             self.isr_expands.get()
         );
         s.push_str(&crate::request_memory::render(c));
+        s.push_str(&crate::frame_pins::render(c));
         s.push_str(&crate::response_memory::render(c));
         let _ = writeln!(s, "spool_partitions{{core=\"{c}\"}} {partitions}");
         let _ = writeln!(s, "spool_log_bytes{{core=\"{c}\"}} {log_bytes}");
@@ -221,6 +222,12 @@ pub fn header() -> &'static str {
 # TYPE spool_request_memory_capacity_bytes gauge\n\
 # HELP spool_request_memory_waiting_connections Connections on this core waiting (not reading) for request memory.\n\
 # TYPE spool_request_memory_waiting_connections gauge\n\
+# HELP spool_request_memory_kept_bytes Bytes of produce request frames kept on this core because partitions' tail caches hold their batches uncopied (charged to --request-memory-bytes too).\n\
+# TYPE spool_request_memory_kept_bytes gauge\n\
+# HELP spool_request_memory_kept_bound_bytes This core's bound on kept frames: a quarter of its request memory, less room for the largest frame.\n\
+# TYPE spool_request_memory_kept_bound_bytes gauge\n\
+# HELP spool_produce_frames_copied_total Produce frames whose batches were copied out because kept frames had reached the bound.\n\
+# TYPE spool_produce_frames_copied_total counter\n\
 # HELP spool_response_memory_bytes Bytes of fetch pieces and copies held now for responses (charged to this core's --response-memory-bytes share).\n\
 # TYPE spool_response_memory_bytes gauge\n\
 # HELP spool_response_memory_capacity_bytes This core's share of --response-memory-bytes.\n\

@@ -8,6 +8,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::client::types::TopicMap;
+
 use crate::client::net::Addr;
 use crate::wire::{MetadataRequestT, MetadataResponseT};
 use crate::ErrorCode;
@@ -41,10 +43,10 @@ pub struct TopicMeta {
 pub struct MetadataCache {
     bootstrap: Vec<Addr>,
     brokers: HashMap<i32, Addr>,
-    topics: HashMap<String, TopicMeta>,
+    topics: TopicMap<String, TopicMeta>,
     /// Per topic, its partitions that have a leader, ascending: computed once per answer, as
     /// the producer's sticky partitioner asks for them on every keyless record.
-    available: HashMap<String, Vec<i32>>,
+    available: TopicMap<String, Vec<i32>>,
     /// Topics the last answer about them called UNKNOWN_TOPIC_OR_PARTITION, so an owner that
     /// gives up waiting can say why (Kafka's producer does: "topic not present in metadata").
     unknown: BTreeSet<String>,
@@ -66,8 +68,8 @@ impl MetadataCache {
         Self {
             bootstrap,
             brokers: HashMap::new(),
-            topics: HashMap::new(),
-            available: HashMap::new(),
+            topics: TopicMap::default(),
+            available: TopicMap::default(),
             unknown: BTreeSet::new(),
             wanted: BTreeSet::new(),
             refresh_requested: false,

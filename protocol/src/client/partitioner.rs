@@ -7,7 +7,7 @@
 //!   `batch_bytes` have gone to it, then switch to another partition with a leader, so keyless
 //!   records fill whole batches instead of spraying tiny ones.
 
-use std::collections::HashMap;
+use crate::client::types::TopicMap;
 
 /// Kafka's murmur2 (`org.apache.kafka.common.utils.Utils.murmur2`), as a signed 32-bit result.
 pub fn murmur2(data: &[u8]) -> i32 {
@@ -58,7 +58,7 @@ pub fn partition_for_key(key: &[u8], partitions: usize) -> i32 {
 #[derive(Debug)]
 pub struct StickyPartitioner {
     /// topic → (current partition, bytes sent to it since it was chosen).
-    current: HashMap<String, (i32, usize)>,
+    current: TopicMap<String, (i32, usize)>,
     switch_after_bytes: usize,
     rng: u64,
 }
@@ -67,7 +67,7 @@ impl StickyPartitioner {
     /// `switch_after_bytes` is the producer's `batch_bytes`; `seed` makes choices reproducible.
     pub fn new(switch_after_bytes: usize, seed: u64) -> Self {
         Self {
-            current: HashMap::new(),
+            current: TopicMap::default(),
             switch_after_bytes: switch_after_bytes.max(1),
             rng: seed | 1,
         }

@@ -7,6 +7,12 @@ use thiserror::Error;
 
 use crate::ErrorCode;
 
+/// A map keyed by topic names (or partitions) that a producer looks up several times for every
+/// record it sends: hashed with FxHash, not std's SipHash, which was 5 % of a producer's CPU
+/// (BENCHMARKS.md, 2026-12-07). The keys are the application's own topics and its brokers'
+/// metadata, so there is no stranger to aim hash collisions at the client.
+pub(crate) type TopicMap<K, V> = std::collections::HashMap<K, V, fxhash::FxBuildHasher>;
+
 /// A partition of a topic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
