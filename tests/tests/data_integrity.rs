@@ -12,7 +12,7 @@ use spool_protocol::client::producer::{Acks, ProducerConfig};
 use spool_protocol::client::{ConsumerRecord, ProducerRecord};
 use spool_tests::checker::{self, Acked};
 use spool_tests::client::{self, consume_until, create_topic};
-use spool_tests::{http, Broker};
+use spool_tests::{http, Broker, BrokerOptions};
 
 /// Bound on reading a test's records back.
 const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
@@ -123,6 +123,66 @@ fn round_trip_through_16_partitions_on_every_core() {
         total >= 16.0,
         "the topic's 16 partitions are not all owned:\n{metrics}"
     );
+}
+
+/// A leader appends a client's batches without copying them: its tail caches keep slices of the
+/// request frames (`spool_request_memory_kept_bytes`), and what consumers read back — from those
+/// tails, and after a restart from the segment files — is exactly what was acknowledged.
+#[test]
+fn batches_kept_from_request_frames_read_back_exactly_from_memory_and_disk() {
+    let mut broker = Broker::start();
+    create_topic(&broker, "kept", 4);
+    // In rounds, so that most batches land past offset 0 and their stamped offsets matter.
+    let mut acked = Vec::new();
+    for round in 0..4 {
+        acked.extend(produce_keyed(&broker, "kept", round * 500, 500, Acks::All));
+    }
+    let metrics = broker.metrics();
+    assert!(
+        http::sum(&metrics, "spool_request_memory_kept_bytes", "") > 0.0,
+        "the tails keep the produce frames they hold:\n{metrics}"
+    );
+    assert_eq!(
+        http::sum(&metrics, "spool_produce_frames_copied_total", ""),
+        0.0,
+        "nothing copied out below the bound:\n{metrics}"
+    );
+    read_back_exactly(&broker, "kept", 4, &acked);
+    broker.terminate();
+    broker.restart();
+    read_back_exactly(&broker, "kept", 4, &acked);
+}
+
+/// With no room for kept frames (each core's request memory, 32 MiB, is below the largest frame,
+/// 100 MiB), every frame's batches are copied out instead: counted, none kept, all read back.
+#[test]
+fn frames_past_the_kept_bound_are_copied_out_and_read_back_exactly() {
+    let broker = Broker::start_with(
+        BrokerOptions {
+            cores: 2,
+            ..BrokerOptions::default()
+        }
+        .arg("--request-memory-bytes")
+        .arg((64u64 << 20).to_string()),
+    );
+    create_topic(&broker, "copied", 4);
+    let acked = produce_keyed(&broker, "copied", 0, 2000, Acks::All);
+    let metrics = broker.metrics();
+    assert_eq!(
+        http::sum(&metrics, "spool_request_memory_kept_bound_bytes", ""),
+        0.0,
+        "{metrics}"
+    );
+    assert!(
+        http::sum(&metrics, "spool_produce_frames_copied_total", "") > 0.0,
+        "frames past the bound are copied out:\n{metrics}"
+    );
+    assert_eq!(
+        http::sum(&metrics, "spool_request_memory_kept_bytes", ""),
+        0.0,
+        "{metrics}"
+    );
+    read_back_exactly(&broker, "copied", 4, &acked);
 }
 
 #[test]
