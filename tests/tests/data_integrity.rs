@@ -125,6 +125,25 @@ fn round_trip_through_16_partitions_on_every_core() {
     );
 }
 
+/// The broker's kept produce frames, summed over its cores (`/metrics`).
+#[derive(Debug)]
+struct KeptFrames {
+    bytes: f64,
+    bound: f64,
+    copied: f64,
+}
+
+impl KeptFrames {
+    fn of(broker: &Broker) -> Self {
+        let m = broker.metrics();
+        Self {
+            bytes: http::sum(&m, "spool_request_memory_kept_bytes", ""),
+            bound: http::sum(&m, "spool_request_memory_kept_bound_bytes", ""),
+            copied: http::sum(&m, "spool_produce_frames_copied_total", ""),
+        }
+    }
+}
+
 /// A leader appends a client's batches without copying them: its tail caches keep slices of the
 /// request frames (`spool_request_memory_kept_bytes`), and what consumers read back — from those
 /// tails, and after a restart from the segment files — is exactly what was acknowledged.
@@ -137,16 +156,9 @@ fn batches_kept_from_request_frames_read_back_exactly_from_memory_and_disk() {
     for round in 0..4 {
         acked.extend(produce_keyed(&broker, "kept", round * 500, 500, Acks::All));
     }
-    let metrics = broker.metrics();
-    assert!(
-        http::sum(&metrics, "spool_request_memory_kept_bytes", "") > 0.0,
-        "the tails keep the produce frames they hold:\n{metrics}"
-    );
-    assert_eq!(
-        http::sum(&metrics, "spool_produce_frames_copied_total", ""),
-        0.0,
-        "nothing copied out below the bound:\n{metrics}"
-    );
+    let kept = KeptFrames::of(&broker);
+    assert!(kept.bytes > 0.0, "the tails keep their frames: {kept:?}");
+    assert_eq!(kept.copied, 0.0, "nothing copied below the bound: {kept:?}");
     read_back_exactly(&broker, "kept", 4, &acked);
     broker.terminate();
     broker.restart();
@@ -167,20 +179,11 @@ fn frames_past_the_kept_bound_are_copied_out_and_read_back_exactly() {
     );
     create_topic(&broker, "copied", 4);
     let acked = produce_keyed(&broker, "copied", 0, 2000, Acks::All);
-    let metrics = broker.metrics();
-    assert_eq!(
-        http::sum(&metrics, "spool_request_memory_kept_bound_bytes", ""),
-        0.0,
-        "{metrics}"
-    );
+    let kept = KeptFrames::of(&broker);
+    assert_eq!((kept.bound, kept.bytes), (0.0, 0.0), "{kept:?}");
     assert!(
-        http::sum(&metrics, "spool_produce_frames_copied_total", "") > 0.0,
-        "frames past the bound are copied out:\n{metrics}"
-    );
-    assert_eq!(
-        http::sum(&metrics, "spool_request_memory_kept_bytes", ""),
-        0.0,
-        "{metrics}"
+        kept.copied > 0.0,
+        "frames past the bound are copied out: {kept:?}"
     );
     read_back_exactly(&broker, "copied", 4, &acked);
 }
