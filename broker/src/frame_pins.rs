@@ -146,30 +146,29 @@ pub fn shares<E>(frame_bytes: usize, topics: Shares<E>) -> Shares<E> {
     shares_within(&current(), frame_bytes, topics)
 }
 
-fn shares_within<E>(budget: &Arc<PinBudget>, frame_bytes: usize, topics: Shares<E>) -> Shares<E> {
+fn shares_within<E>(
+    budget: &Arc<PinBudget>,
+    frame_bytes: usize,
+    mut topics: Shares<E>,
+) -> Shares<E> {
     let pin = budget.reserve(frame_bytes);
     if pin.is_none() {
         budget.copied_frames.fetch_add(1, Ordering::Relaxed);
     }
+    for (_, partitions) in &mut topics {
+        for (_, records) in partitions.iter_mut() {
+            if let Ok(slice) = records {
+                *slice = match &pin {
+                    Some(pin) => Bytes::from_owner(Kept {
+                        slice: std::mem::take(slice),
+                        _pin: Arc::clone(pin),
+                    }),
+                    None => Bytes::copy_from_slice(slice),
+                };
+            }
+        }
+    }
     topics
-        .into_iter()
-        .map(|(topic, partitions)| {
-            let partitions = partitions
-                .into_iter()
-                .map(|(index, records)| {
-                    let records = records.map(|slice| match &pin {
-                        Some(pin) => Bytes::from_owner(Kept {
-                            slice,
-                            _pin: Arc::clone(pin),
-                        }),
-                        None => Bytes::copy_from_slice(&slice),
-                    });
-                    (index, records)
-                })
-                .collect();
-            (topic, partitions)
-        })
-        .collect()
 }
 
 /// This core's metric lines: the frame bytes kept for tail caches now, the bound, and the

@@ -97,7 +97,7 @@ pub async fn produce(
     let mut shape = Vec::with_capacity(topics.len());
     let mut calls = Vec::new();
     for (topic, partitions) in topics {
-        shape.push((topic.clone(), partitions.len()));
+        let count = partitions.len();
         for (partition, records) in partitions {
             let tp = TopicPartition::new(topic.clone(), partition);
             let (refused, transactional_id) = (refused.clone(), transactional_id.clone());
@@ -119,6 +119,7 @@ pub async fn produce(
                 (partition, r)
             });
         }
+        shape.push((topic, count));
     }
     let mut results = futures_util::future::join_all(calls).await.into_iter();
     let errors = results

@@ -595,6 +595,8 @@ mod compaction_txn_tests;
 #[cfg(test)]
 mod delete_tests;
 #[cfg(test)]
+mod kept_tests;
+#[cfg(test)]
 mod read_tests;
 #[cfg(test)]
 mod start_at_tests;
