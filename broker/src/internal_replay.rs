@@ -27,12 +27,13 @@ pub struct Replayed {
 
 /// What a replay hands its caller, in log order.
 pub enum Replay<'a> {
-    /// A keyed record (value `None`: a tombstone); `txn_producer` is the producer id of a
-    /// transactional batch's record.
+    /// A keyed record (value `None`: a tombstone) at `offset`; `txn_producer` is the producer
+    /// id of a transactional batch's record.
     Record {
         key: &'a [u8],
         value: Option<&'a [u8]>,
         txn_producer: Option<i64>,
+        offset: u64,
     },
     /// A transaction marker of `producer_id`.
     Marker { producer_id: i64, commit: bool },
@@ -106,6 +107,7 @@ pub async fn replay(
                     key: &key,
                     value: r.value.as_deref(),
                     txn_producer,
+                    offset: at as u64,
                 };
                 match apply(record) {
                     Ok(()) => out.applied += 1,

@@ -131,6 +131,8 @@ pub struct WriteMarkerPartition {
     pub producer_epoch: i16,
     pub commit: bool,
     pub coordinator_epoch: i32,
+    /// The transaction's Prepare record offset in `__transaction_state` (-1: unknown).
+    pub decision_offset: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -409,10 +409,13 @@ impl Services for Shard {
                         m.producer_epoch,
                         m.commit,
                         m.coordinator_epoch,
+                        m.decision_offset,
                     )
                     .await;
                 if code == ErrorCode::None && m.tp.topic == crate::group::OFFSETS_TOPIC {
-                    // The transaction's offset commits on this partition are decided.
+                    // The transaction's offset commits on this partition are decided. (A late
+                    // copy of an older transaction's marker is refused by the partition, so it
+                    // never decides the pending commits of the producer's next transaction.)
                     self.groups
                         .on_txn_marker(m.tp.partition, m.producer_id, m.commit);
                 }

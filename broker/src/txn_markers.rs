@@ -8,7 +8,12 @@
 //! answered NONE (the marker is on its in-sync replicas), or the partition is gone (deleted:
 //! UNKNOWN_TOPIC_OR_PARTITION), or it refused the epoch as older than its producer's (a newer
 //! epoch's marker already ended the transaction there), or the coordinator epoch as older than
-//! a marker's it holds (TRANSACTION_COORDINATOR_FENCED: a newer coordinator took over). Anything else — no leader, a leader
+//! a marker's it holds, or the transaction as older than one it already marked
+//! (TRANSACTION_COORDINATOR_FENCED: a newer coordinator took over, or this call is a late copy;
+//! spool-core's `txn::marker_verdict`). Every marker carries its transaction's decision offset
+//! (the Prepare record's offset), so a copy of a call this writer gave up on — still in a
+//! connection a cut link stalled — can never end the producer's next transaction when it lands
+//! late; a retry of a marker already written is answered as that one. Anything else — no leader, a leader
 //! change, too few in-sync replicas, a timeout — is retried after [`MARKER_RETRY_BACKOFF_MS`],
 //! for as long as this core still coordinates the id: if the coordinator moves, the new one
 //! replays the Prepare record and writes the markers again (they are idempotent: a marker for a
@@ -108,6 +113,7 @@ async fn write_to(
                     .iter()
                     .map(|tp| (tp.topic.clone(), tp.partition))
                     .collect(),
+                decision_offset: w.decision_offset,
             },
         )
         .await;
@@ -122,6 +128,7 @@ async fn write_to(
             .iter()
             .map(|tp| (tp.topic.clone(), tp.partition))
             .collect(),
+        decision_offset: w.decision_offset,
     });
     match peers.call(leader, message, MARKER_CALL_TIMEOUT_MS).await {
         Ok(InternalMessage::WriteTxnMarkersAnswer(results)) if results.len() == tps.len() => {
@@ -149,7 +156,7 @@ fn retry_list(w: &MarkerWork, results: Vec<TxnMarkerResult>) -> Vec<TopicPartiti
                 None
             }
             ErrorCode::TransactionCoordinatorFenced => {
-                tracing::warn!(transactional_id = %w.transactional_id, topic = %r.topic, partition = r.partition, coordinator_epoch = w.coordinator_epoch, "a newer coordinator already marked the partition");
+                tracing::warn!(transactional_id = %w.transactional_id, topic = %r.topic, partition = r.partition, coordinator_epoch = w.coordinator_epoch, decision_offset = w.decision_offset, "a newer coordinator, or a newer transaction, already marked the partition");
                 None
             }
             _ => Some(TopicPartition::new(r.topic, r.partition)),
@@ -176,6 +183,7 @@ async fn write_here(shard: &Rc<Shard>, m: WriteTxnMarkers) -> Vec<TxnMarkerResul
                 producer_epoch: m.producer_epoch,
                 commit: m.commit,
                 coordinator_epoch: m.coordinator_epoch,
+                decision_offset: m.decision_offset,
             };
             glommio::spawn_local(async move {
                 let error = match shard.owner(&tp) {

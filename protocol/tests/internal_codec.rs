@@ -380,15 +380,24 @@ fn internal_message() -> impl Strategy<Value = InternalMessage> {
             any::<bool>(),
             0i32..=i32::MAX,
             vec((name(), 0i32..=i32::MAX), 0..5),
+            -1i64..=i64::MAX,
         )
             .prop_map(
-                |(producer_id, producer_epoch, commit, coordinator_epoch, partitions)| {
+                |(
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    partitions,
+                    decision_offset,
+                )| {
                     InternalMessage::WriteTxnMarkers(WriteTxnMarkers {
                         producer_id,
                         producer_epoch,
                         commit,
                         coordinator_epoch,
                         partitions,
+                        decision_offset,
                     })
                 }
             ),

@@ -3,8 +3,17 @@
 //! Kafka's layout: a RecordBatch v2 with attributes bits 4 (transactional) and 5 (control) set,
 //! uncompressed, the transaction's producer id and epoch, base sequence -1, and exactly one record
 //! whose key is `version i16 (0) | type i16 (0 = ABORT, 1 = COMMIT)` and whose value is
-//! `version i16 (0) | coordinator_epoch i32`. Like Kafka, a reader accepts key and value versions
+//! `version i16 | coordinator_epoch i32`. Like Kafka, a reader accepts key and value versions
 //! above 0 (newer versions only append fields) and refuses negative ones.
+//!
+//! spool writes value version 1: version 0's fields, then `decision_offset i64` — the offset, in
+//! `__transaction_state`, of the coordinator's PrepareCommit or PrepareAbort record that decided
+//! the transaction. It grows with every transaction of a producer, so a partition can tell a
+//! late copy of an old transaction's marker from the marker of the transaction open now
+//! (`spool_core::txn::marker_verdict`). Kafka has no version 1 (`EndTxnMarker.json` is v0 only)
+//! and its readers parse any newer version as version 0, so Kafka's tools still read these
+//! markers; a version-0 marker, or a newer one too short to hold the field, reads as
+//! [`DECISION_OFFSET_UNKNOWN`].
 //!
 //! Pure: no I/O. [`read_marker`] never panics, whatever the bytes.
 
@@ -18,12 +27,16 @@ pub const CONTROL_TYPE_ABORT: i16 = 0;
 pub const CONTROL_TYPE_COMMIT: i16 = 1;
 /// The key and value versions this module writes.
 pub const CONTROL_KEY_VERSION: i16 = 0;
-pub const MARKER_VALUE_VERSION: i16 = 0;
-/// Key `version i16 | type i16`, value `version i16 | coordinator_epoch i32`.
+pub const MARKER_VALUE_VERSION: i16 = 1;
+/// Key `version i16 | type i16`; value version 0 `version i16 | coordinator_epoch i32`, version
+/// 1 that and `decision_offset i64`.
 const KEY_BYTES: usize = 4;
-const VALUE_BYTES: usize = 6;
+const VALUE_V0_BYTES: usize = 6;
+const VALUE_V1_BYTES: usize = 14;
+/// A marker's `decision_offset` when it does not carry one (version 0, Kafka's layout).
+pub const DECISION_OFFSET_UNKNOWN: i64 = -1;
 /// The largest control batch a reader reads a marker from: the batch [`marker_batch`] writes is
-/// 78 bytes, and newer marker versions add a few fields; past this it is not a marker.
+/// 86 bytes, and newer marker versions add a few fields; past this it is not a marker.
 pub const MARKER_BATCH_BYTES_MAX: usize = 512;
 
 /// The end of one transaction in one partition, as its coordinator wrote it.
@@ -31,6 +44,9 @@ pub const MARKER_BATCH_BYTES_MAX: usize = 512;
 pub struct Marker {
     pub commit: bool,
     pub coordinator_epoch: i32,
+    /// Which of the producer's transactions this marker ends (module docs);
+    /// [`DECISION_OFFSET_UNKNOWN`] when the marker does not say.
+    pub decision_offset: i64,
 }
 
 /// One control batch: the marker of (producer_id, producer_epoch), timestamped timestamp_ms.
@@ -49,9 +65,10 @@ pub fn marker_batch(
     let mut key = Vec::with_capacity(KEY_BYTES);
     key.extend_from_slice(&CONTROL_KEY_VERSION.to_be_bytes());
     key.extend_from_slice(&kind.to_be_bytes());
-    let mut value = Vec::with_capacity(VALUE_BYTES);
+    let mut value = Vec::with_capacity(VALUE_V1_BYTES);
     value.extend_from_slice(&MARKER_VALUE_VERSION.to_be_bytes());
     value.extend_from_slice(&marker.coordinator_epoch.to_be_bytes());
+    value.extend_from_slice(&marker.decision_offset.to_be_bytes());
 
     let mut b = BatchBuilder::new(timestamp_ms);
     b.producer_id = producer_id;
@@ -125,19 +142,26 @@ fn marker_of(record: &Record) -> Result<Marker, BatchError> {
     };
     let value = record.value.as_deref().unwrap_or_default();
     let version = be_i16(value, 0);
-    let epoch = value.get(2..VALUE_BYTES).and_then(|b| b.try_into().ok());
+    let epoch = value.get(2..VALUE_V0_BYTES).and_then(|b| b.try_into().ok());
     let (Some(version), Some(epoch)) = (version, epoch) else {
         return Err(malformed(format!(
-            "marker value of {} bytes, needs {VALUE_BYTES}",
+            "marker value of {} bytes, needs {VALUE_V0_BYTES}",
             value.len()
         )));
     };
     if version < 0 {
         return Err(malformed(format!("marker value version {version}")));
     }
+    let decision_offset = match value.get(VALUE_V0_BYTES..VALUE_V1_BYTES) {
+        Some(b) if version >= 1 => b
+            .try_into()
+            .map_or(DECISION_OFFSET_UNKNOWN, i64::from_be_bytes),
+        _ => DECISION_OFFSET_UNKNOWN,
+    };
     Ok(Marker {
         commit,
         coordinator_epoch: i32::from_be_bytes(epoch),
+        decision_offset,
     })
 }
 
@@ -156,6 +180,7 @@ mod tests {
     const ABORT: Marker = Marker {
         commit: false,
         coordinator_epoch: 7,
+        decision_offset: 0x0102_0304,
     };
 
     /// A one-record control batch with `key` and `value`, built as `edit` says.
@@ -185,10 +210,14 @@ mod tests {
         );
         assert_eq!((h.record_count, h.last_offset_delta), (1, 0));
         assert_eq!((h.base_timestamp, h.max_timestamp), (1_000, 1_000));
-        assert_eq!(bytes.len(), 78, "Kafka's v0 marker batch size");
+        assert_eq!(bytes.len(), 86, "Kafka's marker batch, 8 bytes longer");
         let (_, records) = records::read_batch(&bytes.freeze(), usize::MAX).unwrap();
         assert_eq!(records[0].key.as_deref(), Some(&[0u8, 0, 0, 0][..]));
-        assert_eq!(records[0].value.as_deref(), Some(&[0u8, 0, 0, 0, 0, 7][..]));
+        // Version 1: Kafka's version-0 fields first (its readers parse it as version 0).
+        assert_eq!(
+            records[0].value.as_deref(),
+            Some(&[0u8, 1, 0, 0, 0, 7, 0, 0, 0, 0, 1, 2, 3, 4][..])
+        );
     }
 
     #[test]
@@ -231,13 +260,35 @@ mod tests {
             let e = read_marker(&bytes).expect_err(what);
             assert!(matches!(e, BatchError::MalformedRecords(_)), "{what}: {e}");
         }
-        // Newer key and value versions are read as Kafka reads them.
-        let newer = control_with(&[0, 1, 0, 1], &[0, 1, 0, 0, 0, 5, 0xab], |_| {});
+        // Newer key and value versions are read as Kafka reads them; a value too short for the
+        // decision offset, or Kafka's version 0, does not say which transaction it ends.
         let m = Marker {
             commit: true,
             coordinator_epoch: 5,
+            decision_offset: DECISION_OFFSET_UNKNOWN,
         };
+        let newer = control_with(&[0, 1, 0, 1], &[0, 1, 0, 0, 0, 5, 0xab], |_| {});
         assert_eq!(read_marker(&newer), Ok(m));
+        let kafkas = control_with(&[0, 0, 0, 1], &[0, 0, 0, 0, 0, 5], |_| {});
+        assert_eq!(read_marker(&kafkas), Ok(m));
+        let v0_longer = control_with(
+            &[0, 0, 0, 1],
+            &[0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 9],
+            |_| {},
+        );
+        assert_eq!(read_marker(&v0_longer), Ok(m));
+        let v2 = control_with(
+            &[0, 0, 0, 1],
+            &[0, 2, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 9, 0xff],
+            |_| {},
+        );
+        assert_eq!(
+            read_marker(&v2),
+            Ok(Marker {
+                decision_offset: 9,
+                ..m
+            })
+        );
     }
 
     #[test]
@@ -261,10 +312,11 @@ mod tests {
             producer_id in any::<i64>(),
             producer_epoch in any::<i16>(),
             coordinator_epoch in any::<i32>(),
+            decision_offset in any::<i64>(),
             commit in any::<bool>(),
             timestamp_ms in 0i64..1 << 45,
         ) {
-            let marker = Marker { commit, coordinator_epoch };
+            let marker = Marker { commit, coordinator_epoch, decision_offset };
             let bytes = marker_batch(producer_id, producer_epoch, marker, timestamp_ms);
             let h = batch::validate(&bytes, usize::MAX).unwrap();
             prop_assert_eq!((h.producer_id, h.producer_epoch), (producer_id, producer_epoch));
@@ -278,7 +330,7 @@ mod tests {
 
         /// Any byte of a marker batch changed: refused or still read, never a panic.
         #[test]
-        fn a_changed_marker_batch_never_panics(at in 0usize..78, byte in any::<u8>()) {
+        fn a_changed_marker_batch_never_panics(at in 0usize..86, byte in any::<u8>()) {
             let mut bytes = marker_batch(5, 1, ABORT, 0);
             bytes[at] = byte;
             batch::write_crc(&mut bytes);

@@ -213,10 +213,12 @@ mod tests {
     const ABORT: Marker = Marker {
         commit: false,
         coordinator_epoch: 0,
+        decision_offset: -1,
     };
     const COMMIT: Marker = Marker {
         commit: true,
         coordinator_epoch: 0,
+        decision_offset: -1,
     };
 
     #[test]

@@ -15,7 +15,8 @@
 //!   (the simulator runs one seed per thread and holds the guard for the run);
 //! - [`PlantedBug::MarkerOnSomePartitions`] in `txn::coordinator`'s markers of a prepared
 //!   transaction, selected the same way (by [`scoped`], read with [`thread_planted`]) so the
-//!   coordinator's API does not change.
+//!   coordinator's API does not change;
+//! - [`PlantedBug::StaleMarkerAppended`] in `txn::marker_verdict`, selected the same way.
 //!
 //! Promises: with nothing planted (the default everywhere) every function behaves exactly as
 //! without the feature.
@@ -42,6 +43,9 @@ pub enum PlantedBug {
     /// The transaction coordinator's WriteMarkers names only the first of a prepared
     /// transaction's partitions, and the transaction still completes when those are written.
     MarkerOnSomePartitions,
+    /// A partition appends every marker that passes the epoch fences, a late copy of an old
+    /// transaction's marker included (the rule before decision offsets).
+    StaleMarkerAppended,
 }
 
 thread_local! {

@@ -13,7 +13,9 @@
 //! Transactions: a marker (control batch) carries the coordinator's epoch for the producer;
 //! one from an epoch older than the producer's is INVALID_PRODUCER_EPOCH, and a newer one (the
 //! coordinator fenced the producer when it aborted on a timeout or a new instance) becomes the
-//! producer's epoch, so the fenced instance's late batches are PRODUCER_FENCED.
+//! producer's epoch, so the fenced instance's late batches are PRODUCER_FENCED. The table also
+//! keeps the producer's last marker here — its coordinator epoch, and its decision offset and
+//! log offset when it carried one — for [`crate::txn::marker_verdict`].
 //!
 //! Restarts: [`ProducerStateTable::rebuild`] replays the batch headers of the log's tail (the
 //! partition reads them, bounded by `PRODUCER_STATE_REBUILD_BYTES_MAX` in `partition.rs`), so a
@@ -43,6 +45,17 @@ struct Producer {
     last_offset: u64,
     /// The newest coordinator epoch of this producer's markers here (-1: none seen).
     coordinator_epoch: i32,
+    /// The last marker here that said which transaction it ended.
+    last_marker: Option<LastMarker>,
+}
+
+/// A producer's last marker in this partition that carried a decision offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastMarker {
+    /// The offset of the coordinator's Prepare record that decided its transaction.
+    pub decision_offset: i64,
+    /// Where the marker is in this partition's log.
+    pub offset: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,12 +209,34 @@ impl ProducerStateTable {
         }
     }
 
-    /// Records the coordinator epoch of an appended (or replayed) marker of `producer_id`,
-    /// after [`ProducerStateTable::on_marker`].
-    pub fn note_coordinator_epoch(&mut self, producer_id: i64, coordinator_epoch: i32) {
-        if let Some(p) = self.producers.get_mut(&producer_id) {
-            p.coordinator_epoch = p.coordinator_epoch.max(coordinator_epoch);
+    /// Records the coordinator epoch and decision offset (negative: none) of a marker of
+    /// `producer_id` appended (or replayed) at `offset`, after [`ProducerStateTable::on_marker`].
+    /// Decision offsets only grow: an older one never replaces a newer.
+    pub fn note_marker(
+        &mut self,
+        producer_id: i64,
+        coordinator_epoch: i32,
+        decision_offset: i64,
+        offset: u64,
+    ) {
+        let Some(p) = self.producers.get_mut(&producer_id) else {
+            return;
+        };
+        p.coordinator_epoch = p.coordinator_epoch.max(coordinator_epoch);
+        if decision_offset >= 0
+            && p.last_marker
+                .is_none_or(|m| m.decision_offset <= decision_offset)
+        {
+            p.last_marker = Some(LastMarker {
+                decision_offset,
+                offset,
+            });
         }
+    }
+
+    /// The producer's last marker here that carried a decision offset, if the table knows one.
+    pub fn last_marker(&self, producer_id: i64) -> Option<LastMarker> {
+        self.producers.get(&producer_id)?.last_marker
     }
 
     /// Records an appended transaction marker: a newer epoch (a coordinator's fencing abort)
@@ -227,6 +262,7 @@ impl ProducerStateTable {
                         batches: VecDeque::new(),
                         last_offset: offset,
                         coordinator_epoch: -1,
+                        last_marker: None,
                     },
                 );
             }
@@ -272,6 +308,7 @@ impl ProducerStateTable {
                 batches: VecDeque::new(),
                 last_offset,
                 coordinator_epoch: -1,
+                last_marker: None,
             });
         if epoch != p.epoch {
             p.epoch = epoch;
@@ -315,7 +352,7 @@ mod tests {
         t.on_append(7, 0, 0, 4, 10, 14);
         assert_eq!(t.check_marker_from(7, 0, 3), Ok(()), "no marker seen yet");
         t.on_marker(7, 0, 15);
-        t.note_coordinator_epoch(7, 5);
+        t.note_marker(7, 5, -1, 15);
         assert_eq!(
             t.check_marker_from(7, 0, 5),
             Ok(()),
@@ -326,12 +363,13 @@ mod tests {
             t.check_marker_from(7, 0, 4),
             Err(ErrorCode::TransactionCoordinatorFenced)
         );
-        t.note_coordinator_epoch(7, 2);
+        t.note_marker(7, 2, -1, 16);
         assert_eq!(
             t.check_marker_from(7, 0, 4),
             Err(ErrorCode::TransactionCoordinatorFenced),
             "the newest epoch is kept"
         );
+        assert_eq!(t.last_marker(7), None, "no marker said its decision");
         assert_eq!(
             t.check_marker_from(7, -1, 9),
             Err(ErrorCode::InvalidProducerEpoch),

@@ -437,6 +437,7 @@ impl GroupDriver {
                     key,
                     value,
                     txn_producer,
+                    ..
                 } => machine
                     .load_record(partition, key, value, txn_producer)
                     .map_err(|e| e.to_string()),

@@ -260,7 +260,12 @@ impl Partition {
                 };
                 table.replay(&info);
                 if let Some(m) = marker {
-                    table.note_coordinator_epoch(h.producer_id, m.coordinator_epoch);
+                    table.note_marker(
+                        h.producer_id,
+                        m.coordinator_epoch,
+                        m.decision_offset,
+                        h.base_offset as u64,
+                    );
                 }
                 txn::replay(&mut txns, &info, h.is_transactional(), marker);
             })

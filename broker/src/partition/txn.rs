@@ -7,7 +7,9 @@
 //! client's transactional batch opens a transaction here only once its coordinator verified it
 //! (KIP-890 part 1, `verify`: INVALID_TXN_STATE otherwise); a marker from a coordinator epoch
 //! older than the producer's last marker here is refused (TRANSACTION_COORDINATOR_FENCED: a
-//! deposed coordinator's); a marker from an epoch older than the producer's is refused
+//! deposed coordinator's), and so is a late copy of an older transaction's marker, told apart
+//! by its decision offset; a retry of the marker already here is answered as that one, not
+//! appended again (spool-core's `txn::marker_verdict`); a marker from an epoch older than the producer's is refused
 //! (INVALID_PRODUCER_EPOCH) and one from a newer epoch fences the old one; markers are appended
 //! like any batch (leader epoch, replication, acks=all, fdatasync under `durability = fsync`) and
 //! answered only once the in-sync replicas hold them. The LSO never passes the high watermark,
@@ -27,6 +29,7 @@
 
 use spool_core::producer_state::{BatchInfo, Check};
 use spool_core::txn::partition_txns::PartitionTxns;
+use spool_core::txn::{marker_verdict, MarkerVerdict};
 use spool_protocol::ErrorCode;
 use spool_storage::batch::{self, BatchHeader};
 use spool_storage::control::{self, Marker};
@@ -90,12 +93,21 @@ impl Partition {
         let h = b.header();
         if h.is_control() {
             let m = control::read_marker(b.bytes()).map_err(|_| ErrorCode::InvalidRecord)?;
-            self.producers.borrow().check_marker_from(
+            let verdict = marker_verdict(
+                &self.producers.borrow(),
+                &self.txns.borrow(),
                 h.producer_id,
                 h.producer_epoch,
                 m.coordinator_epoch,
+                m.decision_offset,
             )?;
-            return Ok(Checked::Marker(m));
+            return Ok(match verdict {
+                MarkerVerdict::Append => Checked::Marker(m),
+                // Answered as the marker already in the log (acks wait for its replication).
+                MarkerVerdict::AlreadyWritten { offset } => Checked::Duplicate {
+                    base_offset: offset,
+                },
+            });
         }
         let Origin::Client(verified) = origin else {
             // A group coordinator's TxnOffsetCommit batch carries the producer's epoch but no
@@ -157,27 +169,35 @@ impl Partition {
         {
             let mut producers = self.producers.borrow_mut();
             producers.on_marker(h.producer_id, h.producer_epoch, offset);
-            producers.note_coordinator_epoch(h.producer_id, m.coordinator_epoch);
+            producers.note_marker(
+                h.producer_id,
+                m.coordinator_epoch,
+                m.decision_offset,
+                offset,
+            );
         }
         self.txns
             .borrow_mut()
             .on_marker(h.producer_id, h.producer_epoch, m.commit, offset);
     }
 
-    /// Writes a commit (or abort) marker of (`producer_id`, `producer_epoch`) as the leader and
-    /// waits for the in-sync replicas (module docs): the code a coordinator's WriteTxnMarkers
-    /// gets for this partition.
+    /// Writes a commit (or abort) marker of (`producer_id`, `producer_epoch`), for the
+    /// transaction decided at `decision_offset` (-1: unknown), as the leader and waits for the
+    /// in-sync replicas (module docs): the code a coordinator's WriteTxnMarkers gets for this
+    /// partition.
     pub async fn write_marker(
         &self,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
         coordinator_epoch: i32,
+        decision_offset: i64,
     ) -> ErrorCode {
         let now = crate::clock::now_ms();
         let marker = Marker {
             commit,
             coordinator_epoch,
+            decision_offset,
         };
         let batch = control::marker_batch(producer_id, producer_epoch, marker, now).freeze();
         let r = self

@@ -99,7 +99,7 @@ fn transactions_begun_segments_before_the_rebuilt_tail_are_known_after_a_restart
             produce(&p, txn_batch(ABORTED, 1), false, ABORTED).await;
             marker = p.log.log_end_offset();
             assert_eq!(
-                p.write_marker(ABORTED, EPOCH, false, 0).await,
+                p.write_marker(ABORTED, EPOCH, false, 0, -1).await,
                 ErrorCode::None
             );
             plain(&p, 40).await;
@@ -161,7 +161,7 @@ fn a_fetch_reports_the_aborted_transactions_of_its_records_and_stops_at_the_boun
             let producer_id = ABORTED + pid;
             firsts.push(produce(&p, txn_batch(producer_id, 0), true, producer_id).await);
             assert_eq!(
-                p.write_marker(producer_id, EPOCH, false, 0).await,
+                p.write_marker(producer_id, EPOCH, false, 0, -1).await,
                 ErrorCode::None
             );
             plain(&p, 3).await;

@@ -54,6 +54,9 @@ pub struct MarkerWork {
     pub commit: bool,
     pub coordinator_epoch: i32,
     pub partitions: Vec<TopicPartition>,
+    /// The Prepare record's offset in `__transaction_state`, written into every marker so a
+    /// partition can tell this transaction's marker from a late copy of an older one's.
+    pub decision_offset: i64,
 }
 
 /// A request waiting for its id's next record: its token and its wake-up.
@@ -337,20 +340,22 @@ impl TxnDriver {
         }
     }
 
-    /// Appends `record` (the id's pending one) and tells the coordinator the outcome; markers
-    /// it then asks for go to the marker writer. Whether the record is durable.
+    /// Appends `record` (the id's pending one) and tells the coordinator the outcome and where
+    /// the record is; markers it then asks for go to the marker writer. Whether the record is
+    /// durable.
     async fn write(&self, transactional_id: &str, record: &TxnMetadata) -> bool {
-        let durable = match self.append(transactional_id, record).await {
-            Ok(()) => true,
+        let written_at = match self.append(transactional_id, record).await {
+            Ok(offset) => Some(offset),
             Err(code) => {
                 tracing::warn!(transactional_id, ?code, "transaction state write failed");
-                false
+                None
             }
         };
+        let durable = written_at.is_some();
         let actions = self
             .machine
             .borrow_mut()
-            .on_written(transactional_id, durable);
+            .on_written(transactional_id, written_at);
         for a in actions {
             self.send_markers(a);
         }
@@ -365,6 +370,7 @@ impl TxnDriver {
             producer_epoch,
             commit,
             partitions,
+            decision_offset,
         } = action;
         let n = self
             .local
@@ -382,6 +388,7 @@ impl TxnDriver {
             commit,
             coordinator_epoch,
             partitions,
+            decision_offset,
         };
         if self.markers_tx.try_send(work).is_err() {
             // Only once the writer is gone (the core is stopping): the next leader resumes it.
@@ -408,7 +415,8 @@ impl TxnDriver {
         }
     }
 
-    async fn append(&self, transactional_id: &str, record: &TxnMetadata) -> Result<(), ErrorCode> {
+    /// Appends `record` to the id's `__transaction_state` partition (acks=all); its offset.
+    async fn append(&self, transactional_id: &str, record: &TxnMetadata) -> Result<u64, ErrorCode> {
         let partition = self.partition_of(transactional_id)?;
         let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC, partition);
         let part = self.local.partition(&tp).ok_or(ErrorCode::NotCoordinator)?;
@@ -434,7 +442,9 @@ impl TxnDriver {
             )
             .await;
         match r.error {
-            ErrorCode::None => Ok(()),
+            ErrorCode::None => {
+                u64::try_from(r.base_offset).map_err(|_| ErrorCode::UnknownServerError)
+            }
             code => Err(code),
         }
     }
@@ -482,11 +492,14 @@ impl TxnDriver {
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
             let r = crate::internal_replay::replay(&part, me.local.config.max_message_bytes, |r| {
-                let Replay::Record { key, value, .. } = r else {
+                let Replay::Record {
+                    key, value, offset, ..
+                } = r
+                else {
                     return Ok(());
                 };
                 let (id, meta) = records::decode(key, value).map_err(|e| e.to_string())?;
-                me.machine.borrow_mut().replay(&id, meta);
+                me.machine.borrow_mut().replay(&id, meta, offset);
                 Ok(())
             })
             .await;

@@ -4,7 +4,7 @@
 //! check with a coordinator, and its code.
 //!
 //! Owns: these messages' fields, checked on both sides (producer id and epoch, coordinator
-//! epoch and partition indexes non-negative; names bounded, a transactional id by
+//! epoch and partition indexes non-negative, a decision offset -1 or more; names bounded, a transactional id by
 //! [`TRANSACTIONAL_ID_BYTES_MAX`]; at most [`MARKER_PARTITIONS_MAX`] partitions). Never does: frame, verify or route a message (the
 //! codec does), or write a marker (the partition does).
 
@@ -23,6 +23,8 @@ pub const MARKER_PARTITIONS_MAX: usize = 100_000;
 pub const TRANSACTIONAL_ID_BYTES_MAX: usize = 1024;
 
 const NON_NEGATIVE: i128 = 0;
+/// A decision offset: an offset, or -1 for none.
+const UNKNOWN_OR_OFFSET: i128 = -1;
 
 pub(super) fn encode_write_txn_markers<'b>(
     fbb: &mut Fbb<'b>,
@@ -53,6 +55,7 @@ pub(super) fn encode_write_txn_markers<'b>(
             commit: m.commit,
             coordinator_epoch: at_least("coordinator_epoch", m.coordinator_epoch, NON_NEGATIVE)?,
             partitions: Some(partitions),
+            decision_offset: at_least("decision_offset", m.decision_offset, UNKNOWN_OR_OFFSET)?,
         },
     ))
 }
@@ -77,6 +80,7 @@ pub(super) fn decode_write_txn_markers(
         commit: m.commit(),
         coordinator_epoch: at_least("coordinator_epoch", m.coordinator_epoch(), NON_NEGATIVE)?,
         partitions,
+        decision_offset: at_least("decision_offset", m.decision_offset(), UNKNOWN_OR_OFFSET)?,
     })
 }
 

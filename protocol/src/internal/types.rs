@@ -54,6 +54,9 @@ pub struct WriteTxnMarkers {
     pub coordinator_epoch: i32,
     /// (topic, partition).
     pub partitions: Vec<(String, i32)>,
+    /// The offset of the transaction's Prepare record in `__transaction_state` (-1: unknown),
+    /// written into each marker (spool-storage's `control`).
+    pub decision_offset: i64,
 }
 
 /// Whether (`producer_id`, `producer_epoch`) of `transactional_id` has an Ongoing transaction

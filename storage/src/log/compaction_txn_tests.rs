@@ -41,6 +41,7 @@ fn marker(producer_id: i64, commit: bool) -> BytesMut {
     let m = Marker {
         commit,
         coordinator_epoch: 0,
+        decision_offset: -1,
     };
     marker_batch(producer_id, 0, m, 1_000)
 }

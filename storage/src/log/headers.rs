@@ -267,6 +267,7 @@ mod tests {
                     let marker = Marker {
                         commit: round % 3 != 0,
                         coordinator_epoch: round,
+                        decision_offset: -1,
                     };
                     let control = marker_batch(pid, 3, marker, 1_000);
                     let info = log.append(control, 0, 1_000).await.unwrap();
@@ -327,6 +328,7 @@ mod tests {
             let marker = Marker {
                 commit: true,
                 coordinator_epoch: 11,
+                decision_offset: -1,
             };
             // The marker (78 bytes) starts 70 bytes before the first window's end.
             let marker_position = HEADER_WINDOW_BYTES - 70;

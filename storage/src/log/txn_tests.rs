@@ -93,6 +93,7 @@ fn bytes_of(kind: Kind, records: usize, filler_bytes: usize) -> BytesMut {
             Marker {
                 commit,
                 coordinator_epoch: 0,
+                decision_offset: -1,
             },
             1_000,
         ),

@@ -37,6 +37,9 @@ pub struct TxnStats {
     pub data_batches: u64,
     pub markers: u64,
     pub records_read: u64,
+    /// Late copies of a marker (from the current coordinator, for a transaction older than the
+    /// one its partition last marked or opened since) that a partition refused.
+    pub late_markers_refused: u64,
 }
 
 impl TxnStats {
@@ -46,6 +49,7 @@ impl TxnStats {
         self.data_batches += o.data_batches;
         self.markers += o.markers;
         self.records_read += o.records_read;
+        self.late_markers_refused += o.late_markers_refused;
     }
 }
 

@@ -230,8 +230,13 @@ fn run_txn_world(args: &Args) -> ExitCode {
     println!("RESULT txn_sim_seconds={:.0}", sim_ms as f64 / 1000.0);
     println!("RESULT txn_events={events}");
     println!(
-        "RESULT txn_stats committed={} aborted={} data_batches={} markers={} records_read={}",
-        stats.committed, stats.aborted, stats.data_batches, stats.markers, stats.records_read
+        "RESULT txn_stats committed={} aborted={} data_batches={} markers={} records_read={} late_markers_refused={}",
+        stats.committed,
+        stats.aborted,
+        stats.data_batches,
+        stats.markers,
+        stats.records_read,
+        stats.late_markers_refused
     );
     println!("RESULT txn_wall_seconds={wall_s:.2}");
     println!(

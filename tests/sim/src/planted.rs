@@ -5,11 +5,12 @@
 //! Promises: with no planted bug selected (the default) the driver follows
 //! `spool_raft::Controller`'s order of operations exactly and spool-core runs unplanted. The two
 //! raft-driver bugs change only the driver in [`crate::node`]; the six replication bugs and the
-//! transaction bug live in spool-core itself, where the real bug would be, behind its
+//! two transaction bugs live in spool-core itself, where the real bug would be, behind its
 //! `planted-bugs` feature (which only this crate enables) and selected at run time through
 //! [`PlantedBug::core`]. The first eight are caught by the cluster world ([`crate::world`]);
-//! `marker-on-some-partitions` by the transaction world ([`crate::txn_world`], `--world txn`),
-//! which is where transactions run (in the cluster world it changes nothing).
+//! `marker-on-some-partitions` and `stale-marker-appended` by the transaction world
+//! ([`crate::txn_world`], `--world txn`), which is where transactions run (in the cluster world
+//! they change nothing).
 //! Never does: plant anything in spool-raft or a production build.
 
 use std::fmt;
@@ -39,10 +40,13 @@ pub enum PlantedBug {
     /// spool-core's transaction coordinator writes markers to only the first of a transaction's
     /// partitions, and completes it anyway.
     MarkerOnSomePartitions,
+    /// spool-core's partitions append every marker past the epoch fences, so a late copy of an
+    /// older transaction's marker ends the producer's next transaction.
+    StaleMarkerAppended,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 9] = [
+    pub const ALL: [PlantedBug; 10] = [
         PlantedBug::AckBeforePersist,
         PlantedBug::SkipFsync,
         PlantedBug::TruncateToHw,
@@ -52,6 +56,7 @@ impl PlantedBug {
         PlantedBug::EligibleAtMinIsr,
         PlantedBug::KeepOldIncarnation,
         PlantedBug::MarkerOnSomePartitions,
+        PlantedBug::StaleMarkerAppended,
     ];
 
     /// The spool-core bug this selects (behind spool-core's `planted-bugs` feature), if it is
@@ -67,13 +72,17 @@ impl PlantedBug {
             PlantedBug::EligibleAtMinIsr => Some(Core::EligibleAtMinIsr),
             PlantedBug::KeepOldIncarnation => Some(Core::KeepOldIncarnation),
             PlantedBug::MarkerOnSomePartitions => Some(Core::MarkerOnSomePartitions),
+            PlantedBug::StaleMarkerAppended => Some(Core::StaleMarkerAppended),
         }
     }
 
     /// Whether the cluster world ([`crate::world`]) can catch this bug; the others belong to
     /// the transaction world ([`crate::txn_world`]).
     pub fn in_cluster_world(self) -> bool {
-        self != PlantedBug::MarkerOnSomePartitions
+        !matches!(
+            self,
+            PlantedBug::MarkerOnSomePartitions | PlantedBug::StaleMarkerAppended
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -87,6 +96,7 @@ impl PlantedBug {
             PlantedBug::EligibleAtMinIsr => "eligible-at-min-isr",
             PlantedBug::KeepOldIncarnation => "keep-old-incarnation",
             PlantedBug::MarkerOnSomePartitions => "marker-on-some-partitions",
+            PlantedBug::StaleMarkerAppended => "stale-marker-appended",
         }
     }
 }

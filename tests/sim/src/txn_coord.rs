@@ -7,8 +7,10 @@
 //! records after the boundary and everything in memory; a restart bumps the coordinator epoch,
 //! replays the durable records ([`TxnCoordinator::replay`]) and resumes the markers of prepared
 //! transactions ([`TxnCoordinator::resume`]). It also owns the marker jobs (one
-//! [`TxnAction::WriteMarkers`] each: a marker to every partition it names, resent after
-//! [`MARKER_RESEND_MS`] without an answer, then [`TxnCoordinator::on_markers_written`]), the
+//! [`TxnAction::WriteMarkers`] each: a marker to every partition it names, carrying the Prepare
+//! record's offset in this log (its decision offset), resent after [`MARKER_RESEND_MS`] without
+//! an answer, then [`TxnCoordinator::on_markers_written`]; an answer counts only for the job's
+//! own decision offset), the
 //! timeout ticks ([`TxnCoordinator::expire`]), and the producer-id allocator (the controller's in
 //! Kafka, so it survives the coordinator's crashes).
 //! Ground truth kept here, outside the coordinator's state and surviving its crashes: the number
@@ -32,8 +34,8 @@ use crate::txn_net::{TxnEndpoint, TxnEnvelope, TxnMsg};
 
 /// The data topic's name.
 pub const TOPIC: &str = "data";
-/// A marker unanswered this long is sent again (longer than any message's round trip, so no
-/// second copy is ever in flight with the first: module docs of [`crate::txn_net`]).
+/// A marker unanswered this long is sent again (longer than any message's round trip, unless
+/// the first copy stalled: module docs of [`crate::txn_net`]).
 pub const MARKER_RESEND_MS: u64 = 1_000;
 
 /// What one step asks of the world.
@@ -67,6 +69,7 @@ struct MarkerJob {
     producer_id: i64,
     producer_epoch: i16,
     commit: bool,
+    decision_offset: i64,
     /// Partitions still owing an answer, and when their marker was last sent.
     remaining: BTreeMap<i32, u64>,
 }
@@ -244,9 +247,9 @@ impl CoordHost {
                     out.sends.push(marker_request(
                         epoch,
                         id,
-                        job.producer_id,
-                        job.producer_epoch,
+                        (job.producer_id, job.producer_epoch),
                         job.commit,
+                        job.decision_offset,
                         p,
                     ));
                 }
@@ -266,6 +269,7 @@ impl CoordHost {
             producer_id,
             producer_epoch,
             partition,
+            decision_offset,
             code,
         } = msg
         else {
@@ -277,7 +281,10 @@ impl CoordHost {
         let Some(job) = self.markers.get_mut(&transactional_id) else {
             return;
         };
-        if (job.producer_id, job.producer_epoch) != (producer_id, producer_epoch) {
+        if (job.producer_id, job.producer_epoch, job.decision_offset)
+            != (producer_id, producer_epoch, decision_offset)
+        {
+            // The answer to a copy of an older transaction's marker.
             return;
         }
         match code {
@@ -314,7 +321,9 @@ impl CoordHost {
             .partition(|f| f.index < synced);
         self.in_flight = rest;
         for f in done {
-            let actions = self.coord.on_written(&f.transactional_id, true);
+            let actions = self
+                .coord
+                .on_written(&f.transactional_id, Some(f.index as u64));
             let current = self
                 .coord
                 .describe(&f.transactional_id)
@@ -360,9 +369,9 @@ impl CoordHost {
         self.incarnation += 1;
         self.coordinator_epoch += 1;
         let mut coord = TxnCoordinator::new(spool_core::txn::TRANSACTION_MAX_TIMEOUT_MS);
-        for (key, value) in &self.log {
+        for (offset, (key, value)) in self.log.iter().enumerate() {
             let (id, m) = records::decode(key, value.as_deref()).expect("a record we encoded");
-            coord.replay(&id, m);
+            coord.replay(&id, m, offset as u64);
         }
         self.coord = coord;
         self.up = true;
@@ -383,7 +392,7 @@ impl CoordHost {
                 "coordinator: write of {id} {:?} failed",
                 record.state
             ));
-            let actions = self.coord.on_written(&id, false);
+            let actions = self.coord.on_written(&id, None);
             assert!(actions.is_empty(), "a failed write asks for markers");
             match reply {
                 Some(r) => out.sends.push(TxnEnvelope {
@@ -439,6 +448,7 @@ impl CoordHost {
             producer_epoch,
             commit,
             partitions,
+            decision_offset,
         } = action;
         let remaining: BTreeMap<i32, u64> =
             partitions.iter().map(|tp| (tp.partition, now_ms)).collect();
@@ -446,9 +456,9 @@ impl CoordHost {
             out.sends.push(marker_request(
                 self.coordinator_epoch,
                 &transactional_id,
-                producer_id,
-                producer_epoch,
+                (producer_id, producer_epoch),
                 commit,
+                decision_offset,
                 p,
             ));
         }
@@ -462,6 +472,7 @@ impl CoordHost {
                 producer_id,
                 producer_epoch,
                 commit,
+                decision_offset,
                 remaining,
             },
         );
@@ -485,9 +496,9 @@ impl CoordHost {
 fn marker_request(
     coordinator_epoch: i32,
     transactional_id: &str,
-    producer_id: i64,
-    producer_epoch: i16,
+    (producer_id, producer_epoch): (i64, i16),
     commit: bool,
+    decision_offset: i64,
     partition: i32,
 ) -> TxnEnvelope {
     TxnEnvelope {
@@ -500,6 +511,7 @@ fn marker_request(
             producer_epoch,
             commit,
             partition,
+            decision_offset,
         },
     }
 }

@@ -11,9 +11,13 @@
 //! - client ↔ coordinator: delay, loss and reordering, never duplication (a Kafka client has one
 //!   request in flight to its coordinator on one TCP connection; it resends only after a
 //!   timeout longer than any delay, so no stale copy of an EndTxn can arrive later);
-//! - coordinator ↔ partition (markers): delay only, in order (one connection per broker, and
-//!   Kafka's marker channel resends only after an answer or a lost connection); a message to an
-//!   endpoint that is down is dropped at delivery, as for every link.
+//! - coordinator ↔ partition (markers): delay, in order (one connection per broker) — except that
+//!   a marker may stall (probability [`TxnLinkFaults::marker_stall`]): that copy lands only
+//!   after the coordinator's resend, 1–4 resend periods late and out of order, as a request
+//!   does when a cut link stalls its connection and the retry goes on a new one. The late copy
+//!   may reach the partition after the transaction completed and the producer's next one
+//!   opened there (what decision offsets are for); a message to an endpoint that is down is
+//!   dropped at delivery, as for every link.
 //!
 //! Never does: deliver anything (the world's event queue does) or look inside a message beyond
 //! naming it in the trace.
@@ -23,6 +27,7 @@ use std::collections::BTreeMap;
 use spool_protocol::ErrorCode;
 
 use crate::rng::SimRng;
+use crate::txn_coord::MARKER_RESEND_MS;
 
 /// Who sends and receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -104,13 +109,18 @@ pub enum TxnMsg {
         producer_epoch: i16,
         commit: bool,
         partition: i32,
+        /// The transaction's Prepare record offset in the coordinator's log.
+        decision_offset: i64,
     },
+    /// Carries its marker's decision offset back, as the real writer's call correlates its
+    /// answer: an answer to a copy the coordinator gave up on is not taken for the current one.
     MarkerAnswer {
         coordinator_epoch: i32,
         transactional_id: String,
         producer_id: i64,
         producer_epoch: i16,
         partition: i32,
+        decision_offset: i64,
         code: ErrorCode,
     },
 }
@@ -137,6 +147,8 @@ pub struct TxnLinkFaults {
     pub loss: f64,
     /// Client ↔ partition only.
     pub duplicate: f64,
+    /// Coordinator → partition markers only: the chance a copy stalls (module docs).
+    pub marker_stall: f64,
 }
 
 impl TxnLinkFaults {
@@ -147,6 +159,7 @@ impl TxnLinkFaults {
             delay_ms_max: rng.range(5, 40),
             loss: *rng.pick(&[0.0, 0.01, 0.05]),
             duplicate: *rng.pick(&[0.0, 0.02, 0.1]),
+            marker_stall: *rng.pick(&[0.0, 0.05, 0.2]),
         }
     }
 }
@@ -179,6 +192,11 @@ impl TxnNet {
         let f = self.faults;
         let delay = rng.range(f.delay_ms_min, f.delay_ms_max);
         match (from, to) {
+            (Coordinator, Partition(_)) if rng.chance(f.marker_stall) => {
+                // Not through the in-order link: the resend overtakes it.
+                let resends = rng.range(1, 4);
+                vec![now_ms + resends * MARKER_RESEND_MS + delay]
+            }
             (Coordinator, Partition(_)) | (Partition(_), Coordinator) => {
                 let last = self.fifo_last_ms.entry((from, to)).or_insert(0);
                 let at = (now_ms + delay).max(*last);

@@ -6,7 +6,8 @@
 //! is the log end, and a crash loses nothing), the checks a leader makes before an append in
 //! `broker/src/partition/txn.rs`'s order — the producer table's epoch and sequence check, KIP-890
 //! verification with the coordinator for a producer's first batch of a transaction here, and
-//! `check_marker_from`'s producer-epoch and coordinator-epoch fences for markers — and, after a
+//! spool-core's `marker_verdict` for markers (the producer-epoch and coordinator-epoch fences,
+//! and the decision offset that refuses a late copy of an older transaction's marker) — and, after a
 //! crash, rebuilding both structs by replaying the whole log the way
 //! `Partition::load_producer_state_in_turn` replays its tail.
 //! Promises: every append is reported as an [`Appended`] for the checkers; a fetch returns only
@@ -16,6 +17,7 @@
 
 use spool_core::producer_state::{BatchInfo, Check, ProducerStateTable};
 use spool_core::txn::partition_txns::{AbortedTxn, PartitionTxns};
+use spool_core::txn::{marker_verdict, MarkerVerdict};
 use spool_protocol::ErrorCode;
 
 use crate::txn_net::{DataBatch, RecordTag};
@@ -40,6 +42,7 @@ pub enum Entry {
         producer_epoch: i16,
         commit: bool,
         coordinator_epoch: i32,
+        decision_offset: i64,
     },
 }
 
@@ -163,9 +166,15 @@ impl TxnPartition {
                 Entry::Marker {
                     commit,
                     coordinator_epoch,
+                    decision_offset,
                     ..
                 } => {
-                    producers.note_coordinator_epoch(info.producer_id, *coordinator_epoch);
+                    producers.note_marker(
+                        info.producer_id,
+                        *coordinator_epoch,
+                        *decision_offset,
+                        info.base_offset,
+                    );
                     txns.on_marker(
                         info.producer_id,
                         info.producer_epoch,
@@ -239,26 +248,34 @@ impl TxnPartition {
         (Ok(base_offset), Some(appended))
     }
 
-    /// A coordinator's marker: NONE once appended, or the fence that refused it.
+    /// A coordinator's marker for the transaction decided at `decision_offset`: NONE once
+    /// appended (or already here: a retry), or the fence that refused it.
     pub fn write_marker(
         &mut self,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
         coordinator_epoch: i32,
+        decision_offset: i64,
     ) -> (ErrorCode, Option<Appended>) {
         assert!(self.up, "marker on a partition that is down");
-        if let Err(code) =
-            self.producers
-                .check_marker_from(producer_id, producer_epoch, coordinator_epoch)
-        {
-            return (code, None);
+        match marker_verdict(
+            &self.producers,
+            &self.txns,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            decision_offset,
+        ) {
+            Err(code) => return (code, None),
+            Ok(MarkerVerdict::AlreadyWritten { .. }) => return (ErrorCode::None, None),
+            Ok(MarkerVerdict::Append) => {}
         }
         let offset = self.log_end;
         self.producers
             .on_marker(producer_id, producer_epoch, offset);
         self.producers
-            .note_coordinator_epoch(producer_id, coordinator_epoch);
+            .note_marker(producer_id, coordinator_epoch, decision_offset, offset);
         self.txns
             .on_marker(producer_id, producer_epoch, commit, offset);
         self.push(Entry::Marker {
@@ -267,6 +284,7 @@ impl TxnPartition {
             producer_epoch,
             commit,
             coordinator_epoch,
+            decision_offset,
         });
         (
             ErrorCode::None,

@@ -95,9 +95,9 @@ mod tests {
         p.produce(batch(1, 0, 1), ok).0.unwrap(); // 0: t1 txn 1 (aborted)
         p.produce(batch(2, 0, 1), ok).0.unwrap(); // 1: t2 txn 1 (committed)
         p.produce(batch(1, 1, 1), ok).0.unwrap(); // 2: t1 txn 1
-        assert_eq!(p.write_marker(1, 0, false, 0).0, ErrorCode::None); // 3
+        assert_eq!(p.write_marker(1, 0, false, 0, 10).0, ErrorCode::None); // 3
         p.produce(batch(3, 0, 1), ok).0.unwrap(); // 4: t3 txn 1 (open)
-        assert_eq!(p.write_marker(2, 0, true, 0).0, ErrorCode::None); // 5
+        assert_eq!(p.write_marker(2, 0, true, 0, 11).0, ErrorCode::None); // 5
         assert_eq!(p.last_stable_offset(), 4, "t3 is open");
         let mut r = TxnReader::default();
         let got = r.consume(0, p.fetch(0));
@@ -109,16 +109,16 @@ mod tests {
         p.restart();
         assert_eq!(p.last_stable_offset(), 4);
         assert!(r.consume(0, p.fetch(4)).is_empty());
-        assert_eq!(p.write_marker(3, 0, true, 0).0, ErrorCode::None);
+        assert_eq!(p.write_marker(3, 0, true, 0, 12).0, ErrorCode::None);
         let got = r.consume(0, p.fetch(4));
         let offsets: Vec<u64> = got.iter().map(|(o, _)| *o).collect();
         assert_eq!(offsets, [4]);
         // A rebuilt leader still fences a deposed coordinator's marker.
         p.crash();
         p.restart();
-        assert_eq!(p.write_marker(3, 0, true, 1).0, ErrorCode::None);
+        assert_eq!(p.write_marker(3, 0, true, 1, 13).0, ErrorCode::None);
         assert_eq!(
-            p.write_marker(3, 0, false, 0).0,
+            p.write_marker(3, 0, false, 0, 14).0,
             ErrorCode::TransactionCoordinatorFenced
         );
     }

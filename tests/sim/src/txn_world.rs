@@ -31,6 +31,7 @@ use crate::txn_net::{TxnEndpoint, TxnEnvelope, TxnLinkFaults, TxnMsg, TxnNet};
 use crate::txn_partition::TxnPartition;
 use crate::txn_reader::TxnReader;
 use crate::violation::{Violation, PANIC};
+use spool_protocol::ErrorCode;
 
 const CLIENT_TICK_MS: u64 = 50;
 const COORD_TICK_MS: u64 = 100;
@@ -390,16 +391,28 @@ impl TxnWorld {
                 producer_id,
                 producer_epoch,
                 commit,
+                decision_offset,
                 ..
             } => {
-                let (code, appended) =
-                    partition.write_marker(producer_id, producer_epoch, commit, coordinator_epoch);
+                let (code, appended) = partition.write_marker(
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    decision_offset,
+                );
+                if code == ErrorCode::TransactionCoordinatorFenced
+                    && coordinator_epoch == coord.coordinator_epoch
+                {
+                    self.checks.stats.late_markers_refused += 1;
+                }
                 let answer = TxnMsg::MarkerAnswer {
                     coordinator_epoch,
                     transactional_id,
                     producer_id,
                     producer_epoch,
                     partition: p,
+                    decision_offset,
                     code,
                 };
                 (answer, appended)

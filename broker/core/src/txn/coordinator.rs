@@ -11,7 +11,10 @@
 //! record is pending every other request for the id gets CONCURRENT_TRANSACTIONS, which clients
 //! retry. A durable PrepareCommit or PrepareAbort asks for markers
 //! ([`TxnAction::WriteMarkers`]); once they are written ([`TxnCoordinator::on_markers_written`])
-//! the CompleteCommit or CompleteAbort record follows.
+//! the CompleteCommit or CompleteAbort record follows. The markers carry their Prepare record's
+//! offset in `__transaction_state` (the *decision offset*), so a partition can refuse a late
+//! copy of an older transaction's marker (`super::marker_verdict`): the coordinator learns each
+//! record's offset when it is durable ([`TxnCoordinator::on_written`]) or replayed.
 //!
 //! Promises: a producer epoch never goes back for a producer id; a request carrying an epoch
 //! other than the current one never changes anything (PRODUCER_FENCED); a transaction is
@@ -62,6 +65,8 @@ pub enum TxnAction {
         producer_epoch: i16,
         commit: bool,
         partitions: Vec<TopicPartition>,
+        /// The Prepare record's offset in `__transaction_state` (-1 if unknown).
+        decision_offset: i64,
     },
 }
 
@@ -70,6 +75,9 @@ struct Entry {
     current: TxnMetadata,
     /// The record being written, and the state it brings.
     pending: Option<TxnMetadata>,
+    /// Where the record that made `current` is in `__transaction_state` (None: not durable
+    /// yet, a brand-new id).
+    offset: Option<u64>,
 }
 
 /// The coordinator's ids (module docs).
@@ -126,6 +134,7 @@ impl TxnCoordinator {
                 Entry {
                     current: fresh,
                     pending: Some(record.clone()),
+                    offset: None,
                 },
             );
             return Step::Write {
@@ -268,22 +277,30 @@ impl TxnCoordinator {
             .collect()
     }
 
-    /// The pending record of `transactional_id` was written (`durable`) or not. A durable
-    /// PrepareCommit or PrepareAbort asks for its markers.
-    pub fn on_written(&mut self, transactional_id: &str, durable: bool) -> Vec<TxnAction> {
+    /// The pending record of `transactional_id` is durable at offset `written_at` in
+    /// `__transaction_state`, or its write failed (None). A durable PrepareCommit or
+    /// PrepareAbort asks for its markers.
+    ///
+    /// # Panics
+    /// If the offset is not above the id's previous record's: the driver's bug, never input.
+    pub fn on_written(
+        &mut self,
+        transactional_id: &str,
+        written_at: Option<u64>,
+    ) -> Vec<TxnAction> {
         let Some(entry) = self.txns.get_mut(transactional_id) else {
             return Vec::new();
         };
         let Some(next) = entry.pending.take() else {
             return Vec::new();
         };
-        if !durable {
+        let Some(offset) = written_at else {
             // A brand-new id that never became durable is forgotten.
             if entry.current.producer_epoch < 0 {
                 self.txns.remove(transactional_id);
             }
             return Vec::new();
-        }
+        };
         assert!(
             next.producer_id != entry.current.producer_id
                 || next.producer_epoch >= entry.current.producer_epoch,
@@ -291,8 +308,15 @@ impl TxnCoordinator {
             next.producer_epoch,
             entry.current.producer_epoch
         );
+        // The id's records go to one partition, in order: what makes decision offsets grow.
+        assert!(
+            entry.offset.is_none_or(|before| offset > before),
+            "{transactional_id}: record at {offset} after {:?}",
+            entry.offset
+        );
         entry.current = next;
-        markers(&entry.current).into_iter().collect()
+        entry.offset = Some(offset);
+        markers(&entry.current, entry.offset).into_iter().collect()
     }
 
     /// Every marker of the id's prepared transaction is written: the completing record to write
@@ -321,9 +345,9 @@ impl TxnCoordinator {
         }
     }
 
-    /// Replays one `__transaction_state` record (in log order, on becoming the partition's
-    /// leader): the newest record per id wins, a tombstone (`None`) removes it.
-    pub fn replay(&mut self, transactional_id: &str, metadata: Option<TxnMetadata>) {
+    /// Replays one `__transaction_state` record, at `offset` (in log order, on becoming the
+    /// partition's leader): the newest record per id wins, a tombstone (`None`) removes it.
+    pub fn replay(&mut self, transactional_id: &str, metadata: Option<TxnMetadata>, offset: u64) {
         match metadata {
             Some(current) => {
                 self.txns.insert(
@@ -331,6 +355,7 @@ impl TxnCoordinator {
                     Entry {
                         current,
                         pending: None,
+                        offset: Some(offset),
                     },
                 );
             }
@@ -346,7 +371,7 @@ impl TxnCoordinator {
         self.txns
             .values()
             .filter(|e| e.pending.is_none())
-            .filter_map(|e| markers(&e.current))
+            .filter_map(|e| markers(&e.current, e.offset))
             .collect()
     }
 
@@ -397,8 +422,9 @@ impl TxnCoordinator {
     }
 }
 
-/// The markers a prepared transaction needs (None in any other state).
-fn markers(m: &TxnMetadata) -> Option<TxnAction> {
+/// The markers a prepared transaction needs (None in any other state), `offset` being where its
+/// Prepare record is.
+fn markers(m: &TxnMetadata, offset: Option<u64>) -> Option<TxnAction> {
     match m.state {
         TxnState::PrepareCommit | TxnState::PrepareAbort => {
             let mut partitions: Vec<TopicPartition> = m.partitions.iter().cloned().collect();
@@ -411,6 +437,7 @@ fn markers(m: &TxnMetadata) -> Option<TxnAction> {
                 producer_epoch: m.producer_epoch,
                 commit: m.state == TxnState::PrepareCommit,
                 partitions,
+                decision_offset: offset.and_then(|o| i64::try_from(o).ok()).unwrap_or(-1),
             })
         }
         _ => None,

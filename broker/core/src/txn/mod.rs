@@ -10,6 +10,8 @@
 //!   AddOffsetsToTxn, EndTxn and the transaction timeout, each change durable before it counts;
 //! - [`partition_txns`]: one partition's side: its open and aborted transactions and its last
 //!   stable offset, fed by the partition's appends, markers and high watermark;
+//! - [`marker_verdict`]: whether a partition appends a marker, refusing a late copy of an older
+//!   transaction's (decision offsets);
 //! - [`verify`]: KIP-890 part 1, whether a partition may take a producer's first
 //!   transactional batch of a transaction.
 //!
@@ -17,6 +19,7 @@
 //! `broker/src/txn`, `broker/src/txn_markers.rs` and `broker/src/partition/txn.rs`.
 
 pub mod coordinator;
+pub mod marker_verdict;
 pub mod partition_txns;
 pub mod records;
 pub mod state;
@@ -28,6 +31,7 @@ mod tests;
 mod verify_tests;
 
 pub use coordinator::{Step, TxnAction, TxnCoordinator, TRANSACTION_MAX_TIMEOUT_MS};
+pub use marker_verdict::{marker_verdict, MarkerVerdict};
 pub use state::{TxnMetadata, TxnState};
 
 /// The internal topic holding the transaction coordinators' state.

@@ -9,6 +9,18 @@ use spool_error_code::ErrorCode;
 
 const T: &str = "txn-1";
 
+/// A new offset in `__transaction_state` for a durable record: tests share one counter, so
+/// every id's records are at growing offsets, as in a log.
+pub(super) fn next_offset() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn at() -> Option<u64> {
+    Some(next_offset())
+}
+
 fn tp(p: i32) -> TopicPartition {
     TopicPartition::new("t".to_string(), p)
 }
@@ -30,7 +42,7 @@ fn durable(
     match request(c) {
         Step::Answer(a) => (a, Vec::new()),
         Step::Write { record, answer } => {
-            let actions = c.on_written(&record.transactional_id, true);
+            let actions = c.on_written(&record.transactional_id, at());
             (answer, actions)
         }
     }
@@ -82,6 +94,13 @@ fn a_committed_transaction_marks_exactly_its_partitions_then_completes() {
     assert_eq!(c.describe(T).unwrap().txn_start_ms, 10);
     let (answer, actions) = durable(&mut c, |c| c.end_txn(T, pid, epoch, true, 20));
     assert_eq!(answer, Ok(()));
+    let decision_offset = match actions.as_slice() {
+        [TxnAction::WriteMarkers {
+            decision_offset, ..
+        }] => *decision_offset,
+        other => panic!("{other:?}"),
+    };
+    assert!(decision_offset >= 0, "the Prepare record's offset");
     assert_eq!(
         actions,
         vec![TxnAction::WriteMarkers {
@@ -90,6 +109,7 @@ fn a_committed_transaction_marks_exactly_its_partitions_then_completes() {
             producer_epoch: epoch,
             commit: true,
             partitions: vec![tp(0), tp(1), tp(2)],
+            decision_offset,
         }]
     );
     assert_eq!(
@@ -100,7 +120,7 @@ fn a_committed_transaction_marks_exactly_its_partitions_then_completes() {
     let record = c.on_markers_written(T, 22).expect("the completing record");
     assert_eq!(record.state, TxnState::CompleteCommit);
     assert!(record.partitions.is_empty());
-    c.on_written(T, true);
+    c.on_written(T, at());
     assert_eq!(
         c.end_txn(T, pid, epoch, true, 23),
         Step::Answer(Ok(())),
@@ -141,7 +161,7 @@ fn a_new_instance_fences_the_open_transaction_and_aborts_it() {
         "the old instance can no longer commit"
     );
     c.on_markers_written(T, 4).expect("abort completes");
-    c.on_written(T, true);
+    c.on_written(T, at());
     assert_eq!(c.describe(T).unwrap().state, TxnState::CompleteAbort);
     assert_eq!(
         init(&mut c, &mut alloc, 5),
@@ -162,7 +182,7 @@ fn an_open_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
         (records[0].state, records[0].producer_epoch),
         (TxnState::PrepareAbort, 1)
     );
-    let actions = c.on_written(T, true);
+    let actions = c.on_written(T, at());
     assert!(matches!(
         &actions[..],
         [TxnAction::WriteMarkers { commit: false, .. }]
@@ -184,7 +204,7 @@ fn a_failed_write_changes_nothing_and_a_pending_one_holds_others_off() {
         c.add_partitions(T, pid, epoch, &[tp(1)], 3),
         Step::Answer(Err(ErrorCode::ConcurrentTransactions))
     );
-    assert!(c.on_written(T, false).is_empty());
+    assert!(c.on_written(T, None).is_empty());
     assert_eq!(c.describe(T).unwrap().state, TxnState::Ongoing);
     let (answer, actions) = durable(&mut c, |c| c.end_txn(T, pid, epoch, false, 4));
     assert_eq!(answer, Ok(()));
@@ -195,7 +215,7 @@ fn a_failed_write_changes_nothing_and_a_pending_one_holds_others_off() {
     // The completing record's write fails: asked for again.
     let record = c.on_markers_written(T, 5).expect("record");
     assert_eq!(c.on_markers_written(T, 5), None, "one pending at a time");
-    c.on_written(&record.transactional_id, false);
+    c.on_written(&record.transactional_id, None);
     assert!(c.on_markers_written(T, 6).is_some());
 }
 
@@ -311,7 +331,7 @@ proptest! {
                 }
                 Op::Written(ok) => {
                     if let Some((record, answer, who)) = pending.take() {
-                        let actions = c.on_written(T, ok);
+                        let actions = c.on_written(T, ok.then(next_offset));
                         if ok {
                             match record.state {
                                 TxnState::Ongoing => added = record.partitions.clone(),
@@ -381,16 +401,18 @@ proptest! {
 #[test]
 fn a_new_coordinator_replays_the_records_and_resumes_a_prepared_commit() {
     let (mut c, mut alloc) = coordinator();
-    let mut log: Vec<(bytes::Bytes, bytes::Bytes)> = Vec::new();
+    let mut log: Vec<(bytes::Bytes, bytes::Bytes, u64)> = Vec::new();
     let write = |c: &mut TxnCoordinator, step: Step, log: &mut Vec<_>| {
         let Step::Write { record, .. } = step else {
             panic!("{step:?}")
         };
+        let offset = next_offset();
         log.push((
             records::encode_key(&record.transactional_id),
             records::encode_value(&record),
+            offset,
         ));
-        c.on_written(&record.transactional_id, true)
+        c.on_written(&record.transactional_id, Some(offset))
     };
     let step = c.init_producer_id(T, 60_000, None, 0, &mut alloc);
     write(&mut c, step, &mut log);
@@ -400,12 +422,67 @@ fn a_new_coordinator_replays_the_records_and_resumes_a_prepared_commit() {
     let markers = write(&mut c, step, &mut log);
     // The coordinator dies before the markers are written; its successor reads the log.
     let mut next = TxnCoordinator::new(TRANSACTION_MAX_TIMEOUT_MS);
-    for (key, value) in &log {
+    for (key, value, offset) in &log {
         let (id, metadata) = records::decode(key, Some(value)).expect("decodes");
-        next.replay(&id, metadata);
+        next.replay(&id, metadata, *offset);
     }
     assert_eq!(next.describe(T), c.describe(T));
     assert_eq!(next.resume(), markers, "the same markers, written again");
+    let [TxnAction::WriteMarkers {
+        decision_offset, ..
+    }] = markers.as_slice()
+    else {
+        panic!("{markers:?}")
+    };
+    assert_eq!(
+        *decision_offset,
+        log.last().map(|l| l.2 as i64).unwrap(),
+        "the markers name their Prepare record"
+    );
     next.unload(|id| id == T);
     assert!(next.describe(T).is_none());
+}
+
+#[test]
+fn each_transactions_markers_carry_a_greater_decision_offset() {
+    let (mut c, mut alloc) = coordinator();
+    ok(&mut c, |c| {
+        c.init_producer_id(T, 60_000, None, 0, &mut alloc)
+    });
+    let mut decisions = Vec::new();
+    for (round, commit) in [(0, true), (1, false), (2, true)] {
+        ok(&mut c, |c| c.add_partitions(T, 1001, 0, &[tp(round)], 1));
+        let Step::Write { record, .. } = c.end_txn(T, 1001, 0, commit, 2) else {
+            panic!("EndTxn writes its Prepare record")
+        };
+        let prepare_at = next_offset();
+        let actions = c.on_written(&record.transactional_id, Some(prepare_at));
+        let [TxnAction::WriteMarkers {
+            decision_offset,
+            commit: marked,
+            ..
+        }] = actions.as_slice()
+        else {
+            panic!("{actions:?}")
+        };
+        assert_eq!((*decision_offset, *marked), (prepare_at as i64, commit));
+        decisions.push(*decision_offset);
+        let complete = c.on_markers_written(T, 3).expect("Complete follows");
+        c.on_written(&complete.transactional_id, at());
+    }
+    assert!(decisions.windows(2).all(|w| w[0] < w[1]), "{decisions:?}");
+}
+
+#[test]
+#[should_panic(expected = "record at")]
+fn a_record_offset_going_back_is_a_driver_bug() {
+    let (mut c, mut alloc) = coordinator();
+    let Step::Write { record, .. } = c.init_producer_id(T, 60_000, None, 0, &mut alloc) else {
+        panic!("a new id writes")
+    };
+    c.on_written(&record.transactional_id, Some(10));
+    let Step::Write { record, .. } = c.add_partitions(T, 1001, 0, &[tp(0)], 1) else {
+        panic!("AddPartitionsToTxn writes")
+    };
+    c.on_written(&record.transactional_id, Some(9));
 }

@@ -15,7 +15,7 @@ fn durable(c: &mut TxnCoordinator, step: Step) -> Vec<TxnAction> {
     match step {
         Step::Write { record, answer } => {
             assert_eq!(answer, Ok(()));
-            c.on_written(&record.transactional_id, true)
+            c.on_written(&record.transactional_id, Some(super::tests::next_offset()))
         }
         other => panic!("expected a write, got {other:?}"),
     }
@@ -46,7 +46,7 @@ fn only_an_ongoing_transaction_holding_the_partition_is_verified() {
         ErrorCode::InvalidTxnState,
         "the add is not durable yet"
     );
-    c.on_written(&record.transactional_id, true);
+    c.on_written(&record.transactional_id, Some(super::tests::next_offset()));
     assert_eq!(c.verify(T, 7, 0, &tp(0)), ErrorCode::None);
     assert_eq!(
         c.verify(T, 7, 0, &tp(1)),
@@ -67,7 +67,7 @@ fn only_an_ongoing_transaction_holding_the_partition_is_verified() {
         "being committed: a late batch must not join"
     );
     let done = c.on_markers_written(T, 3).expect("complete record");
-    c.on_written(&done.transactional_id, true);
+    c.on_written(&done.transactional_id, Some(super::tests::next_offset()));
     assert_eq!(
         c.verify(T, 7, 0, &tp(0)),
         ErrorCode::InvalidTxnState,
@@ -87,10 +87,10 @@ fn a_fenced_instance_is_told_so() {
     for _ in 0..4 {
         match step {
             Step::Write { record, .. } => {
-                for a in c.on_written(&record.transactional_id, true) {
+                for a in c.on_written(&record.transactional_id, Some(super::tests::next_offset())) {
                     let TxnAction::WriteMarkers { .. } = a;
                     if let Some(r) = c.on_markers_written(T, 3) {
-                        c.on_written(&r.transactional_id, true);
+                        c.on_written(&r.transactional_id, Some(super::tests::next_offset()));
                     }
                 }
             }

@@ -25,6 +25,7 @@ impl<'a> WriteTxnMarkers<'a> {
   pub const VT_COMMIT: ::flatbuffers::VOffsetT = 8;
   pub const VT_COORDINATOR_EPOCH: ::flatbuffers::VOffsetT = 10;
   pub const VT_PARTITIONS: ::flatbuffers::VOffsetT = 12;
+  pub const VT_DECISION_OFFSET: ::flatbuffers::VOffsetT = 14;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -36,6 +37,7 @@ impl<'a> WriteTxnMarkers<'a> {
     args: &'args WriteTxnMarkersArgs<'args>
   ) -> ::flatbuffers::WIPOffset<WriteTxnMarkers<'bldr>> {
     let mut builder = WriteTxnMarkersBuilder::new(_fbb);
+    builder.add_decision_offset(args.decision_offset);
     builder.add_producer_id(args.producer_id);
     if let Some(x) = args.partitions { builder.add_partitions(x); }
     builder.add_coordinator_epoch(args.coordinator_epoch);
@@ -52,12 +54,14 @@ impl<'a> WriteTxnMarkers<'a> {
     let partitions = self.partitions().map(|x| {
       x.iter().map(|t| t.unpack()).collect()
     });
+    let decision_offset = self.decision_offset();
     WriteTxnMarkersT {
       producer_id,
       producer_epoch,
       commit,
       coordinator_epoch,
       partitions,
+      decision_offset,
     }
   }
 
@@ -96,6 +100,13 @@ impl<'a> WriteTxnMarkers<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TxnMarkerPartition>>>>(WriteTxnMarkers::VT_PARTITIONS, None)}
   }
+  #[inline]
+  pub fn decision_offset(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(WriteTxnMarkers::VT_DECISION_OFFSET, Some(-1)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for WriteTxnMarkers<'_> {
@@ -109,6 +120,7 @@ impl ::flatbuffers::Verifiable for WriteTxnMarkers<'_> {
      .visit_field::<bool>("commit", Self::VT_COMMIT, false)?
      .visit_field::<i32>("coordinator_epoch", Self::VT_COORDINATOR_EPOCH, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<TxnMarkerPartition>>>>("partitions", Self::VT_PARTITIONS, false)?
+     .visit_field::<i64>("decision_offset", Self::VT_DECISION_OFFSET, false)?
      .finish();
     Ok(())
   }
@@ -119,6 +131,7 @@ pub struct WriteTxnMarkersArgs<'a> {
     pub commit: bool,
     pub coordinator_epoch: i32,
     pub partitions: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TxnMarkerPartition<'a>>>>>,
+    pub decision_offset: i64,
 }
 impl<'a> Default for WriteTxnMarkersArgs<'a> {
   #[inline]
@@ -129,6 +142,7 @@ impl<'a> Default for WriteTxnMarkersArgs<'a> {
       commit: false,
       coordinator_epoch: 0,
       partitions: None,
+      decision_offset: -1,
     }
   }
 }
@@ -159,6 +173,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> WriteTxnMarkersBuilder<'a, 'b
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(WriteTxnMarkers::VT_PARTITIONS, partitions);
   }
   #[inline]
+  pub fn add_decision_offset(&mut self, decision_offset: i64) {
+    self.fbb_.push_slot::<i64>(WriteTxnMarkers::VT_DECISION_OFFSET, decision_offset, -1);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> WriteTxnMarkersBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     WriteTxnMarkersBuilder {
@@ -181,6 +199,7 @@ impl ::core::fmt::Debug for WriteTxnMarkers<'_> {
       ds.field("commit", &self.commit());
       ds.field("coordinator_epoch", &self.coordinator_epoch());
       ds.field("partitions", &self.partitions());
+      ds.field("decision_offset", &self.decision_offset());
       ds.finish()
   }
 }
@@ -192,6 +211,7 @@ pub struct WriteTxnMarkersT {
   pub commit: bool,
   pub coordinator_epoch: i32,
   pub partitions: Option<alloc::vec::Vec<TxnMarkerPartitionT>>,
+  pub decision_offset: i64,
 }
 impl Default for WriteTxnMarkersT {
   fn default() -> Self {
@@ -201,6 +221,7 @@ impl Default for WriteTxnMarkersT {
       commit: false,
       coordinator_epoch: 0,
       partitions: None,
+      decision_offset: -1,
     }
   }
 }
@@ -216,12 +237,14 @@ impl WriteTxnMarkersT {
     let partitions = self.partitions.as_ref().map(|x|{
       let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
     });
+    let decision_offset = self.decision_offset;
     WriteTxnMarkers::create(_fbb, &WriteTxnMarkersArgs{
       producer_id,
       producer_epoch,
       commit,
       coordinator_epoch,
       partitions,
+      decision_offset,
     })
   }
 }
