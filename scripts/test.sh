@@ -105,6 +105,9 @@ echo "== fault harness: ${SPOOL_FAULT_RUNS:-4} runs of 20 s, seed $fault_seed, l
 tests/faults.sh --runs "${SPOOL_FAULT_RUNS:-4}" --seconds 20 --seed "$fault_seed" --skip "$fault_skip" \
   ${fault_tolerate:+--tolerate "$fault_tolerate"}
 
+echo "== fault harness, transactions: 1 run of 20 s, seed $fault_seed (tests/faults.sh --workload txn: committed transactions whole, aborted ones invisible to read_committed)"
+tests/faults.sh --runs 1 --seconds 20 --seed "$fault_seed" --skip "$fault_skip" --workload txn
+
 echo "== fault harness negative control: acknowledging from memory, every broker killed at once, must lose writes"
 negative_log="$(mktemp)"
 if tests/faults.sh --runs 1 --seconds 20 --seed "$fault_seed" --negative-control >"$negative_log" 2>&1; then

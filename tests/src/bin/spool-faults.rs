@@ -1,13 +1,14 @@
 //! `spool-faults`: the fault harness's runner (issue 15), as `tests/faults.sh` runs it.
 //!
 //! ```text
-//! spool-faults --runs N --seconds S [--seed X] [--from-run I] [--workload queue|acks1]
+//! spool-faults --runs N --seconds S [--seed X] [--from-run I] [--workload queue|acks1|txn]
 //!              [--nemesis KIND[,KIND]] [--skip KIND[,KIND...]] [--negative-control] [--out DIR]
 //! ```
 //!
 //! Run `i` of a campaign (`--from-run` first, default 0) gets its nemeses from
 //! `faults::nemesis::plan(seed, i)` (nine consecutive runs cover every kind) and alternates the
-//! workloads (even runs `queue`, odd `acks1`) unless `--workload`/`--nemesis` fix them. Each run
+//! workloads (even runs `queue`, odd `acks1`) unless `--workload`/`--nemesis` fix them;
+//! `txn` (transactional producers, checked with read_committed) runs only when named. Each run
 //! prints one `RUN` line, writes `DIR/run-<i>/run.json` and, when it fails, keeps its brokers'
 //! logs there with the line to replay it. The campaign ends with `RESULT` lines and exits 1 when
 //! any run lost, duplicated, reordered, contradicted or vanished anything, or could not finish.
@@ -43,7 +44,7 @@ struct Args {
 fn usage(problem: &str) -> ! {
     eprintln!(
         "spool-faults: {problem}\nusage: spool-faults --runs N --seconds S [--seed X] [--from-run I] \
-         [--workload queue|acks1] [--nemesis KIND[,KIND]] [--skip KIND,...] [--tolerate consumer-stall] \
+         [--workload queue|acks1|txn] [--nemesis KIND[,KIND]] [--skip KIND,...] [--tolerate consumer-stall] \
          [--negative-control] [--out DIR]\n\
          nemeses: {}",
         Kind::ALL.iter().chain(&[Kind::KillAll]).map(|k| k.name()).collect::<Vec<_>>().join(", ")
@@ -87,6 +88,7 @@ fn parse_args() -> Args {
                 args.workload = Some(match value().as_str() {
                     "queue" => Workload::Queue,
                     "acks1" => Workload::Acks1,
+                    "txn" => Workload::Txn,
                     other => usage(&format!("unknown workload {other}")),
                 })
             }

@@ -98,6 +98,7 @@ fn remove(log: &mut FinalLog, partition: i32, offset: i64) {
 fn clean() -> (History, FinalLog, FinalCommits) {
     use WriteAcks::{All, Leader};
     let history = History {
+        txns: Vec::new(),
         writes: vec![
             acked(0, 0, All, 0, 0, 10),
             acked(0, 1, All, 0, 1, 20),
@@ -345,6 +346,7 @@ fn empty_and_odd_input_does_not_panic() {
     assert!(report.summary().contains("lost=0"));
 
     let history = History {
+        txns: Vec::new(),
         writes: vec![acked(0, 0, WriteAcks::All, -1, -5, u64::MAX)],
         reads: vec![read(0, -1, i64::MIN, "", 0)],
         commits: vec![commit(0, 0, i64::MIN, u64::MAX), commit(0, 0, i64::MAX, 0)],

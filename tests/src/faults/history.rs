@@ -77,10 +77,35 @@ pub struct NemesisSpan {
     pub end_ms: u64,
 }
 
+/// How a transaction ended, as its producer saw it (the `txn` workload).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// commit_transaction returned Ok: every record must be read_committed-visible, once.
+    Committed,
+    /// The producer aborted it (abort_transaction, whether it returned Ok or not: commit was
+    /// never asked for, so no coordinator may commit it): none of its records may be visible.
+    Aborted,
+    /// commit_transaction failed: committed or aborted, but whole either way.
+    Unknown { error: String },
+}
+
+/// One transaction of the `txn` workload: records [`txn_value`]`(producer, txn, i)` for `i` in
+/// `0..records` (the ones `send` queued), spread over the topic's partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnAttempt {
+    pub producer: u32,
+    pub txn: u64,
+    pub records: u64,
+    pub outcome: TxnOutcome,
+    pub done_ms: u64,
+}
+
 /// Everything a run recorded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
     pub writes: Vec<Write>,
+    /// The `txn` workload's transactions (empty in the other workloads).
+    pub txns: Vec<TxnAttempt>,
     pub reads: Vec<Read>,
     pub commits: Vec<Commit>,
     pub nemeses: Vec<NemesisSpan>,
@@ -107,9 +132,31 @@ pub fn parse_value(value: &str) -> Option<(u32, u64)> {
     Some((p.parse().ok()?, s.parse().ok()?))
 }
 
+/// The value of record `i` of producer `producer`'s transaction `txn`: unique in a run.
+pub fn txn_value(producer: u32, txn: u64, i: u64) -> String {
+    format!("t{producer}-{txn}-{i}")
+}
+
+/// (producer, txn, i) of a value written by [`txn_value`]; `None` for anything else.
+pub fn parse_txn_value(value: &str) -> Option<(u32, u64, u64)> {
+    let mut parts = value.strip_prefix('t')?.split('-');
+    let p = parts.next()?.parse().ok()?;
+    let t = parts.next()?.parse().ok()?;
+    let i = parts.next()?.parse().ok()?;
+    parts.next().is_none().then_some((p, t, i))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn txn_values_parse_back_and_nothing_else_does() {
+        assert_eq!(parse_txn_value(&txn_value(1, 22, 5)), Some((1, 22, 5)));
+        for junk in ["", "t", "t1-2", "t1-2-3-4", "p1-2", "t1-x-3", "tx-1-2"] {
+            assert_eq!(parse_txn_value(junk), None, "{junk:?}");
+        }
+    }
 
     #[test]
     fn values_parse_back_and_nothing_else_does() {

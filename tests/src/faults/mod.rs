@@ -10,11 +10,17 @@
 //! - [`origins`]: the final log's batch writers (producer id and epoch), read through the
 //!   Kafka port;
 //! - [`check`]: the checker — lost, duplicated, reordered, inconsistent, vanished reads,
-//!   committed offsets moving backwards, and the longest window without an acknowledgement.
+//!   committed offsets moving backwards, and the longest window without an acknowledgement;
+//! - [`txn_workload`] and [`txn_check`]: the `txn` workload (transactional producers, some
+//!   transactions aborted on purpose, the topic read back with read_committed and whole) and
+//!   its checker (committed transactions whole, aborted ones invisible, doubtful ones all or
+//!   nothing).
 
 pub mod check;
 pub mod history;
 pub mod nemesis;
 pub mod origins;
 pub mod run;
+pub mod txn_check;
+pub mod txn_workload;
 pub mod workload;

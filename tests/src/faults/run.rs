@@ -25,6 +25,7 @@ use super::history::{FinalCommits, FinalLog, History, NemesisSpan, WriteAcks};
 use super::nemesis::{self, Context, Harm, Kind, Rng};
 use super::origins::read_origins;
 use super::workload::{self, ProducerSpec, Shared};
+use super::{txn_check, txn_workload};
 use crate::cluster::Cluster;
 use crate::small_disk::SmallDisk;
 
@@ -53,6 +54,9 @@ pub enum Workload {
     Queue,
     /// acks=1 producers (both clients) beside one acks=all producer.
     Acks1,
+    /// Transactional producers, some transactions aborted, read back with read_committed
+    /// (`super::txn_workload`, `super::txn_check`).
+    Txn,
 }
 
 impl Workload {
@@ -60,6 +64,7 @@ impl Workload {
         match self {
             Workload::Queue => "queue",
             Workload::Acks1 => "acks1",
+            Workload::Txn => "txn",
         }
     }
 }
@@ -276,21 +281,27 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         rate_per_s: RATE_PER_S,
         bootstrap: bootstrap.to_vec(),
     };
+    let txn = cfg.workload == Workload::Txn;
     let (first_acks, second_acks) = match cfg.workload {
-        Workload::Queue => (WriteAcks::All, WriteAcks::All),
+        Workload::Queue | Workload::Txn => (WriteAcks::All, WriteAcks::All),
         Workload::Acks1 => (WriteAcks::Leader, WriteAcks::Leader),
     };
-    let mut producers = vec![
-        workload::spool_producer(spec(0, first_acks, &native), shared.clone()),
-        workload::rdkafka_producer(spec(1, second_acks, &kafka), shared.clone()),
-    ];
+    let mut producers = if txn {
+        txn_workload::producers(&native, TOPIC, PARTITIONS, &shared)
+    } else {
+        vec![
+            workload::spool_producer(spec(0, first_acks, &native), shared.clone()),
+            workload::rdkafka_producer(spec(1, second_acks, &kafka), shared.clone()),
+        ]
+    };
     if cfg.workload == Workload::Acks1 {
         producers.push(workload::spool_producer(
             spec(2, WriteAcks::All, &native),
             shared.clone(),
         ));
     }
-    let consumers: Vec<_> = (0..2)
+    // The txn workload reads back at the end, with read_committed: no group consumers.
+    let consumers: Vec<_> = (0..if txn { 0 } else { 2 })
         .map(|id| {
             workload::group_consumer(
                 id,
@@ -323,9 +334,10 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
     // The consumers go on until the group has read everything from the healed cluster.
     let caught_up = if nemesis_result.is_ok() {
         wait_settled(cluster, SETTLE_TIMEOUT, offsets_too).and_then(|()| {
-            if cfg.negative_control {
+            if cfg.negative_control || txn {
                 // Its brokers lose the group's offsets partitions too (every kill is unclean
-                // there): what it tests is the checker's loss count, not the group.
+                // there): what it tests is the checker's loss count, not the group. (The txn
+                // workload has no group.)
                 Ok(Ok(()))
             } else {
                 wait_group_caught_up(cluster, &shared)
@@ -342,6 +354,9 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         return Err(format!("the workload: {e}"));
     }
     check_interrupted()?;
+    if txn {
+        return check_txn_run(cfg, cluster, &shared);
+    }
 
     let ends = crate::client::end_offsets(cluster.node(1), TOPIC, PARTITIONS);
     let final_log = read_back(cluster, &ends)?;
@@ -371,6 +386,28 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         .map(|e| e.clone())
         .unwrap_or_default();
     write_json(cfg, &report, &history, &consumer_errors)?;
+    Ok(report)
+}
+
+/// The `txn` workload's verdict: the topic read back with read_committed once every
+/// transaction is decided, and whole, against the transactions' outcomes.
+fn check_txn_run(cfg: &RunConfig, cluster: &Cluster, shared: &Shared) -> Result<Report, String> {
+    let (visible, whole) = txn_workload::read_back(
+        &cluster.node(1).bootstrap(),
+        TOPIC,
+        PARTITIONS,
+        SETTLE_TIMEOUT,
+    )?;
+    let history = shared
+        .history
+        .lock()
+        .map_err(|_| "the history's lock was poisoned".to_string())?
+        .clone();
+    let (mut report, counts) =
+        txn_check::check_txns(&history.txns, &visible, &whole, txn_workload::PRODUCERS);
+    report.max_unavailable_ms = txn_check::longest_gap_ms(&history);
+    println!("  {}", counts.summary());
+    write_json(cfg, &report, &history, &BTreeMap::new())?;
     Ok(report)
 }
 
