@@ -11,7 +11,8 @@
 //!   Kafka port;
 //! - [`check`]: the checker — lost, duplicated, reordered, inconsistent, vanished reads,
 //!   committed offsets moving backwards, and the longest window without an acknowledgement;
-//! - [`txn_workload`] and [`txn_check`]: the `txn` workload (transactional producers, some
+//! - [`txn_workload`], [`txn_rdkafka`] and [`txn_check`]: the `txn` workload (transactional
+//!   producers of spool's client and librdkafka, some
 //!   transactions aborted on purpose, the topic read back with read_committed and whole) and
 //!   its checker (committed transactions whole, aborted ones invisible, doubtful ones all or
 //!   nothing).
@@ -22,5 +23,6 @@ pub mod nemesis;
 pub mod origins;
 pub mod run;
 pub mod txn_check;
+pub mod txn_rdkafka;
 pub mod txn_workload;
 pub mod workload;

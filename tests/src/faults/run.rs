@@ -287,7 +287,7 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         Workload::Acks1 => (WriteAcks::Leader, WriteAcks::Leader),
     };
     let mut producers = if txn {
-        txn_workload::producers(&native, TOPIC, PARTITIONS, &shared)
+        txn_workload::producers(&native, &kafka, TOPIC, PARTITIONS, &shared)
     } else {
         vec![
             workload::spool_producer(spec(0, first_acks, &native), shared.clone()),

@@ -1,5 +1,7 @@
-//! The fault runs' transactional workload (`--workload txn`): spool's transactional producers,
-//! each on its own thread, running short transactions over every partition of the topic —
+//! The fault runs' transactional workload (`--workload txn`): two transactional producers —
+//! spool's client on the native port (here) and librdkafka on the Kafka port
+//! ([`super::txn_rdkafka`]) — each on its own thread, running short transactions over every
+//! partition of the topic —
 //! most committed, one in [`ABORT_EVERY`] aborted on purpose — and recording each one's
 //! outcome ([`TxnAttempt`]) in the run's history until the stop flag; then the topic read back
 //! twice once the cluster has healed: with read_committed (after every transaction is decided)
@@ -27,43 +29,46 @@ use spool_protocol::wire::IsolationLevel;
 use super::history::{txn_value, FinalLog, TxnAttempt, TxnOutcome};
 use super::workload::Shared;
 
-/// Transactional producers in a `txn` run.
+/// Transactional producers in a `txn` run: 0 is spool's, 1 librdkafka's.
 pub const PRODUCERS: u32 = 2;
 /// Records per transaction, round-robin over the topic's partitions.
-const RECORDS_PER_TXN: u64 = 6;
+pub(super) const RECORDS_PER_TXN: u64 = 6;
 /// Every this-many-th transaction of a producer is aborted on purpose.
-const ABORT_EVERY: u64 = 4;
+pub(super) const ABORT_EVERY: u64 = 4;
 /// Transactions each producer starts per second, at most.
-const TXNS_PER_S: u64 = 10;
+pub(super) const TXNS_PER_S: u64 = 10;
 /// The coordinator aborts a transaction left open this long (`transaction.timeout.ms`).
 pub const TXN_TIMEOUT_MS: u32 = 10_000;
 /// Bound of each producer call (init, commit, abort).
-const CALL_TIMEOUT_MS: u64 = 15_000;
+pub(super) const CALL_TIMEOUT_MS: u64 = 15_000;
 
-/// Starts the producers (module docs).
+/// Starts the producers (module docs): spool's on the brokers' `native` addresses,
+/// librdkafka's on their `kafka` ones.
 pub fn producers(
-    bootstrap: &[String],
+    native: &[String],
+    kafka: &[String],
     topic: &str,
     partitions: i32,
     shared: &Shared,
 ) -> Vec<JoinHandle<Result<(), String>>> {
-    (0..PRODUCERS)
-        .map(|id| {
-            let (bootstrap, topic, shared) =
-                (bootstrap.to_vec(), topic.to_string(), shared.clone());
-            std::thread::spawn(move || {
-                run_producer(id, &bootstrap, &topic, partitions, &shared);
-                Ok(())
-            })
+    let spool = {
+        let (bootstrap, topic, shared) = (native.to_vec(), topic.to_string(), shared.clone());
+        std::thread::spawn(move || {
+            run_producer(0, &bootstrap, &topic, partitions, &shared);
+            Ok(())
         })
-        .collect()
+    };
+    vec![
+        spool,
+        super::txn_rdkafka::producer(1, kafka, topic, partitions, shared),
+    ]
 }
 
-fn stopped(shared: &Shared) -> bool {
+pub(super) fn stopped(shared: &Shared) -> bool {
     shared.stop.load(Ordering::SeqCst)
 }
 
-fn record(shared: &Shared, attempt: TxnAttempt) {
+pub(super) fn record(shared: &Shared, attempt: TxnAttempt) {
     if let Ok(mut h) = shared.history.lock() {
         h.txns.push(attempt);
     }
