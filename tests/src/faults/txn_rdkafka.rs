@@ -1,25 +1,18 @@
 //! The `txn` workload's librdkafka producer (through the `rdkafka` crate, on the Kafka port): the
 //! same transactions as spool's producer in [`super::txn_workload`] — records
-//! [`txn_value`]`(id, txn, i)` over every partition, every [`ABORT_EVERY`]-th flushed and aborted
-//! on purpose — so the Kafka port's coordinator path (FindCoordinator, InitProducerId,
+//! `txn_value(id, txn, i)` over every partition, some flushed and aborted on purpose — so the Kafka port's coordinator path (FindCoordinator, InitProducerId,
 //! AddPartitionsToTxn, EndTxn) runs under the nemeses too.
 //!
-//! Outcomes, as librdkafka reports them: commit_transaction Ok → committed; an abort on purpose
-//! → aborted (commit was never asked for); a failed commit → unknown (it may have been prepared
-//! before the error), after which the producer aborts if it can and is made anew when it
-//! cannot (a fatal error: its successor's InitProducerId fences it and settles the
-//! transaction).
+//! The loop and its outcomes are [`run_txns`]'s, shared with spool's producer; this file is
+//! librdkafka's side of [`TxnClient`] and its configuration.
 
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
-use super::history::{txn_value, TxnAttempt, TxnOutcome};
-use super::txn_workload::{
-    record, stopped, ABORT_EVERY, CALL_TIMEOUT_MS, RECORDS_PER_TXN, TXNS_PER_S, TXN_TIMEOUT_MS,
-};
+use super::txn_workload::{run_txns, TxnClient, CALL_TIMEOUT_MS, TXN_TIMEOUT_MS};
 use super::workload::Shared;
 
 type TxnProducer = ThreadedProducer<DefaultProducerContext>;
@@ -60,70 +53,36 @@ fn call_timeout() -> Duration {
 }
 
 fn run(id: u32, bootstrap: &str, topic: &str, partitions: i32, shared: &Shared) {
-    let start = Instant::now();
-    let mut txn = 0u64;
-    while !stopped(shared) {
-        let Ok(producer) = connect(id, bootstrap) else {
-            std::thread::sleep(Duration::from_millis(200));
-            continue;
-        };
-        while !stopped(shared) {
-            let due = start + Duration::from_micros(txn * 1_000_000 / TXNS_PER_S);
-            if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                std::thread::sleep(wait);
-            }
-            if producer.begin_transaction().is_err() {
-                break;
-            }
-            let mut queued = 0u64;
-            let mut send_failed = false;
-            for i in 0..RECORDS_PER_TXN {
-                let value = txn_value(id, txn, i);
-                let record = BaseRecord::<(), str>::to(topic)
-                    .payload(&value)
-                    .partition((i % partitions.max(1) as u64) as i32);
-                match producer.send(record) {
-                    Ok(()) => queued += 1,
-                    Err(_) => {
-                        send_failed = true;
-                        break;
-                    }
-                }
-            }
-            let abort = send_failed || txn % ABORT_EVERY == ABORT_EVERY - 1;
-            let (outcome, remake) = if abort {
-                // Written first, so the log holds what read_committed must hide.
-                let _ = producer.flush(call_timeout());
-                let ok = producer.abort_transaction(call_timeout()).is_ok();
-                (TxnOutcome::Aborted, !ok)
-            } else {
-                match producer.commit_transaction(call_timeout()) {
-                    Ok(()) => (TxnOutcome::Committed, false),
-                    Err(e) => {
-                        let aborted = producer.abort_transaction(call_timeout()).is_ok();
-                        (
-                            TxnOutcome::Unknown {
-                                error: e.to_string(),
-                            },
-                            !aborted,
-                        )
-                    }
-                }
-            };
-            record(
-                shared,
-                TxnAttempt {
-                    producer: id,
-                    txn,
-                    records: queued,
-                    outcome,
-                    done_ms: shared.now_ms(),
-                },
-            );
-            txn += 1;
-            if remake {
-                break;
-            }
-        }
+    run_txns(id, topic, partitions, shared, || connect(id, bootstrap));
+}
+
+impl TxnClient for TxnProducer {
+    fn begin(&self) -> bool {
+        self.begin_transaction().is_ok()
+    }
+
+    fn send(&self, topic: &str, partition: i32, value: String) -> bool {
+        let record = BaseRecord::<(), str>::to(topic)
+            .payload(&value)
+            .partition(partition);
+        ThreadedProducer::send(self, record).is_ok()
+    }
+
+    fn flush(&self) {
+        let _ = Producer::flush(self, call_timeout());
+    }
+
+    fn commit(&self) -> Result<(), String> {
+        self.commit_transaction(call_timeout())
+            .map_err(|e| e.to_string())
+    }
+
+    fn abort(&self) -> bool {
+        self.abort_transaction(call_timeout()).is_ok()
+    }
+
+    fn close(self) {
+        // librdkafka's destructor waits for nothing the workload needs.
+        drop(self);
     }
 }

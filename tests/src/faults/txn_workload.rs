@@ -8,10 +8,10 @@
 //! and whole. [`super::txn_check`] judges them. A transaction aborted on purpose is flushed
 //! first, so its records are in the log for read_committed to hide.
 //!
-//! A producer whose commit or abort fails (its coordinator moved, a broker died) cannot tell
-//! what became of the transaction: it records the commit as unknown, drops its producer and
-//! builds a new one under the same transactional id, whose InitProducerId fences the old
-//! instance and settles its transaction. A transaction it leaves open is aborted by the
+//! A producer whose commit fails (its coordinator moved, a broker died) cannot tell what became
+//! of the transaction: it records it as unknown and aborts if it still can; a producer that
+//! cannot abort is dropped and a new one built under the same transactional id, whose
+//! InitProducerId fences the old instance and settles its transaction. A transaction it leaves open is aborted by the
 //! coordinator after [`TXN_TIMEOUT_MS`]. Bounded: every call has its own timeout, and the
 //! producers stop at the run's stop flag.
 
@@ -32,11 +32,11 @@ use super::workload::Shared;
 /// Transactional producers in a `txn` run: 0 is spool's, 1 librdkafka's.
 pub const PRODUCERS: u32 = 2;
 /// Records per transaction, round-robin over the topic's partitions.
-pub(super) const RECORDS_PER_TXN: u64 = 6;
+const RECORDS_PER_TXN: u64 = 6;
 /// Every this-many-th transaction of a producer is aborted on purpose.
-pub(super) const ABORT_EVERY: u64 = 4;
+const ABORT_EVERY: u64 = 4;
 /// Transactions each producer starts per second, at most.
-pub(super) const TXNS_PER_S: u64 = 10;
+const TXNS_PER_S: u64 = 10;
 /// The coordinator aborts a transaction left open this long (`transaction.timeout.ms`).
 pub const TXN_TIMEOUT_MS: u32 = 10_000;
 /// Bound of each producer call (init, commit, abort).
@@ -64,17 +64,58 @@ pub fn producers(
     ]
 }
 
-pub(super) fn stopped(shared: &Shared) -> bool {
+fn stopped(shared: &Shared) -> bool {
     shared.stop.load(Ordering::SeqCst)
 }
 
-pub(super) fn record(shared: &Shared, attempt: TxnAttempt) {
+fn record(shared: &Shared, attempt: TxnAttempt) {
     if let Ok(mut h) = shared.history.lock() {
         h.txns.push(attempt);
     }
 }
 
-/// A producer of transactional id `faults-txn-<id>`, its transactions initialised.
+/// What the workload asks of a transactional producer (spool's client here, librdkafka's in
+/// [`super::txn_rdkafka`]); each call bounded by [`CALL_TIMEOUT_MS`].
+pub(super) trait TxnClient {
+    fn begin(&self) -> bool;
+    /// Whether the record was queued.
+    fn send(&self, topic: &str, partition: i32, value: String) -> bool;
+    fn flush(&self);
+    fn commit(&self) -> Result<(), String>;
+    fn abort(&self) -> bool;
+    /// Gives the producer up, within a second (what it still holds is in doubt anyway).
+    fn close(self);
+}
+
+impl TxnClient for Producer {
+    fn begin(&self) -> bool {
+        self.begin_transaction().is_ok()
+    }
+
+    fn send(&self, topic: &str, partition: i32, value: String) -> bool {
+        let r = ProducerRecord::new(topic, value.into_bytes()).with_partition(partition);
+        Producer::send(self, r).is_ok()
+    }
+
+    fn flush(&self) {
+        let _ = Producer::flush(self, CALL_TIMEOUT_MS);
+    }
+
+    fn commit(&self) -> Result<(), String> {
+        self.commit_transaction(CALL_TIMEOUT_MS)
+            .map_err(|e| e.to_string())
+    }
+
+    fn abort(&self) -> bool {
+        self.abort_transaction(CALL_TIMEOUT_MS).is_ok()
+    }
+
+    fn close(self) {
+        let _ = Producer::close(self, 1_000);
+    }
+}
+
+/// spool's producer of transactional id `faults-txn-<id>`, its transactions initialised.
 fn connect(id: u32, bootstrap: &[String]) -> Result<Producer, String> {
     let config = ProducerConfig {
         client_id: format!("faults-txn-{id}"),
@@ -95,55 +136,53 @@ fn connect(id: u32, bootstrap: &[String]) -> Result<Producer, String> {
 }
 
 fn run_producer(id: u32, bootstrap: &[String], topic: &str, partitions: i32, shared: &Shared) {
+    run_txns(id, topic, partitions, shared, || connect(id, bootstrap));
+}
+
+/// Producer `id`'s transactions (module docs) until the run stops: a producer from `connect`
+/// runs them until one ends in doubt (a failed commit it could not abort, or a failed abort),
+/// then a new one takes over under the same transactional id.
+pub(super) fn run_txns<C: TxnClient>(
+    id: u32,
+    topic: &str,
+    partitions: i32,
+    shared: &Shared,
+    connect: impl Fn() -> Result<C, String>,
+) {
     let start = Instant::now();
     let mut txn = 0u64;
     while !stopped(shared) {
-        let producer = match connect(id, bootstrap) {
-            Ok(p) => p,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(200));
-                continue;
-            }
+        let Ok(producer) = connect() else {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
         };
-        // Runs transactions until one ends in doubt (or the run stops).
         while !stopped(shared) {
             let due = start + Duration::from_micros(txn * 1_000_000 / TXNS_PER_S);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
-            if producer.begin_transaction().is_err() {
+            if !producer.begin() {
                 break;
             }
             let mut queued = 0u64;
-            let mut send_failed = false;
             for i in 0..RECORDS_PER_TXN {
-                let value = txn_value(id, txn, i);
-                let r = ProducerRecord::new(topic, value.into_bytes())
-                    .with_partition((i % partitions.max(1) as u64) as i32);
-                match producer.send(r) {
-                    Ok(_) => queued += 1,
-                    Err(_) => {
-                        send_failed = true;
-                        break;
-                    }
+                let partition = (i % partitions.max(1) as u64) as i32;
+                if !producer.send(topic, partition, txn_value(id, txn, i)) {
+                    break;
                 }
+                queued += 1;
             }
-            let abort = send_failed || txn % ABORT_EVERY == ABORT_EVERY - 1;
-            let (outcome, in_doubt) = if abort {
+            let abort = queued < RECORDS_PER_TXN || txn % ABORT_EVERY == ABORT_EVERY - 1;
+            let (outcome, remake) = if abort {
                 // Written first, so that the log holds the aborted records read_committed must
-                // hide (an abort drops what is still unsent, as Kafka's producer does).
-                let _ = producer.flush(CALL_TIMEOUT_MS);
-                let ok = producer.abort_transaction(CALL_TIMEOUT_MS).is_ok();
-                (TxnOutcome::Aborted, !ok)
+                // hide (an abort drops what is still unsent, as Kafka's producers do).
+                producer.flush();
+                (TxnOutcome::Aborted, !producer.abort())
             } else {
-                match producer.commit_transaction(CALL_TIMEOUT_MS) {
+                match producer.commit() {
                     Ok(()) => (TxnOutcome::Committed, false),
-                    Err(e) => (
-                        TxnOutcome::Unknown {
-                            error: e.to_string(),
-                        },
-                        true,
-                    ),
+                    // It may have been prepared before the error: in doubt.
+                    Err(error) => (TxnOutcome::Unknown { error }, !producer.abort()),
                 }
             };
             record(
@@ -157,11 +196,11 @@ fn run_producer(id: u32, bootstrap: &[String], topic: &str, partitions: i32, sha
                 },
             );
             txn += 1;
-            if in_doubt {
+            if remake {
                 break;
             }
         }
-        let _ = producer.close(1_000);
+        producer.close();
     }
 }
 
