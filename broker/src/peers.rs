@@ -10,7 +10,8 @@
 //! metadata log without voting) from its registration, as the controller driver learns it.
 //!
 //! Bounded: each peer has a queue of [`PEER_QUEUE_FRAMES`] frames; when it is full a raft message
-//! is dropped (raft sends it again) and a call fails at once. A call waits at most its timeout.
+//! is dropped (raft sends it again) and a call fails at once. A call waits at most its timeout,
+//! and fails at once when its connection ends, whichever side ends it ([`PeerError::Closed`]).
 //! Nothing here decides anything: the controller driver chooses whom to tell what.
 
 use std::cell::{Cell, RefCell};
@@ -286,8 +287,17 @@ async fn run_connection(
         let _ = stream.set_nodelay(true);
         let (reader, mut writer, _) = net_io::split(stream);
         let read_answers = spawn_reader(reader, Rc::clone(&waiting), voter.node_id);
-        let wrote = write_queue(&mut writer, &queue, &mut pending).await;
-        drop(read_answers);
+        // The connection ends when either side does. A peer killed or closed shows on the read
+        // side first (EOF, a reset), while the writer may sit idle on an empty queue: the
+        // calls waiting for answers then fail now, instead of each waiting out its timeout (a
+        // transaction's markers waited 10 s for a killed leader's answer).
+        let wrote =
+            futures_lite::future::or(write_queue(&mut writer, &queue, &mut pending), async {
+                read_answers.await;
+                WriteEnd::Failed("the read side ended (the peer closed or reset it)".into())
+            })
+            .await;
+        // (The reader task, if still running, was cancelled with its future above.)
         waiting.borrow_mut().clear();
         match wrote {
             WriteEnd::QueueClosed => return,
@@ -358,3 +368,7 @@ fn spawn_reader(mut reader: Half, waiting: Rc<Waiting>, node: i32) -> glommio::T
         }
     })
 }
+
+#[cfg(test)]
+#[path = "peers_tests.rs"]
+mod peers_tests;

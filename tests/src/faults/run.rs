@@ -403,9 +403,12 @@ fn check_txn_run(cfg: &RunConfig, cluster: &Cluster, shared: &Shared) -> Result<
         .lock()
         .map_err(|_| "the history's lock was poisoned".to_string())?
         .clone();
-    let (mut report, counts) =
+    let (mut report, mut counts) =
         txn_check::check_txns(&history.txns, &visible, &whole, txn_workload::PRODUCERS);
-    report.max_unavailable_ms = txn_check::longest_gap_ms(&history);
+    report.max_unavailable_ms = txn_check::longest_gap_ms(&history, None);
+    counts.longest_gap_ms_by_producer = (0..txn_workload::PRODUCERS)
+        .map(|p| txn_check::longest_gap_ms(&history, Some(p)))
+        .collect();
     println!("  {}", counts.summary());
     write_json(cfg, &report, &history, &BTreeMap::new())?;
     Ok(report)

@@ -35,13 +35,19 @@ pub struct TxnCounts {
     pub unknown: usize,
     /// Records of aborted transactions in the whole (read_uncommitted) log.
     pub aborted_in_log: usize,
+    /// Each producer's longest stretch without a commit (filled by the runner).
+    pub longest_gap_ms_by_producer: Vec<u64>,
 }
 
 impl TxnCounts {
     pub fn summary(&self) -> String {
         format!(
-            "txn_committed={} txn_aborted={} txn_unknown={} txn_aborted_records_in_log={}",
-            self.committed, self.aborted, self.unknown, self.aborted_in_log
+            "txn_committed={} txn_aborted={} txn_unknown={} txn_aborted_records_in_log={} txn_longest_gap_ms_by_producer={:?}",
+            self.committed,
+            self.aborted,
+            self.unknown,
+            self.aborted_in_log,
+            self.longest_gap_ms_by_producer
         )
     }
 }
@@ -158,12 +164,14 @@ pub fn check_txns(
     (report, counts)
 }
 
-/// The longest stretch of the workload without a committed transaction (its availability).
-pub fn longest_gap_ms(history: &History) -> u64 {
+/// The longest stretch of the workload without a committed transaction (its availability), of
+/// every producer together (`None`) or of one.
+pub fn longest_gap_ms(history: &History, producer: Option<u32>) -> u64 {
     let mut times: Vec<u64> = history
         .txns
         .iter()
         .filter(|t| t.outcome == TxnOutcome::Committed)
+        .filter(|t| producer.is_none_or(|p| p == t.producer))
         .map(|t| t.done_ms)
         .collect();
     times.sort_unstable();
