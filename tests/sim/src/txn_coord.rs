@@ -30,13 +30,10 @@ use spool_core::txn::{Step, TxnAction, TxnCoordinator, TxnMetadata, TxnState};
 use spool_core::TopicPartition;
 use spool_protocol::ErrorCode;
 
-use crate::txn_net::{TxnEndpoint, TxnEnvelope, TxnMsg};
+use crate::txn_net::{TxnEndpoint, TxnEnvelope, TxnMsg, MARKER_RESEND_MS};
 
 /// The data topic's name.
 pub const TOPIC: &str = "data";
-/// A marker unanswered this long is sent again (longer than any message's round trip, unless
-/// the first copy stalled: module docs of [`crate::txn_net`]).
-pub const MARKER_RESEND_MS: u64 = 1_000;
 
 /// What one step asks of the world.
 #[derive(Debug, Default)]

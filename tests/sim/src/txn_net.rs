@@ -27,7 +27,10 @@ use std::collections::BTreeMap;
 use spool_protocol::ErrorCode;
 
 use crate::rng::SimRng;
-use crate::txn_coord::MARKER_RESEND_MS;
+
+/// The coordinator sends a marker again when this long passes without its answer (longer than
+/// any message's round trip, unless the first copy stalled: the module docs).
+pub const MARKER_RESEND_MS: u64 = 1_000;
 
 /// Who sends and receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

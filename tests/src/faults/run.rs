@@ -25,7 +25,7 @@ use super::history::{FinalCommits, FinalLog, History, NemesisSpan, WriteAcks};
 use super::nemesis::{self, Context, Harm, Kind, Rng};
 use super::origins::read_origins;
 use super::workload::{self, ProducerSpec, Shared};
-use super::{txn_check, txn_workload};
+use super::{txn_check, txn_rdkafka, txn_workload};
 use crate::cluster::Cluster;
 use crate::small_disk::SmallDisk;
 
@@ -287,7 +287,10 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         Workload::Acks1 => (WriteAcks::Leader, WriteAcks::Leader),
     };
     let mut producers = if txn {
-        txn_workload::producers(&native, &kafka, TOPIC, PARTITIONS, &shared)
+        vec![
+            txn_workload::spool_producer(0, &native, TOPIC, PARTITIONS, &shared),
+            txn_rdkafka::producer(1, &kafka, TOPIC, PARTITIONS, &shared),
+        ]
     } else {
         vec![
             workload::spool_producer(spec(0, first_acks, &native), shared.clone()),

@@ -29,7 +29,8 @@ use spool_protocol::wire::IsolationLevel;
 use super::history::{txn_value, FinalLog, TxnAttempt, TxnOutcome};
 use super::workload::Shared;
 
-/// Transactional producers in a `txn` run: 0 is spool's, 1 librdkafka's.
+/// Transactional producers in a `txn` run: 0 is spool's, 1 librdkafka's (the runner starts
+/// them).
 pub const PRODUCERS: u32 = 2;
 /// Records per transaction, round-robin over the topic's partitions.
 const RECORDS_PER_TXN: u64 = 6;
@@ -42,26 +43,20 @@ pub const TXN_TIMEOUT_MS: u32 = 10_000;
 /// Bound of each producer call (init, commit, abort).
 pub(super) const CALL_TIMEOUT_MS: u64 = 15_000;
 
-/// Starts the producers (module docs): spool's on the brokers' `native` addresses,
-/// librdkafka's on their `kafka` ones.
-pub fn producers(
+/// Starts spool's producer `id` (transactional id `faults-txn-<id>`) on the brokers' native
+/// addresses (librdkafka's is [`super::txn_rdkafka::producer`]).
+pub fn spool_producer(
+    id: u32,
     native: &[String],
-    kafka: &[String],
     topic: &str,
     partitions: i32,
     shared: &Shared,
-) -> Vec<JoinHandle<Result<(), String>>> {
-    let spool = {
-        let (bootstrap, topic, shared) = (native.to_vec(), topic.to_string(), shared.clone());
-        std::thread::spawn(move || {
-            run_producer(0, &bootstrap, &topic, partitions, &shared);
-            Ok(())
-        })
-    };
-    vec![
-        spool,
-        super::txn_rdkafka::producer(1, kafka, topic, partitions, shared),
-    ]
+) -> JoinHandle<Result<(), String>> {
+    let (bootstrap, topic, shared) = (native.to_vec(), topic.to_string(), shared.clone());
+    std::thread::spawn(move || {
+        run_txns(id, &topic, partitions, &shared, || connect(id, &bootstrap));
+        Ok(())
+    })
 }
 
 fn stopped(shared: &Shared) -> bool {
@@ -133,10 +128,6 @@ fn connect(id: u32, bootstrap: &[String]) -> Result<Producer, String> {
     p.init_transactions(CALL_TIMEOUT_MS)
         .map_err(|e| format!("init_transactions: {e}"))?;
     Ok(p)
-}
-
-fn run_producer(id: u32, bootstrap: &[String], topic: &str, partitions: i32, shared: &Shared) {
-    run_txns(id, topic, partitions, shared, || connect(id, bootstrap));
 }
 
 /// Producer `id`'s transactions (module docs) until the run stops: a producer from `connect`
