@@ -2,7 +2,7 @@
 # The fault harness (issue 15): Jepsen-style runs of three real `spool serve` processes under a
 # workload and a nemesis, checked afterwards.
 #
-#   tests/faults.sh --runs N --seconds S [--seed X] [--from-run I] [--workload queue|acks1|txn]
+#   tests/faults.sh --runs N --seconds S [--seed X] [--from-run I] [--workload queue|acks1|txn|ctp]
 #                   [--nemesis KIND[,KIND]] [--negative-control] [--release]
 #
 # Builds `spool` and `spool-faults` (debug unless --release), then runs `spool-faults` with the

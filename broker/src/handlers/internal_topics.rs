@@ -9,8 +9,19 @@ use spool_protocol::ErrorCode;
 use crate::requests::{ControllerOp, NewTopic, TopicPartition};
 use crate::shard::Shard;
 
+/// The replication factor of an internal topic: 3, or the cluster's size when it is smaller
+/// (DESIGN §7). The size counts every broker the cluster has — the controller voters and every
+/// registered broker, fenced ones too — not the live ones: a topic created while one broker
+/// of three is down must still get three replicas (Kafka's `offsets.topic.replication.factor`),
+/// so until the placement finds three live brokers the creation fails and the client retries
+/// (COORDINATOR_NOT_AVAILABLE). Created at two replicas, `__consumer_offsets` or
+/// `__transaction_state` would keep two for good (the fault harness's `ctp` workload found it).
+pub(crate) fn internal_replication_factor(voters: usize, registered: usize) -> i16 {
+    voters.max(registered).clamp(1, 3) as i16
+}
+
 /// Creates internal topic `name` with `partitions` partitions and `configs` through the
-/// controller unless it exists (at RF = min(3, live brokers), DESIGN §7); returns its partition
+/// controller unless it exists (at [`internal_replication_factor`]); returns its partition
 /// count (the image's, which wins over `partitions`).
 pub(crate) async fn create(
     shard: &Rc<Shard>,
@@ -24,7 +35,10 @@ pub(crate) async fn create(
     let topic = NewTopic {
         name: name.to_string(),
         partitions,
-        replication_factor: shard.brokers("native").len().clamp(1, 3) as i16,
+        replication_factor: internal_replication_factor(
+            shard.config.controller_voters.len(),
+            shard.image.borrow().brokers().count(),
+        ),
         configs,
     };
     let op = ControllerOp::CreateTopics {
@@ -71,4 +85,23 @@ pub(crate) async fn offsets_topic(shard: &Rc<Shard>) -> Result<i32, ErrorCode> {
         configs,
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::internal_replication_factor;
+
+    #[test]
+    fn the_replication_factor_counts_every_broker_not_the_live_ones() {
+        // A single node (no voters configured, itself registered).
+        assert_eq!(internal_replication_factor(0, 1), 1);
+        assert_eq!(internal_replication_factor(0, 0), 1);
+        // Three voters, one of them not registered yet (or fenced: still counted).
+        assert_eq!(internal_replication_factor(3, 2), 3);
+        assert_eq!(internal_replication_factor(3, 3), 3);
+        // Two voters and a learner.
+        assert_eq!(internal_replication_factor(2, 3), 3);
+        assert_eq!(internal_replication_factor(2, 2), 2);
+        assert_eq!(internal_replication_factor(5, 7), 3);
+    }
 }

@@ -4,7 +4,7 @@
 //!
 //! Each request is routed over the mesh to the core owning the id's `__transaction_state`
 //! partition (the topic is created through the controller on first use, compacted, at
-//! RF = min(3, live brokers) and `min.insync.replicas` = min(2, RF)); the coordinator there
+//! RF = min(3, brokers in the cluster) and `min.insync.replicas` = min(2, RF)); the coordinator there
 //! decides (`crate::txn`). An id's coordinator is the broker leading that partition: a request
 //! reaching another broker gets NOT_COORDINATOR and the client finds the coordinator again. What
 //! only the metadata image can say is checked here: a partition that does not exist is

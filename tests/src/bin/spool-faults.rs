@@ -1,14 +1,15 @@
 //! `spool-faults`: the fault harness's runner (issue 15), as `tests/faults.sh` runs it.
 //!
 //! ```text
-//! spool-faults --runs N --seconds S [--seed X] [--from-run I] [--workload queue|acks1|txn]
+//! spool-faults --runs N --seconds S [--seed X] [--from-run I] [--workload queue|acks1|txn|ctp]
 //!              [--nemesis KIND[,KIND]] [--skip KIND[,KIND...]] [--negative-control] [--out DIR]
 //! ```
 //!
 //! Run `i` of a campaign (`--from-run` first, default 0) gets its nemeses from
 //! `faults::nemesis::plan(seed, i)` (nine consecutive runs cover every kind) and alternates the
 //! workloads (even runs `queue`, odd `acks1`) unless `--workload`/`--nemesis` fix them;
-//! `txn` (transactional producers, checked with read_committed) runs only when named. Each run
+//! `txn` (transactional producers, checked with read_committed) and `ctp` (a
+//! consume-transform-produce processor, checked for exactly once) run only when named. Each run
 //! prints one `RUN` line, writes `DIR/run-<i>/run.json` and, when it fails, keeps its brokers'
 //! logs there with the line to replay it. The campaign ends with `RESULT` lines and exits 1 when
 //! any run lost, duplicated, reordered, contradicted or vanished anything, or could not finish.
@@ -44,7 +45,7 @@ struct Args {
 fn usage(problem: &str) -> ! {
     eprintln!(
         "spool-faults: {problem}\nusage: spool-faults --runs N --seconds S [--seed X] [--from-run I] \
-         [--workload queue|acks1|txn] [--nemesis KIND[,KIND]] [--skip KIND,...] [--tolerate consumer-stall] \
+         [--workload queue|acks1|txn|ctp] [--nemesis KIND[,KIND]] [--skip KIND,...] [--tolerate consumer-stall] \
          [--negative-control] [--out DIR]\n\
          nemeses: {}",
         Kind::ALL.iter().chain(&[Kind::KillAll]).map(|k| k.name()).collect::<Vec<_>>().join(", ")
@@ -89,6 +90,7 @@ fn parse_args() -> Args {
                     "queue" => Workload::Queue,
                     "acks1" => Workload::Acks1,
                     "txn" => Workload::Txn,
+                    "ctp" => Workload::Ctp,
                     other => usage(&format!("unknown workload {other}")),
                 })
             }

@@ -99,6 +99,7 @@ fn clean() -> (History, FinalLog, FinalCommits) {
     use WriteAcks::{All, Leader};
     let history = History {
         txns: Vec::new(),
+        ctp: Default::default(),
         writes: vec![
             acked(0, 0, All, 0, 0, 10),
             acked(0, 1, All, 0, 1, 20),
@@ -347,6 +348,7 @@ fn empty_and_odd_input_does_not_panic() {
 
     let history = History {
         txns: Vec::new(),
+        ctp: Default::default(),
         writes: vec![acked(0, 0, WriteAcks::All, -1, -5, u64::MAX)],
         reads: vec![read(0, -1, i64::MIN, "", 0)],
         commits: vec![commit(0, 0, i64::MIN, u64::MAX), commit(0, 0, i64::MAX, 0)],

@@ -100,12 +100,29 @@ pub struct TxnAttempt {
     pub done_ms: u64,
 }
 
+/// What the `ctp` workload's processor got through ([`crate::faults::ctp_workload`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CtpProgress {
+    pub committed_txns: u64,
+    /// Inputs whose transaction's commit returned Ok (counting reprocessed ones again).
+    pub committed_inputs: u64,
+    /// Commits that failed, each followed by a restart.
+    pub in_doubt: u64,
+    /// Times the processor started over.
+    pub restarts: u64,
+    pub last_restart: String,
+    /// Its committed offsets reached the input's end.
+    pub finished: bool,
+}
+
 /// Everything a run recorded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
     pub writes: Vec<Write>,
     /// The `txn` workload's transactions (empty in the other workloads).
     pub txns: Vec<TxnAttempt>,
+    /// The `ctp` workload's processor.
+    pub ctp: CtpProgress,
     pub reads: Vec<Read>,
     pub commits: Vec<Commit>,
     pub nemeses: Vec<NemesisSpan>,

@@ -15,13 +15,20 @@
 //!   producers of spool's client and librdkafka, some
 //!   transactions aborted on purpose, the topic read back with read_committed and whole) and
 //!   its checker (committed transactions whole, aborted ones invisible, doubtful ones all or
-//!   nothing).
+//!   nothing);
+//! - [`ctp_workload`] and [`ctp_check`]: the `ctp` workload (a consume-transform-produce
+//!   processor committing its input offsets in its output's transactions, starting over on any
+//!   failure) and its checker (every input's output visible exactly once);
+//! - [`run_txn`]: the transactional workloads' share of a run (set-up, read-back, verdict).
 
 pub mod check;
+pub mod ctp_check;
+pub mod ctp_workload;
 pub mod history;
 pub mod nemesis;
 pub mod origins;
 pub mod run;
+pub mod run_txn;
 pub mod txn_check;
 pub mod txn_rdkafka;
 pub mod txn_workload;

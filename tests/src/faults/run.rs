@@ -25,7 +25,7 @@ use super::history::{FinalCommits, FinalLog, History, NemesisSpan, WriteAcks};
 use super::nemesis::{self, Context, Harm, Kind, Rng};
 use super::origins::read_origins;
 use super::workload::{self, ProducerSpec, Shared};
-use super::{txn_check, txn_rdkafka, txn_workload};
+use super::{ctp_workload, run_txn, txn_rdkafka, txn_workload};
 use crate::cluster::Cluster;
 use crate::small_disk::SmallDisk;
 
@@ -57,6 +57,9 @@ pub enum Workload {
     /// Transactional producers, some transactions aborted, read back with read_committed
     /// (`super::txn_workload`, `super::txn_check`).
     Txn,
+    /// Consume-transform-produce: a processor's outputs exactly once (`super::ctp_workload`,
+    /// `super::ctp_check`).
+    Ctp,
 }
 
 impl Workload {
@@ -65,6 +68,7 @@ impl Workload {
             Workload::Queue => "queue",
             Workload::Acks1 => "acks1",
             Workload::Txn => "txn",
+            Workload::Ctp => "ctp",
         }
     }
 }
@@ -282,11 +286,17 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         bootstrap: bootstrap.to_vec(),
     };
     let txn = cfg.workload == Workload::Txn;
+    let ctp = cfg.workload == Workload::Ctp;
+    if ctp {
+        run_txn::setup_ctp(cluster.node(1), &native, PARTITIONS)?;
+    }
     let (first_acks, second_acks) = match cfg.workload {
-        Workload::Queue | Workload::Txn => (WriteAcks::All, WriteAcks::All),
+        Workload::Queue | Workload::Txn | Workload::Ctp => (WriteAcks::All, WriteAcks::All),
         Workload::Acks1 => (WriteAcks::Leader, WriteAcks::Leader),
     };
-    let mut producers = if txn {
+    let mut producers = if ctp {
+        Vec::new()
+    } else if txn {
         vec![
             txn_workload::spool_producer(0, &native, TOPIC, PARTITIONS, &shared),
             txn_rdkafka::producer(1, &kafka, TOPIC, PARTITIONS, &shared),
@@ -303,8 +313,9 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
             shared.clone(),
         ));
     }
-    // The txn workload reads back at the end, with read_committed: no group consumers.
-    let consumers: Vec<_> = (0..if txn { 0 } else { 2 })
+    // The transactional workloads read back at the end, with read_committed: no group
+    // consumers (ctp's processor stands in their place).
+    let mut consumers: Vec<_> = (0..if txn || ctp { 0 } else { 2 })
         .map(|id| {
             workload::group_consumer(
                 id,
@@ -315,6 +326,9 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
             )
         })
         .collect();
+    if ctp {
+        consumers.push(ctp_workload::processor(&native, TOPIC, PARTITIONS, &shared));
+    }
 
     let mut rng = Rng::new(cfg.seed);
     let deadline = shared.started + Duration::from_secs(cfg.seconds);
@@ -337,7 +351,10 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
     // The consumers go on until the group has read everything from the healed cluster.
     let caught_up = if nemesis_result.is_ok() {
         wait_settled(cluster, SETTLE_TIMEOUT, offsets_too).and_then(|()| {
-            if cfg.negative_control || txn {
+            if ctp {
+                run_txn::wait_ctp(&shared, CATCH_UP_TIMEOUT);
+                Ok(Ok(()))
+            } else if cfg.negative_control || txn {
                 // Its brokers lose the group's offsets partitions too (every kill is unclean
                 // there): what it tests is the checker's loss count, not the group. (The txn
                 // workload has no group.)
@@ -357,8 +374,20 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         return Err(format!("the workload: {e}"));
     }
     check_interrupted()?;
-    if txn {
-        return check_txn_run(cfg, cluster, &shared);
+    if txn || ctp {
+        let history = shared
+            .history
+            .lock()
+            .map_err(|_| "the history's lock was poisoned".to_string())?
+            .clone();
+        let check = if txn {
+            run_txn::check_txn
+        } else {
+            run_txn::check_ctp
+        };
+        let report = check(cluster.node(1), TOPIC, PARTITIONS, SETTLE_TIMEOUT, &history)?;
+        write_json(cfg, &report, &history, &BTreeMap::new())?;
+        return Ok(report);
     }
 
     let ends = crate::client::end_offsets(cluster.node(1), TOPIC, PARTITIONS);
@@ -389,31 +418,6 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         .map(|e| e.clone())
         .unwrap_or_default();
     write_json(cfg, &report, &history, &consumer_errors)?;
-    Ok(report)
-}
-
-/// The `txn` workload's verdict: the topic read back with read_committed once every
-/// transaction is decided, and whole, against the transactions' outcomes.
-fn check_txn_run(cfg: &RunConfig, cluster: &Cluster, shared: &Shared) -> Result<Report, String> {
-    let (visible, whole) = txn_workload::read_back(
-        &cluster.node(1).bootstrap(),
-        TOPIC,
-        PARTITIONS,
-        SETTLE_TIMEOUT,
-    )?;
-    let history = shared
-        .history
-        .lock()
-        .map_err(|_| "the history's lock was poisoned".to_string())?
-        .clone();
-    let (mut report, mut counts) =
-        txn_check::check_txns(&history.txns, &visible, &whole, txn_workload::PRODUCERS);
-    report.max_unavailable_ms = txn_check::longest_gap_ms(&history, None);
-    counts.longest_gap_ms_by_producer = (0..txn_workload::PRODUCERS)
-        .map(|p| txn_check::longest_gap_ms(&history, Some(p)))
-        .collect();
-    println!("  {}", counts.summary());
-    write_json(cfg, &report, &history, &BTreeMap::new())?;
     Ok(report)
 }
 
