@@ -107,6 +107,8 @@ tests/faults.sh --runs "${SPOOL_FAULT_RUNS:-4}" --seconds 20 --seed "$fault_seed
 
 echo "== fault harness, transactions: 1 run of 20 s, seed $fault_seed (tests/faults.sh --workload txn: committed transactions whole, aborted ones invisible to read_committed)"
 tests/faults.sh --runs 1 --seconds 20 --seed "$fault_seed" --skip "$fault_skip" --workload txn
+echo "== fault harness, consume-transform-produce: 1 run of 20 s, seed $fault_seed (tests/faults.sh --workload ctp: every input's output exactly once)"
+tests/faults.sh --runs 1 --seconds 20 --seed "$fault_seed" --skip "$fault_skip" --workload ctp
 
 echo "== fault harness negative control: acknowledging from memory, every broker killed at once, must lose writes"
 negative_log="$(mktemp)"

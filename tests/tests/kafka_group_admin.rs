@@ -213,7 +213,19 @@ fn fetch(addr: SocketAddr, partitions: &[(&str, i32)]) -> Vec<i64> {
 fn delete_groups(addr: SocketAddr, groups: &[&str]) -> Vec<(String, i16)> {
     let req = DeleteGroupsRequest::default()
         .with_groups_names(groups.iter().map(|g| GroupId(s(g))).collect());
-    let r: DeleteGroupsResponse = kafka_call(addr, ApiKey::DeleteGroups, 2, &req);
+    // Retried while a group's coordinator is not there yet (after the restart below, its
+    // partition may be between leaderships for a moment), as clients retry.
+    let r: DeleteGroupsResponse = until_served(
+        "DeleteGroups",
+        || kafka_call(addr, ApiKey::DeleteGroups, 2, &req),
+        |r: &DeleteGroupsResponse| {
+            r.results
+                .iter()
+                .map(|g| g.error_code)
+                .find(|c| RETRIABLE.contains(c))
+                .unwrap_or(NONE)
+        },
+    );
     r.results
         .iter()
         .map(|g| (g.group_id.0.to_string(), g.error_code))

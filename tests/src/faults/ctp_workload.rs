@@ -4,8 +4,9 @@
 //! client then reads them and, in one transaction per poll, writes `c<i>!` to the run's topic
 //! and commits its consumer group's input offsets with `send_offsets_to_transaction`.
 //!
-//! Whenever anything fails — a poll, a send, the offsets, the commit (then in doubt) — the
-//! processor starts over as a crashed one would: a new producer under the same transactional
+//! Whenever anything fails — a poll, a send, the offsets, the commit (then in doubt) — and on
+//! purpose twice every [`CRASH_EVERY`] transactions, the processor starts over as a crashed one
+//! would: a new producer under the same transactional
 //! id (its InitProducerId fences the old one and settles its transaction), the group's stable
 //! committed offsets fetched again (KIP-447: pending transactional offsets are waited for),
 //! and reading resumes there. It stops once its committed offsets reach the input's end, or at
@@ -39,6 +40,10 @@ const INPUTS_PER_TXN: usize = 5;
 /// Transactions per second at most: paced so that the inputs last about the run's length, and
 /// the nemeses find the processor mid-stream.
 const TXNS_PER_S: u64 = 12;
+/// Every this-many transactions the processor crashes on purpose, once just before a commit
+/// (its successor fences it and aborts the transaction, whose outputs are then written again)
+/// and once just after one: restarts happen in every run, nemesis or not.
+const CRASH_EVERY: u64 = 40;
 /// Bound of each call.
 const CALL_TIMEOUT_MS: u64 = 15_000;
 /// `transaction.timeout.ms` of the processor.
@@ -256,6 +261,18 @@ fn process(
         producer
             .send_offsets_to_transaction(GROUP, commit, CALL_TIMEOUT_MS)
             .map_err(|e| format!("send_offsets_to_transaction: {e}"))?;
+        let mut attempt = 0;
+        note(shared, |p| {
+            p.attempted_txns += 1;
+            attempt = p.attempted_txns;
+        });
+        let crash = attempt % CRASH_EVERY;
+        if crash == CRASH_EVERY / 3 {
+            producer
+                .flush(CALL_TIMEOUT_MS)
+                .map_err(|e| format!("flush: {e}"))?;
+            return Err("crashed on purpose before a commit".into());
+        }
         match producer.commit_transaction(CALL_TIMEOUT_MS) {
             Ok(()) => {
                 next = offsets;
@@ -263,6 +280,9 @@ fn process(
                     p.committed_txns += 1;
                     p.committed_inputs += records.len() as u64;
                 });
+                if crash == 2 * CRASH_EVERY / 3 {
+                    return Err("crashed on purpose after a commit".into());
+                }
             }
             Err(e) => {
                 note(shared, |p| p.in_doubt += 1);

@@ -103,6 +103,8 @@ pub struct TxnAttempt {
 /// What the `ctp` workload's processor got through ([`crate::faults::ctp_workload`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CtpProgress {
+    /// Transactions begun (crashed and failed ones included).
+    pub attempted_txns: u64,
     pub committed_txns: u64,
     /// Inputs whose transaction's commit returned Ok (counting reprocessed ones again).
     pub committed_inputs: u64,
