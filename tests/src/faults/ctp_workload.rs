@@ -1,13 +1,14 @@
 //! The fault runs' consume-transform-produce workload (`--workload ctp`): exactly once through
 //! a processor, under the nemeses. Before the nemeses start, [`INPUTS`] records `c<i>` are
-//! written (acks=all, idempotent) to the input topic [`INPUT_TOPIC`]; one processor of spool's
-//! client then reads them and, in one transaction per poll, writes `c<i>!` to the run's topic
-//! and commits its consumer group's input offsets with `send_offsets_to_transaction`.
+//! written (acks=all) to the input topic [`INPUT_TOPIC`]; one processor of spool's client then
+//! reads them and, `INPUTS_PER_TXN` inputs per transaction at most `TXNS_PER_S`
+//! transactions a second, writes `c<i>!` to the run's topic and commits its consumer group's
+//! input offsets with `send_offsets_to_transaction`.
 //!
 //! Whenever anything fails — a poll, a send, the offsets, the commit (then in doubt) — and on
-//! purpose twice every [`CRASH_EVERY`] transactions, the processor starts over as a crashed one
-//! would: a new producer under the same transactional
-//! id (its InitProducerId fences the old one and settles its transaction), the group's stable
+//! purpose twice every `CRASH_EVERY` transactions, the processor starts over as a crashed one
+//! would: a new producer under the same transactional id (its InitProducerId fences the old
+//! one and settles its transaction), the group's stable
 //! committed offsets fetched again (KIP-447: pending transactional offsets are waited for),
 //! and reading resumes there. It stops once its committed offsets reach the input's end, or at
 //! the run's consumer deadline. [`super::ctp_check`]'s verdict: every input's output visible to

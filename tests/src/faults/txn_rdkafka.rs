@@ -3,8 +3,8 @@
 //! `txn_value(id, txn, i)` over every partition, some flushed and aborted on purpose — so the Kafka port's coordinator path (FindCoordinator, InitProducerId,
 //! AddPartitionsToTxn, EndTxn) runs under the nemeses too.
 //!
-//! The loop and its outcomes are [`run_txns`]'s, shared with spool's producer; this file is
-//! librdkafka's side of [`TxnClient`] and its configuration.
+//! The loop and its outcomes are `run_txns`'s, shared with spool's producer; this file is
+//! librdkafka's side of `TxnClient` and its configuration.
 
 use std::thread::JoinHandle;
 use std::time::Duration;

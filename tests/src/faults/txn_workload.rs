@@ -1,19 +1,18 @@
 //! The fault runs' transactional workload (`--workload txn`): two transactional producers —
 //! spool's client on the native port (here) and librdkafka on the Kafka port
 //! ([`super::txn_rdkafka`]) — each on its own thread, running short transactions over every
-//! partition of the topic —
-//! most committed, one in [`ABORT_EVERY`] aborted on purpose — and recording each one's
-//! outcome ([`TxnAttempt`]) in the run's history until the stop flag; then the topic read back
-//! twice once the cluster has healed: with read_committed (after every transaction is decided)
-//! and whole. [`super::txn_check`] judges them. A transaction aborted on purpose is flushed
-//! first, so its records are in the log for read_committed to hide.
+//! partition of the topic (most committed, one in `ABORT_EVERY` aborted on purpose) and
+//! recording each one's outcome ([`TxnAttempt`]) in the run's history until the stop flag;
+//! then the topic read back twice once the cluster has healed: with read_committed (after every
+//! transaction is decided) and whole. [`super::txn_check`] judges them. A transaction aborted
+//! on purpose is flushed first, so its records are in the log for read_committed to hide.
 //!
 //! A producer whose commit fails (its coordinator moved, a broker died) cannot tell what became
 //! of the transaction: it records it as unknown and aborts if it still can; a producer that
 //! cannot abort is dropped and a new one built under the same transactional id, whose
-//! InitProducerId fences the old instance and settles its transaction. A transaction it leaves open is aborted by the
-//! coordinator after [`TXN_TIMEOUT_MS`]. Bounded: every call has its own timeout, and the
-//! producers stop at the run's stop flag.
+//! InitProducerId fences the old instance and settles its transaction. A transaction it leaves
+//! open is aborted by the coordinator after [`TXN_TIMEOUT_MS`]. Bounded: every call has its own
+//! timeout, and the producers stop at the run's stop flag.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
