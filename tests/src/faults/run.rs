@@ -385,8 +385,8 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         } else {
             run_txn::check_ctp
         };
-        let report = check(cluster.node(1), TOPIC, PARTITIONS, SETTLE_TIMEOUT, &history)?;
-        write_json(cfg, &report, &history, &BTreeMap::new())?;
+        let (report, extra) = check(cluster.node(1), TOPIC, PARTITIONS, SETTLE_TIMEOUT, &history)?;
+        write_json(cfg, &report, &history, &BTreeMap::new(), extra)?;
         return Ok(report);
     }
 
@@ -417,7 +417,13 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
         .lock()
         .map(|e| e.clone())
         .unwrap_or_default();
-    write_json(cfg, &report, &history, &consumer_errors)?;
+    write_json(
+        cfg,
+        &report,
+        &history,
+        &consumer_errors,
+        serde_json::Value::Null,
+    )?;
     Ok(report)
 }
 
@@ -610,17 +616,19 @@ fn fetch_commits(cluster: &Cluster) -> Result<FinalCommits, String> {
         .collect())
 }
 
-/// `dir/run.json`: the run's settings, the checker's report, the history's counts and the
-/// errors the clients met.
+/// `dir/run.json`: the run's settings, the checker's report, the history's counts, the errors
+/// the clients met, and a transactional workload's own counts (`workload_counts`).
 fn write_json(
     cfg: &RunConfig,
     report: &Report,
     history: &History,
     consumer_errors: &BTreeMap<String, u64>,
+    workload_counts: serde_json::Value,
 ) -> Result<(), String> {
     let list = |v: &[String]| serde_json::json!(v.iter().take(50).collect::<Vec<_>>());
     let json = serde_json::json!({
         "seed": cfg.seed,
+        "workload_counts": workload_counts,
         "seconds": cfg.seconds,
         "workload": cfg.workload.name(),
         "nemeses": cfg.kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),

@@ -15,6 +15,9 @@ use super::workload::Shared;
 use super::{ctp_check, ctp_workload, txn_check, txn_workload};
 use crate::broker::Broker;
 
+/// A transactional workload's verdict and its own counts (for the run's JSON).
+pub type Verdict = (Report, serde_json::Value);
+
 /// The `txn` workload's verdict (`super::txn_check`), its counts printed.
 pub fn check_txn(
     broker: &Broker,
@@ -22,7 +25,7 @@ pub fn check_txn(
     partitions: i32,
     timeout: Duration,
     history: &History,
-) -> Result<Report, String> {
+) -> Result<Verdict, String> {
     let (visible, whole) =
         txn_workload::read_back(&broker.bootstrap(), topic, partitions, timeout)?;
     let (mut report, mut counts) =
@@ -32,7 +35,14 @@ pub fn check_txn(
         .map(|p| txn_check::longest_gap_ms(history, Some(p)))
         .collect();
     println!("  {}", counts.summary());
-    Ok(report)
+    let json = serde_json::json!({
+        "committed": counts.committed,
+        "aborted": counts.aborted,
+        "unknown": counts.unknown,
+        "aborted_records_in_log": counts.aborted_in_log,
+        "longest_gap_ms_by_producer": counts.longest_gap_ms_by_producer,
+    });
+    Ok((report, json))
 }
 
 /// Creates the `ctp` workload's input topic (RF 3) and writes its inputs.
@@ -69,7 +79,7 @@ pub fn check_ctp(
     partitions: i32,
     timeout: Duration,
     history: &History,
-) -> Result<Report, String> {
+) -> Result<Verdict, String> {
     let (visible, whole) =
         txn_workload::read_back(&broker.bootstrap(), topic, partitions, timeout)?;
     let (report, rewritten) = ctp_check::check_ctp(&visible, &whole, &history.ctp);
@@ -78,5 +88,15 @@ pub fn check_ctp(
         "  ctp_finished={} ctp_transactions={} ctp_inputs_committed={} ctp_in_doubt={} ctp_restarts={} ctp_outputs_rewritten_hidden={rewritten}",
         p.finished, p.committed_txns, p.committed_inputs, p.in_doubt, p.restarts
     );
-    Ok(report)
+    let json = serde_json::json!({
+        "finished": p.finished,
+        "transactions_attempted": p.attempted_txns,
+        "transactions_committed": p.committed_txns,
+        "inputs_committed": p.committed_inputs,
+        "in_doubt": p.in_doubt,
+        "restarts": p.restarts,
+        "last_restart": p.last_restart,
+        "outputs_rewritten_hidden": rewritten,
+    });
+    Ok((report, json))
 }
