@@ -47,8 +47,6 @@ const TXNS_PER_S: u64 = 12;
 const CRASH_EVERY: u64 = 40;
 /// Bound of each call.
 const CALL_TIMEOUT_MS: u64 = 15_000;
-/// `transaction.timeout.ms` of the processor.
-const TXN_TIMEOUT_MS: u32 = 10_000;
 
 /// The value of input `i`, and of its output.
 pub fn input_value(i: u64) -> String {
@@ -149,17 +147,7 @@ fn run_once(
     ends: &[i64],
     shared: &Shared,
 ) -> Result<bool, String> {
-    let config = ProducerConfig {
-        client_id: "faults-ctp".into(),
-        acks: Acks::All,
-        transactional_id: Some("faults-ctp".into()),
-        transaction_timeout_ms: TXN_TIMEOUT_MS,
-        linger_ms: 2,
-        request_timeout_ms: 5_000,
-        delivery_timeout_ms: CALL_TIMEOUT_MS,
-        max_block_ms: 5_000,
-        ..ProducerConfig::default()
-    };
+    let config = super::txn_workload::transactional_config("faults-ctp");
     let producer =
         Producer::new(&bootstrap(native), config).map_err(|e| format!("producer: {e}"))?;
     let result = process(&producer, native, output, tps, ends, shared);

@@ -109,19 +109,25 @@ impl TxnClient for Producer {
     }
 }
 
-/// spool's producer of transactional id `faults-txn-<id>`, its transactions initialised.
-fn connect(id: u32, bootstrap: &[String]) -> Result<Producer, String> {
-    let config = ProducerConfig {
-        client_id: format!("faults-txn-{id}"),
+/// The settings of the fault runs' transactional producers of spool's client (this workload's
+/// and `super::ctp_workload`'s processor): transactional id `id`, client id the same.
+pub(super) fn transactional_config(id: &str) -> ProducerConfig {
+    ProducerConfig {
+        client_id: id.to_string(),
         acks: Acks::All,
-        transactional_id: Some(format!("faults-txn-{id}")),
+        transactional_id: Some(id.to_string()),
         transaction_timeout_ms: TXN_TIMEOUT_MS,
         linger_ms: 2,
         request_timeout_ms: 5_000,
         delivery_timeout_ms: CALL_TIMEOUT_MS,
         max_block_ms: 5_000,
         ..ProducerConfig::default()
-    };
+    }
+}
+
+/// spool's producer of transactional id `faults-txn-<id>`, its transactions initialised.
+fn connect(id: u32, bootstrap: &[String]) -> Result<Producer, String> {
+    let config = transactional_config(&format!("faults-txn-{id}"));
     let bootstrap: Vec<&str> = bootstrap.iter().map(String::as_str).collect();
     let p = Producer::new(&bootstrap, config).map_err(|e| format!("producer: {e}"))?;
     p.init_transactions(CALL_TIMEOUT_MS)
