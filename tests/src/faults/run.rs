@@ -380,12 +380,14 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, ctx: &Context<'_>) -> Result<Re
             .lock()
             .map_err(|_| "the history's lock was poisoned".to_string())?
             .clone();
+        let (visible, whole) =
+            run_txn::read_back(cluster.node(1), TOPIC, PARTITIONS, SETTLE_TIMEOUT)?;
         let check = if txn {
             run_txn::check_txn
         } else {
             run_txn::check_ctp
         };
-        let (report, extra) = check(cluster.node(1), TOPIC, PARTITIONS, SETTLE_TIMEOUT, &history)?;
+        let (report, extra) = check(&history, &visible, &whole);
         write_json(cfg, &report, &history, &BTreeMap::new(), extra)?;
         return Ok(report);
     }

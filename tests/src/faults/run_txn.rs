@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use spool_protocol::client::admin::NewTopic;
 
 use super::check::Report;
-use super::history::History;
+use super::history::{FinalLog, History};
 use super::workload::Shared;
 use super::{ctp_check, ctp_workload, txn_check, txn_workload};
 use crate::broker::Broker;
@@ -18,18 +18,22 @@ use crate::broker::Broker;
 /// A transactional workload's verdict and its own counts (for the run's JSON).
 pub type Verdict = (Report, serde_json::Value);
 
-/// The `txn` workload's verdict (`super::txn_check`), its counts printed.
-pub fn check_txn(
+/// The run's topic read back through `broker` once every transaction is decided: with
+/// read_committed, and whole (`super::txn_workload::read_back`).
+pub fn read_back(
     broker: &Broker,
     topic: &str,
     partitions: i32,
     timeout: Duration,
-    history: &History,
-) -> Result<Verdict, String> {
-    let (visible, whole) =
-        txn_workload::read_back(&broker.bootstrap(), topic, partitions, timeout)?;
+) -> Result<(FinalLog, FinalLog), String> {
+    txn_workload::read_back(&broker.bootstrap(), topic, partitions, timeout)
+}
+
+/// The `txn` workload's verdict (`super::txn_check`) on the topic as read_committed sees it
+/// (`visible`) and whole; its counts printed.
+pub fn check_txn(history: &History, visible: &FinalLog, whole: &FinalLog) -> Verdict {
     let (mut report, mut counts) =
-        txn_check::check_txns(&history.txns, &visible, &whole, txn_workload::PRODUCERS);
+        txn_check::check_txns(&history.txns, visible, whole, txn_workload::PRODUCERS);
     report.max_unavailable_ms = txn_check::longest_gap_ms(history, None);
     counts.longest_gap_ms_by_producer = (0..txn_workload::PRODUCERS)
         .map(|p| txn_check::longest_gap_ms(history, Some(p)))
@@ -42,7 +46,7 @@ pub fn check_txn(
         "aborted_records_in_log": counts.aborted_in_log,
         "longest_gap_ms_by_producer": counts.longest_gap_ms_by_producer,
     });
-    Ok((report, json))
+    (report, json)
 }
 
 /// Creates the `ctp` workload's input topic (RF 3) and writes its inputs.
@@ -72,17 +76,10 @@ pub fn wait_ctp(shared: &Shared, timeout: Duration) {
     }
 }
 
-/// The `ctp` workload's verdict (`super::ctp_check`), its counts printed.
-pub fn check_ctp(
-    broker: &Broker,
-    topic: &str,
-    partitions: i32,
-    timeout: Duration,
-    history: &History,
-) -> Result<Verdict, String> {
-    let (visible, whole) =
-        txn_workload::read_back(&broker.bootstrap(), topic, partitions, timeout)?;
-    let (report, rewritten) = ctp_check::check_ctp(&visible, &whole, &history.ctp);
+/// The `ctp` workload's verdict (`super::ctp_check`) on the topic as read_committed sees it
+/// (`visible`) and whole; its counts printed.
+pub fn check_ctp(history: &History, visible: &FinalLog, whole: &FinalLog) -> Verdict {
+    let (report, rewritten) = ctp_check::check_ctp(visible, whole, &history.ctp);
     let p = &history.ctp;
     println!(
         "  ctp_finished={} ctp_transactions={} ctp_inputs_committed={} ctp_in_doubt={} ctp_restarts={} ctp_outputs_rewritten_hidden={rewritten}",
@@ -98,5 +95,5 @@ pub fn check_ctp(
         "last_restart": p.last_restart,
         "outputs_rewritten_hidden": rewritten,
     });
-    Ok((report, json))
+    (report, json)
 }
