@@ -28,6 +28,7 @@ pub fn log_config_for(broker: &BrokerConfig, topic: &TopicImage) -> LogConfig {
         } else {
             CleanupPolicy::Delete
         },
+        prewrite_bytes: broker.log_prewrite_bytes,
         ..LogConfig::default()
     }
 }
@@ -84,6 +85,22 @@ mod tests {
         assert_eq!(c.cleanup_policy, CleanupPolicy::Delete);
         assert_eq!(c.retention_ms, b.topic_defaults.retention_ms);
         assert_eq!(c.max_batch_bytes, b.max_message_bytes);
+    }
+
+    #[test]
+    fn zeros_ahead_only_where_acks_wait_for_fdatasync() {
+        let parse = |args: &[&str]| {
+            let w = <Wrapper as clap::Parser>::try_parse_from(args).unwrap();
+            BrokerConfig::from_args(&w.serve)
+        };
+        let c = log_config_for(&parse(&["spool"]).unwrap(), &topic(&[]));
+        assert_eq!(c.prewrite_bytes, crate::config::LOG_PREWRITE_BYTES_FSYNC);
+        let b = parse(&["spool", "--durability", "replicated"]).unwrap();
+        assert_eq!(log_config_for(&b, &topic(&[])).prewrite_bytes, 0);
+        let b = parse(&["spool", "--log-prewrite-bytes", "0"]).unwrap();
+        assert_eq!(log_config_for(&b, &topic(&[])).prewrite_bytes, 0);
+        let err = parse(&["spool", "--log-prewrite-bytes", "1000"]).unwrap_err();
+        assert!(err.contains("multiple of 4096"), "{err}");
     }
 
     #[test]

@@ -31,6 +31,10 @@ pub struct LogConfig {
     pub writes_in_flight_max: usize,
     /// fallocate step for the active segment.
     pub preallocate_bytes: u64,
+    /// How far past the log end the active segment's blocks are kept written with zeros, so an
+    /// fdatasync finds no extent metadata to write ([`crate::prewrite`]); 0 turns it off. It
+    /// costs a second write of every block, so it pays only where acks wait for fdatasync.
+    pub prewrite_bytes: u64,
     /// Recently appended bytes served from memory.
     pub tail_cache_bytes: usize,
     /// `retention.ms` (None = forever).
@@ -57,6 +61,7 @@ impl Default for LogConfig {
             write_buffer_bytes: 1 << 20,
             writes_in_flight_max: 4,
             preallocate_bytes: 32 << 20,
+            prewrite_bytes: 0,
             tail_cache_bytes: 4 << 20,
             retention_ms: Some(7 * 24 * 3_600_000),
             retention_bytes: None,
@@ -94,6 +99,12 @@ impl LogConfig {
             return Err(format!(
                 "preallocate_bytes must be a multiple of {BLOCK_BYTES}, got {}",
                 self.preallocate_bytes
+            ));
+        }
+        if self.prewrite_bytes % BLOCK_BYTES != 0 {
+            return Err(format!(
+                "prewrite_bytes must be a multiple of {BLOCK_BYTES}, got {}",
+                self.prewrite_bytes
             ));
         }
         if self.writes_in_flight_max == 0 {

@@ -27,6 +27,7 @@ pub mod free_space;
 pub mod index;
 pub mod log;
 pub mod poll_probe;
+pub mod prewrite;
 pub mod records;
 pub mod retention;
 pub mod scan;

@@ -18,6 +18,13 @@
 //! at preallocation, before anything is acknowledged. A failed write takes the writer offline
 //! (its tail is unknown until recovery); it never pretends the bytes are there.
 //!
+//! Zeros ahead (`prewrite_bytes`, [`crate::prewrite`]): the writer keeps the blocks just past the
+//! log end written with zeros, so the fdatasyncs that acknowledge appends flush data, not extent
+//! metadata too. One zero write per segment is in flight at a time, outside the segment's own
+//! write slots but inside the core's; a data write that would touch its range waits for it, and
+//! sealing waits for it before the file is trimmed. A zero write that fails only stops the zeros
+//! for this segment: the blocks stay preallocated, and appends work as without them.
+//!
 //! Never does: DMA reads (glommio's polled-read probe fails on this disk, DESIGN §12 — reads go
 //! through the page cache in `log`), or holding a `RefCell` borrow across an `.await`.
 
@@ -38,6 +45,7 @@ use crate::config::{LogConfig, BLOCK_BYTES};
 use crate::core_writes;
 use crate::error::LogError;
 use crate::free_space;
+use crate::prewrite;
 
 fn align_down(v: u64) -> u64 {
     v / BLOCK_BYTES * BLOCK_BYTES
@@ -75,6 +83,21 @@ struct State {
     submitted_mark: u64,
     synced_mark: u64,
     preallocated_end: u64,
+    /// Zeros written so far end here (`prewrite`); beyond it the blocks may be unwritten.
+    zeroed_end: u64,
+    /// The zero write in flight, if any: data writes into this range wait for it.
+    zeroing: Option<(u64, u64)>,
+    /// A zero write failed: no more for this segment.
+    zeros_stopped: bool,
+    /// Bytes each fdatasync covered, averaged (1/8 weight to the newest): the zeros pay only
+    /// while syncs are small ([`prewrite::worth_it`]).
+    sync_bytes_avg: u64,
+    /// The preallocated end at which a step for the zeros' lead did not fit: not tried again
+    /// (an fstatvfs per append) until the preallocation moves.
+    ahead_refused_at: Option<u64>,
+    /// Zero writes completed, and data writes that waited for one (the appends overtook them).
+    zero_writes: u64,
+    zero_waits: u64,
     offline: Option<String>,
 }
 
@@ -95,6 +118,8 @@ pub struct SegmentWriter {
     sync_waiters: RefCell<Vec<Waker>>,
     write_buffer_bytes: usize,
     preallocate_bytes: u64,
+    prewrite_bytes: u64,
+    zero_waiters: RefCell<Vec<Waker>>,
     fdatasyncs: Rc<Cell<u64>>,
 }
 
@@ -147,6 +172,14 @@ impl SegmentWriter {
                 submitted_mark: initial_mark,
                 synced_mark: initial_mark,
                 preallocated_end: align_down(file_bytes),
+                // What lies past the end after a restart is unknown: written again if needed.
+                zeroed_end: align_up(logical_end),
+                zeroing: None,
+                zeros_stopped: false,
+                sync_bytes_avg: 0,
+                ahead_refused_at: None,
+                zero_writes: 0,
+                zero_waits: 0,
                 offline: None,
             }),
             write_slots: Rc::new(Semaphore::new(writes_in_flight_max as u64)),
@@ -156,6 +189,8 @@ impl SegmentWriter {
             sync_waiters: RefCell::new(Vec::new()),
             write_buffer_bytes,
             preallocate_bytes,
+            prewrite_bytes: config.prewrite_bytes,
+            zero_waiters: RefCell::new(Vec::new()),
             fdatasyncs,
         });
         Ok(w)
@@ -195,7 +230,24 @@ impl SegmentWriter {
     /// used but not hoarded; only when even that fails is the append refused (DiskFull).
     async fn reserve(&self, end: u64) -> Result<(), LogError> {
         let prealloc = self.st.borrow().preallocated_end;
-        if end <= prealloc || self.preallocate_bytes == 0 {
+        if self.preallocate_bytes == 0 {
+            return Ok(());
+        }
+        if end <= prealloc {
+            // Room for the zeros' lead too, while a whole step fits; never required.
+            let tried = self.st.borrow().ahead_refused_at == Some(prealloc);
+            if self.prewrite_bytes > 0 && end + self.prewrite_bytes > prealloc && !tried {
+                let step = align_up(prealloc + self.preallocate_bytes);
+                let fits = free_space::available_bytes(self.file.as_raw_fd())
+                    .is_ok_and(|free| free_space::step_fits(step - prealloc, free));
+                let took = fits && self.file.pre_allocate(step, false).await.is_ok();
+                let mut st = self.st.borrow_mut();
+                if took {
+                    st.preallocated_end = st.preallocated_end.max(step);
+                } else {
+                    st.ahead_refused_at = Some(prealloc);
+                }
+            }
             return Ok(());
         }
         let step = align_up(end.max(prealloc + self.preallocate_bytes));
@@ -238,9 +290,96 @@ impl SegmentWriter {
         for part in parts {
             self.stage(part).await?;
         }
-        let mut st = self.st.borrow_mut();
-        st.mark = st.mark.max(mark);
+        {
+            let mut st = self.st.borrow_mut();
+            st.mark = st.mark.max(mark);
+        }
+        self.prewrite();
         Ok(start)
+    }
+
+    /// Starts the next zero write ahead of the log end, if one is due ([`crate::prewrite`]).
+    fn prewrite(self: &Rc<Self>) {
+        if self.prewrite_bytes == 0 {
+            return;
+        }
+        let (start, end) = {
+            let mut st = self.st.borrow_mut();
+            if st.zeroing.is_some()
+                || st.zeros_stopped
+                || st.offline.is_some()
+                || !prewrite::worth_it(st.sync_bytes_avg, self.write_buffer_bytes as u64)
+            {
+                return;
+            }
+            let Some(range) = prewrite::next_zero_range(
+                st.logical_end(),
+                st.zeroed_end,
+                st.preallocated_end,
+                self.prewrite_bytes,
+                self.write_buffer_bytes as u64,
+            ) else {
+                return;
+            };
+            // The rule's promise, checked against what is really in flight: no data write
+            // (submitted or still to land) reaches into the range.
+            assert!(
+                range.0 >= align_up(st.logical_end())
+                    && st.in_flight.iter().all(|&(_, end, _)| end <= range.0),
+                "zero range {range:?} meets data (end {}, in flight {:?})",
+                st.logical_end(),
+                st.in_flight
+            );
+            // Set before anything else runs: a data write recorded from now on checks it.
+            st.zeroing = Some(range);
+            range
+        };
+        let me = Rc::clone(self);
+        glommio::spawn_local(async move {
+            let len = (end - start) as usize;
+            let res = match core_writes::acquire().await {
+                Ok(slot) => {
+                    let mut buf = me.file.alloc_dma_buffer(len);
+                    buf.as_bytes_mut().fill(0);
+                    let res = me.file.write_at(buf, start).await;
+                    drop(slot);
+                    res.map_err(|e| e.to_string())
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            {
+                let mut st = me.st.borrow_mut();
+                st.zeroing = None;
+                match res {
+                    Ok(n) if n >= len => {
+                        st.zeroed_end = st.zeroed_end.max(end);
+                        st.zero_writes += 1;
+                    }
+                    other => {
+                        st.zeros_stopped = true;
+                        tracing::warn!(segment = %me.path.display(), start, end, result = ?other, "a zero write ahead of the log end failed; no more for this segment");
+                    }
+                }
+            }
+            let waiters: Vec<Waker> = me.zero_waiters.borrow_mut().drain(..).collect();
+            for waker in waiters {
+                waker.wake();
+            }
+        })
+        .detach();
+    }
+
+    /// Resolves once no zero write is in flight.
+    async fn zeros_idle(&self) {
+        std::future::poll_fn(|cx| {
+            if self.st.borrow().zeroing.is_none() {
+                Poll::Ready(())
+            } else {
+                self.zero_waiters.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
     }
 
     /// Copies `bytes` behind what is staged, writing out each buffer it fills.
@@ -267,6 +406,19 @@ impl SegmentWriter {
     /// Writes out what is staged: whole blocks leave the buffer; a partial last block is written
     /// padded and stays staged to be rewritten.
     async fn submit_staged(self: &Rc<Self>) -> Result<(), LogError> {
+        loop {
+            match self.submit_staged_once().await? {
+                Submitted::Done => return Ok(()),
+                // Its range meets the zero write in flight: after that, and not before.
+                Submitted::BehindZeros => {
+                    self.st.borrow_mut().zero_waits += 1;
+                    self.zeros_idle().await;
+                }
+            }
+        }
+    }
+
+    async fn submit_staged_once(self: &Rc<Self>) -> Result<Submitted, LogError> {
         // A previous write that ended in a partial block overlaps this one's first block: wait
         // for it, so writes of the same block complete in order.
         let overlaps = {
@@ -291,7 +443,14 @@ impl SegmentWriter {
             let mut st = self.st.borrow_mut();
             if st.staged_bytes == 0 || st.written_end >= st.logical_end() && st.in_flight.is_empty()
             {
-                return Ok(());
+                return Ok(Submitted::Done);
+            }
+            let padded_end = st.stage_pos + align_up(st.staged_bytes as u64);
+            if st
+                .zeroing
+                .is_some_and(|(z0, z1)| st.stage_pos < z1 && padded_end > z0)
+            {
+                return Ok(Submitted::BehindZeros);
             }
             let staged = st.staged_bytes;
             let whole = align_down(staged as u64) as usize;
@@ -342,7 +501,7 @@ impl SegmentWriter {
             drop(permit);
         })
         .detach();
-        Ok(())
+        Ok(Submitted::Done)
     }
 
     /// Waits until every submitted write has completed.
@@ -419,6 +578,8 @@ impl SegmentWriter {
             LogError::io("fdatasync", &self.path, e)
         })?;
         let mut st = self.st.borrow_mut();
+        let covered = target_end.saturating_sub(st.synced_end);
+        st.sync_bytes_avg = (st.sync_bytes_avg * 7 + covered) / 8;
         st.synced_end = st.synced_end.max(target_end);
         st.synced_mark = st.synced_mark.max(target_mark);
         Ok(())
@@ -429,6 +590,8 @@ impl SegmentWriter {
     pub async fn seal(self: &Rc<Self>) -> Result<u64, LogError> {
         let end = self.logical_end();
         self.sync_to(end).await?;
+        // A zero write landing after the trim would grow the file again.
+        self.zeros_idle().await;
         self.file
             .truncate(end)
             .await
@@ -439,6 +602,12 @@ impl SegmentWriter {
             .map_err(|e| LogError::io("fdatasync", &self.path, e))?;
         Ok(end)
     }
+}
+
+/// What one attempt to write out the staging did.
+enum Submitted {
+    Done,
+    BehindZeros,
 }
 
 /// The sync this task runs, ended when it is dropped: finished, failed, or dropped half-way
@@ -483,6 +652,10 @@ impl Future for SyncDone<'_> {
         Poll::Pending
     }
 }
+
+#[cfg(test)]
+#[path = "writer_prewrite_tests.rs"]
+mod prewrite_tests;
 
 #[cfg(test)]
 mod tests {

@@ -40,6 +40,11 @@ struct Args {
 static CORE_WRITES: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(spool_storage::core_writes::CORE_WRITES_IN_FLIGHT_MAX);
 
+/// `--prewrite-bytes N`: the zeros' lead (`LogConfig::prewrite_bytes`) of the fsync run
+/// (default: the broker's under `--durability fsync`, 8 MiB; 0 turns it off). The runs without
+/// fdatasync use none, as the broker under `--durability replicated`.
+static PREWRITE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(8 << 20);
+
 fn parse_args() -> Args {
     let mut a = Args {
         dir: PathBuf::from("target/storage-bench"),
@@ -66,13 +71,18 @@ fn parse_args() -> Args {
                     CORE_WRITES.store(n, std::sync::atomic::Ordering::Relaxed);
                 }
             }
+            "--prewrite-bytes" => {
+                if let Ok(n) = val().parse::<u64>() {
+                    PREWRITE.store(n / 4096 * 4096, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
             "--skip-fio" => {
                 a.skip_fio = true;
                 i += 1;
                 continue;
             }
             "-h" | "--help" => {
-                println!("storage-bench [--dir D] [--seconds S] [--rounds R] [--partitions N] [--fsync-producers N] [--reopen-gib G] [--core-writes N] [--skip-fio]");
+                println!("storage-bench [--dir D] [--seconds S] [--rounds R] [--partitions N] [--fsync-producers N] [--reopen-gib G] [--core-writes N] [--prewrite-bytes N] [--skip-fio]");
                 std::process::exit(0);
             }
             other => {
@@ -301,7 +311,11 @@ fn append_mbps(dir: PathBuf, partitions: usize, seconds: u64) -> f64 {
 /// `producers` concurrent appenders on one log, each acknowledged only after fdatasync.
 fn append_fsync_mbps(dir: PathBuf, producers: usize, seconds: u64) -> (f64, f64) {
     run_on_core(dir.clone(), async move || {
-        let (log, _) = PartitionLog::open(dir.join("t-fsync"), LogConfig::default())
+        let config = LogConfig {
+            prewrite_bytes: PREWRITE.load(std::sync::atomic::Ordering::Relaxed),
+            ..LogConfig::default()
+        };
+        let (log, _) = PartitionLog::open(dir.join("t-fsync"), config)
             .await
             .expect("open");
         let batch = template_batch();
