@@ -308,7 +308,7 @@ impl SegmentWriter {
             if st.zeroing.is_some()
                 || st.zeros_stopped
                 || st.offline.is_some()
-                || !prewrite::worth_it(st.sync_bytes_avg, self.write_buffer_bytes as u64)
+                || !prewrite::worth_it(st.sync_bytes_avg)
             {
                 return;
             }
@@ -339,9 +339,7 @@ impl SegmentWriter {
             let len = (end - start) as usize;
             let res = match core_writes::acquire().await {
                 Ok(slot) => {
-                    let mut buf = me.file.alloc_dma_buffer(len);
-                    buf.as_bytes_mut().fill(0);
-                    let res = me.file.write_at(buf, start).await;
+                    let res = me.file.write_rc_at(zeros(&me.file, len), start).await;
                     drop(slot);
                     res.map_err(|e| e.to_string())
                 }
@@ -602,6 +600,33 @@ impl SegmentWriter {
             .map_err(|e| LogError::io("fdatasync", &self.path, e))?;
         Ok(end)
     }
+}
+
+thread_local! {
+    /// One buffer of zeros per chunk size this core writes ahead with (in practice one or two
+    /// sizes: `write_buffer_bytes`), shared by every zero write: zeroing a fresh megabyte per
+    /// write cost the broker 11 % of its samples.
+    static ZEROS: RefCell<Vec<Rc<DmaBuffer>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Most chunk sizes [`ZEROS`] keeps (a bound; beyond it a buffer is made for the write).
+const ZERO_BUFFERS_MAX: usize = 4;
+
+/// `len` bytes of zeros to write from.
+fn zeros(file: &DmaFile, len: usize) -> Rc<DmaBuffer> {
+    ZEROS.with(|cell| {
+        let mut cache = cell.borrow_mut();
+        if let Some(buf) = cache.iter().find(|b| b.len() == len) {
+            return Rc::clone(buf);
+        }
+        let mut buf = file.alloc_dma_buffer(len);
+        buf.as_bytes_mut().fill(0);
+        let buf = Rc::new(buf);
+        if cache.len() < ZERO_BUFFERS_MAX {
+            cache.push(Rc::clone(&buf));
+        }
+        buf
+    })
 }
 
 /// What one attempt to write out the staging did.

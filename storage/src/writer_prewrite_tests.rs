@@ -117,14 +117,14 @@ fn no_zeros_when_off_or_when_syncs_are_large() {
         assert_eq!(w.st.borrow().zero_writes, 0, "nothing zeroed");
         assert_eq!(w.seal().await.unwrap(), expect.len() as u64);
 
-        // Syncs that each cover more than a staging write: the zeros stop paying.
+        // Syncs that each cover more than `prewrite::SYNC_BYTES_MAX`: the zeros stop paying.
         let big = dir.path().join("big.log");
         let w = open(&big, 0, &[], &cfg(16384)).await;
         let mut at = 0usize;
-        for _ in 0..8 {
-            let chunk: Vec<u8> = (at..at + 20_000).map(byte).collect();
-            w.append(&chunk, (at + 20_000) as u64).await.unwrap();
-            at += 20_000;
+        for _ in 0..12 {
+            let chunk: Vec<u8> = (at..at + 200_000).map(byte).collect();
+            w.append(&chunk, (at + 200_000) as u64).await.unwrap();
+            at += 200_000;
             w.sync_to(at as u64).await.unwrap();
         }
         w.zeros_idle().await;
