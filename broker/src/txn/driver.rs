@@ -10,9 +10,12 @@
 //! Prepare record is durable, and the Complete record is written only after the writer reports
 //! every marker written; a prepared transaction found on replay has its markers written again
 //! (markers are idempotent), so a coordinator lost between prepare and complete never leaves a
-//! transaction half done. An id's requests wait for nothing here: while its record is pending,
-//! others get CONCURRENT_TRANSACTIONS from the coordinator and retry. No `RefCell` borrow is
-//! held across an `.await`.
+//! transaction half done. A request refused CONCURRENT_TRANSACTIONS waits here for the id's next
+//! record (up to [`CONCURRENT_WAIT_MS`]) and is decided again; an AddPartitionsToTxn waiting so
+//! while its producer's previous transaction completes rides on the completing write: the
+//! Complete record and the next Ongoing record are appended as one batch (one fdatasync), and the
+//! request, decided again, finds its partitions added (`TxnCoordinator::complete_then_add`). No
+//! `RefCell` borrow is held across an `.await`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap};
@@ -27,7 +30,8 @@ use spool_storage::records::BatchBuilder;
 use super::calls::{TxnAnswer, TxnCall};
 use super::records;
 use super::{
-    coordinator_partition, Step, TxnAction, TxnCoordinator, TxnMetadata, TRANSACTION_STATE_TOPIC,
+    coordinator_partition, NextAdd, Step, TxnAction, TxnCoordinator, TxnMetadata,
+    TRANSACTION_STATE_TOPIC,
 };
 use crate::clock::{now_ms, now_ms_u64};
 use crate::internal_replay::Replay;
@@ -59,8 +63,13 @@ pub struct MarkerWork {
     pub decision_offset: i64,
 }
 
-/// A request waiting for its id's next record: its token and its wake-up.
-type Waiter = (u64, LocalSender<()>);
+/// A request waiting for its id's next record: its token, its wake-up, and, for an
+/// AddPartitionsToTxn, what it adds (to fold into a completing write).
+struct Waiter {
+    token: u64,
+    wake: LocalSender<()>,
+    next_add: Option<NextAdd>,
+}
 
 pub struct TxnDriver {
     machine: RefCell<TxnCoordinator>,
@@ -164,11 +173,28 @@ impl TxnDriver {
             let token = self.next_waiter.get();
             self.next_waiter.set(token + 1);
             let (tx, rx) = local_channel::new_bounded(1);
+            let next_add = match &call {
+                TxnCall::AddPartitions {
+                    producer_id,
+                    producer_epoch,
+                    partitions,
+                    ..
+                } => Some(NextAdd {
+                    producer_id: *producer_id,
+                    producer_epoch: *producer_epoch,
+                    partitions: partitions.clone(),
+                }),
+                _ => None,
+            };
             self.waiters
                 .borrow_mut()
                 .entry(id.clone())
                 .or_default()
-                .push((token, tx));
+                .push(Waiter {
+                    token,
+                    wake: tx,
+                    next_add,
+                });
             let answer = self.serve_once(call.clone()).await;
             let busy = matches!(
                 answer,
@@ -195,8 +221,8 @@ impl TxnDriver {
     /// Wakes the requests waiting for `transactional_id`'s next record.
     fn wake(&self, transactional_id: &str) {
         let woken = self.waiters.borrow_mut().remove(transactional_id);
-        for (_, tx) in woken.into_iter().flatten() {
-            let _ = tx.try_send(());
+        for w in woken.into_iter().flatten() {
+            let _ = w.wake.try_send(());
         }
     }
 
@@ -204,7 +230,7 @@ impl TxnDriver {
     fn forget_waiter(&self, transactional_id: &str, token: u64) {
         let mut waiters = self.waiters.borrow_mut();
         if let Some(list) = waiters.get_mut(transactional_id) {
-            list.retain(|(t, _)| *t != token);
+            list.retain(|w| w.token != token);
             if list.is_empty() {
                 waiters.remove(transactional_id);
             }
@@ -331,7 +357,10 @@ impl TxnDriver {
         match step {
             Step::Answer(r) => r.map(|()| None),
             Step::Write { record, answer } => {
-                if self.write(transactional_id, &record).await {
+                if self
+                    .write(transactional_id, std::slice::from_ref(&record))
+                    .await
+                {
                     answer.map(|()| Some(record))
                 } else {
                     Err(ErrorCode::NotCoordinator)
@@ -340,11 +369,11 @@ impl TxnDriver {
         }
     }
 
-    /// Appends `record` (the id's pending one) and tells the coordinator the outcome and where
-    /// the record is; markers it then asks for go to the marker writer. Whether the record is
-    /// durable.
-    async fn write(&self, transactional_id: &str, record: &TxnMetadata) -> bool {
-        let written_at = match self.append(transactional_id, record).await {
+    /// Appends `records` as one batch (the last is the id's pending one) and tells the
+    /// coordinator the outcome and where the last record is; markers it then asks for go to the
+    /// marker writer. Whether the records are durable.
+    async fn write(&self, transactional_id: &str, records: &[TxnMetadata]) -> bool {
+        let written_at = match self.append(transactional_id, records).await {
             Ok(offset) => Some(offset),
             Err(code) => {
                 tracing::warn!(transactional_id, ?code, "transaction state write failed");
@@ -397,16 +426,23 @@ impl TxnDriver {
     }
 
     /// The marker writer wrote every marker of the id's prepared transaction: the Complete
-    /// record follows (retried each tick until it is written).
+    /// record follows (retried each tick until it is written), with the next transaction's
+    /// Ongoing record in the same batch when its AddPartitionsToTxn is waiting.
     pub async fn markers_written(&self, transactional_id: &str) {
-        let record = self
-            .machine
-            .borrow_mut()
-            .on_markers_written(transactional_id, clock_ms());
-        let Some(record) = record else {
+        let next_add = self
+            .waiters
+            .borrow()
+            .get(transactional_id)
+            .and_then(|list| list.iter().find_map(|w| w.next_add.clone()));
+        let records = self.machine.borrow_mut().complete_then_add(
+            transactional_id,
+            clock_ms(),
+            next_add.as_ref(),
+        );
+        if records.is_empty() {
             return;
-        };
-        if self.write(transactional_id, &record).await {
+        }
+        if self.write(transactional_id, &records).await {
             self.completing.borrow_mut().remove(transactional_id);
         } else {
             self.completing
@@ -415,18 +451,25 @@ impl TxnDriver {
         }
     }
 
-    /// Appends `record` to the id's `__transaction_state` partition (acks=all); its offset.
-    async fn append(&self, transactional_id: &str, record: &TxnMetadata) -> Result<u64, ErrorCode> {
+    /// Appends `records` to the id's `__transaction_state` partition as one batch (acks=all);
+    /// the last record's offset.
+    async fn append(
+        &self,
+        transactional_id: &str,
+        records: &[TxnMetadata],
+    ) -> Result<u64, ErrorCode> {
         let partition = self.partition_of(transactional_id)?;
         let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC, partition);
         let part = self.local.partition(&tp).ok_or(ErrorCode::NotCoordinator)?;
         let now = now_ms();
         let mut b = BatchBuilder::new(now);
-        b.push(
-            now,
-            Some(records::encode_key(transactional_id)),
-            Some(records::encode_value(record)),
-        );
+        for record in records {
+            b.push(
+                now,
+                Some(records::encode_key(transactional_id)),
+                Some(records::encode_value(record)),
+            );
+        }
         let batch: Bytes = b
             .build()
             .map_err(|_| ErrorCode::UnknownServerError)?
@@ -442,9 +485,10 @@ impl TxnDriver {
             )
             .await;
         match r.error {
-            ErrorCode::None => {
-                u64::try_from(r.base_offset).map_err(|_| ErrorCode::UnknownServerError)
-            }
+            ErrorCode::None => u64::try_from(r.base_offset)
+                .ok()
+                .and_then(|base| base.checked_add(records.len() as u64 - 1))
+                .ok_or(ErrorCode::UnknownServerError),
             code => Err(code),
         }
     }
@@ -475,7 +519,7 @@ impl TxnDriver {
                 "aborting a transaction past its timeout"
             );
             let id = record.transactional_id.clone();
-            self.write(&id, &record).await;
+            self.write(&id, std::slice::from_ref(&record)).await;
         }
         let completing: Vec<String> = self.completing.borrow().iter().cloned().collect();
         for id in completing {

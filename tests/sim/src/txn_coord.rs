@@ -21,12 +21,16 @@
 //! fails at once (the partition refused it): [`TxnCoordinator::on_written`] hears `false`, the
 //! request is answered NOT_COORDINATOR, a timeout's abort is tried again on a later tick and a
 //! completing record after the markers again on the next tick.
+//! Folding, as the broker's driver does: an AddPartitionsToTxn refused CONCURRENT_TRANSACTIONS
+//! is remembered (the broker's request waits instead), and the completing write after the
+//! markers carries it ([`TxnCoordinator::complete_then_add`]): the Complete record and the next
+//! Ongoing record are appended together and become durable with one fsync, or are lost together.
 //! Never does: decide anything the coordinator decides.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use spool_core::txn::records;
-use spool_core::txn::{Step, TxnAction, TxnCoordinator, TxnMetadata, TxnState};
+use spool_core::txn::{NextAdd, Step, TxnAction, TxnCoordinator, TxnMetadata, TxnState};
 use spool_core::TopicPartition;
 use spool_protocol::ErrorCode;
 
@@ -59,6 +63,9 @@ struct InFlight {
     index: usize,
     transactional_id: String,
     reply: Option<Reply>,
+    /// Records appended in the same write before this one (a folded Complete), reported
+    /// durable before it.
+    earlier: Vec<TxnMetadata>,
 }
 
 #[derive(Debug)]
@@ -84,6 +91,9 @@ pub struct CoordHost {
     markers: BTreeMap<String, MarkerJob>,
     /// Ids whose markers are all written but whose completing record could not be pended yet.
     complete_due: BTreeSet<String>,
+    /// The last AddPartitionsToTxn refused CONCURRENT_TRANSACTIONS per id, to fold into the
+    /// id's completing write (lost on a crash, as a waiting request is).
+    parked: BTreeMap<String, NextAdd>,
     next_producer_id: i64,
     txn_numbers: BTreeMap<String, (u64, bool)>,
 }
@@ -107,6 +117,7 @@ impl CoordHost {
             in_flight: Vec::new(),
             markers: BTreeMap::new(),
             complete_due: BTreeSet::new(),
+            parked: BTreeMap::new(),
             next_producer_id: 1000,
             txn_numbers: BTreeMap::new(),
         }
@@ -182,6 +193,16 @@ impl CoordHost {
                     &tps,
                     now_ms,
                 );
+                if step == Step::Answer(Err(ErrorCode::ConcurrentTransactions)) {
+                    self.parked.insert(
+                        transactional_id.clone(),
+                        NextAdd {
+                            producer_id,
+                            producer_epoch,
+                            partitions: tps,
+                        },
+                    );
+                }
                 (req, transactional_id, step)
             }
             TxnMsg::EndTxn {
@@ -222,7 +243,7 @@ impl CoordHost {
                     req,
                     answer,
                 };
-                self.append(record, Some(reply), out);
+                self.append(vec![record], Some(reply), out);
             }
         }
     }
@@ -234,7 +255,7 @@ impl CoordHost {
                 "coordinator: {} timed out, aborting at epoch {}",
                 record.transactional_id, record.producer_epoch
             ));
-            self.append(record, None, out);
+            self.append(vec![record], None, out);
         }
         let epoch = self.coordinator_epoch;
         for (id, job) in &mut self.markers {
@@ -318,6 +339,10 @@ impl CoordHost {
             .partition(|f| f.index < synced);
         self.in_flight = rest;
         for f in done {
+            for earlier in &f.earlier {
+                let txn_no = self.count(earlier);
+                out.durable.push((earlier.clone(), txn_no));
+            }
             let actions = self
                 .coord
                 .on_written(&f.transactional_id, Some(f.index as u64));
@@ -357,6 +382,7 @@ impl CoordHost {
         self.in_flight.clear();
         self.markers.clear();
         self.complete_due.clear();
+        self.parked.clear();
         self.coord = TxnCoordinator::new(spool_core::txn::TRANSACTION_MAX_TIMEOUT_MS);
     }
 
@@ -382,13 +408,17 @@ impl CoordHost {
         }
     }
 
-    fn append(&mut self, record: TxnMetadata, reply: Option<Reply>, out: &mut CoordOut) {
+    /// Appends `records` (one write: the last is the id's pending record) to the log.
+    fn append(&mut self, records: Vec<TxnMetadata>, reply: Option<Reply>, out: &mut CoordOut) {
+        let record = records
+            .last()
+            .cloned()
+            .expect("a write of at least one record");
         if self.writes_fail {
             let id = record.transactional_id.clone();
-            out.notes.push(format!(
-                "coordinator: write of {id} {:?} failed",
-                record.state
-            ));
+            let states: Vec<TxnState> = records.iter().map(|r| r.state).collect();
+            out.notes
+                .push(format!("coordinator: write of {id} {states:?} failed"));
             let actions = self.coord.on_written(&id, None);
             assert!(actions.is_empty(), "a failed write asks for markers");
             match reply {
@@ -404,7 +434,7 @@ impl CoordHost {
                 }),
                 None => {
                     if matches!(
-                        record.state,
+                        records[0].state,
                         TxnState::CompleteCommit | TxnState::CompleteAbort
                     ) {
                         self.complete_due.insert(id);
@@ -413,14 +443,19 @@ impl CoordHost {
             }
             return;
         }
-        let key = records::encode_key(&record.transactional_id).to_vec();
-        let value = records::encode_value(&record).to_vec();
+        for r in &records {
+            let key = records::encode_key(&r.transactional_id).to_vec();
+            let value = records::encode_value(r).to_vec();
+            self.log.push((key, Some(value)));
+        }
+        let mut earlier = records;
+        earlier.pop();
         self.in_flight.push(InFlight {
-            index: self.log.len(),
+            index: self.log.len() - 1,
             transactional_id: record.transactional_id.clone(),
             reply,
+            earlier,
         });
-        self.log.push((key, Some(value)));
         out.sync = Some((self.incarnation, self.log.len()));
     }
 
@@ -476,9 +511,21 @@ impl CoordHost {
     }
 
     fn complete(&mut self, transactional_id: &str, now_ms: u64, out: &mut CoordOut) {
-        match self.coord.on_markers_written(transactional_id, now_ms) {
-            Some(record) => self.append(record, None, out),
-            None => {
+        let next = self.parked.remove(transactional_id);
+        let records = self
+            .coord
+            .complete_then_add(transactional_id, now_ms, next.as_ref());
+        if records.len() > 1 {
+            out.notes.push(format!(
+                "coordinator: {transactional_id} completes with its next AddPartitions folded in"
+            ));
+        }
+        match records.is_empty() {
+            false => self.append(records, None, out),
+            true => {
+                if let Some(next) = next {
+                    self.parked.insert(transactional_id.to_string(), next);
+                }
                 let prepared = self.coord.describe(transactional_id).is_some_and(|m| {
                     matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
                 });

@@ -11,7 +11,10 @@
 //! record is pending every other request for the id gets CONCURRENT_TRANSACTIONS, which clients
 //! retry. A durable PrepareCommit or PrepareAbort asks for markers
 //! ([`TxnAction::WriteMarkers`]); once they are written ([`TxnCoordinator::on_markers_written`])
-//! the CompleteCommit or CompleteAbort record follows. The markers carry their Prepare record's
+//! the CompleteCommit or CompleteAbort record follows — with the next transaction's Ongoing
+//! record behind it in the same write when the producer's AddPartitionsToTxn is already
+//! waiting ([`TxnCoordinator::complete_then_add`]): one append and one fdatasync instead of two
+//! in a row, on the path of every back-to-back transaction. The markers carry their Prepare record's
 //! offset in `__transaction_state` (the *decision offset*), so a partition can refuse a late
 //! copy of an older transaction's marker (`super::marker_verdict`): the coordinator learns each
 //! record's offset when it is durable ([`TxnCoordinator::on_written`]) or replayed.
@@ -68,6 +71,15 @@ pub enum TxnAction {
         /// The Prepare record's offset in `__transaction_state` (-1 if unknown).
         decision_offset: i64,
     },
+}
+
+/// An AddPartitionsToTxn waiting while its producer's previous transaction completes (it was
+/// refused CONCURRENT_TRANSACTIONS), to fold into the completing write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextAdd {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub partitions: Vec<TopicPartition>,
 }
 
 #[derive(Debug)]
@@ -327,21 +339,57 @@ impl TxnCoordinator {
         transactional_id: &str,
         now_ms: u64,
     ) -> Option<TxnMetadata> {
-        let entry = self.txns.get(transactional_id)?;
+        let mut records = self.complete_then_add(transactional_id, now_ms, None);
+        assert!(records.len() <= 1, "nothing to fold, one record");
+        records.pop()
+    }
+
+    /// [`Self::on_markers_written`], with `next` — an AddPartitionsToTxn of the id's current
+    /// producer (same id and epoch) waiting for the completion — folded in: the records to
+    /// write in this order as one write, Complete then the next transaction's Ongoing (as
+    /// [`Self::add_partitions`] would make it right after the Complete). The last one is the
+    /// pending record: [`Self::on_written`] takes the last record's offset, and both records
+    /// take effect together or, if the write fails, neither. A `next` of another producer or
+    /// epoch is left out (the request, decided again, gets its own answer). Empty when nothing
+    /// is to be written.
+    pub fn complete_then_add(
+        &mut self,
+        transactional_id: &str,
+        now_ms: u64,
+        next: Option<&NextAdd>,
+    ) -> Vec<TxnMetadata> {
+        let Some(entry) = self.txns.get(transactional_id) else {
+            return Vec::new();
+        };
         if entry.pending.is_some() {
-            return None;
+            return Vec::new();
         }
-        let next = match entry.current.state {
+        let done = match entry.current.state {
             TxnState::PrepareCommit => TxnState::CompleteCommit,
             TxnState::PrepareAbort => TxnState::CompleteAbort,
-            _ => return None,
+            _ => return Vec::new(),
         };
-        let mut record = entry.current.transition(next, now_ms);
-        record.partitions.clear();
-        record.txn_start_ms = 0;
-        match self.pend(transactional_id, record, Ok(())) {
-            Step::Write { record, .. } => Some(record),
-            Step::Answer(_) => None,
+        let mut complete = entry.current.transition(done, now_ms);
+        complete.partitions.clear();
+        complete.txn_start_ms = 0;
+        let fold = next.filter(|n| {
+            (n.producer_id, n.producer_epoch) == (complete.producer_id, complete.producer_epoch)
+                && !n.partitions.is_empty()
+        });
+        let mut records = vec![complete];
+        if let Some(n) = fold {
+            let mut ongoing = records[0].transition(TxnState::Ongoing, now_ms);
+            ongoing.txn_start_ms = now_ms;
+            ongoing.partitions.extend(n.partitions.iter().cloned());
+            records.push(ongoing);
+        }
+        let last = records
+            .last()
+            .cloned()
+            .expect("at least the Complete record");
+        match self.pend(transactional_id, last, Ok(())) {
+            Step::Write { .. } => records,
+            Step::Answer(_) => Vec::new(),
         }
     }
 

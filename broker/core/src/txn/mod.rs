@@ -26,11 +26,13 @@ pub mod state;
 pub mod verify;
 
 #[cfg(test)]
+mod fold_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod verify_tests;
 
-pub use coordinator::{Step, TxnAction, TxnCoordinator, TRANSACTION_MAX_TIMEOUT_MS};
+pub use coordinator::{NextAdd, Step, TxnAction, TxnCoordinator, TRANSACTION_MAX_TIMEOUT_MS};
 pub use marker_verdict::{marker_verdict, MarkerVerdict};
 pub use state::{TxnMetadata, TxnState};
 
