@@ -105,6 +105,36 @@ impl SegmentIndex {
         }
     }
 
+    /// The file position of the batch whose base offset is exactly `offset`, when an index entry
+    /// records it. Every batch before that position ends below `offset`, so a read from `offset`
+    /// starts there without reading a header.
+    pub fn position_of_base(&self, offset: u64) -> Option<u64> {
+        let rel = u32::try_from(offset.checked_sub(self.base_offset)?).ok()?;
+        let i = self.offsets.binary_search_by_key(&rel, |&(r, _)| r).ok()?;
+        Some(u64::from(self.offsets[i].1))
+    }
+
+    /// The farthest batch boundary the index knows in `(from_pos, from_pos + bytes_max]` below
+    /// which every batch ends before `upper`: an entry's position (the batches before it end
+    /// below the entry's base offset) or the segment's end. Returns `(position, offset after the
+    /// bytes before it)`. `from_pos` must be a batch boundary; the bytes in between are then whole
+    /// batches, found without reading a header. `None` when the index knows no such boundary
+    /// (the caller walks headers instead).
+    pub fn boundary_within(&self, from_pos: u64, bytes_max: u64, upper: u64) -> Option<(u64, u64)> {
+        let limit = from_pos.saturating_add(bytes_max);
+        if self.size_bytes > from_pos && self.size_bytes <= limit && self.next_offset <= upper {
+            return Some((self.size_bytes, self.next_offset));
+        }
+        // Entries are strictly increasing in both offset and position, so the qualifying ones
+        // (past `from_pos`, within `limit`, base at or below `upper`) are one contiguous run
+        // ending at the last entry meeting both upper bounds.
+        let n = self.offsets.partition_point(|&(r, p)| {
+            u64::from(p) <= limit && self.base_offset + u64::from(r) <= upper
+        });
+        let &(r, p) = self.offsets[..n].last()?;
+        (u64::from(p) > from_pos).then(|| (u64::from(p), self.base_offset + u64::from(r)))
+    }
+
     /// File position from which a forward scan reaches the first batch whose max timestamp is
     /// `>= timestamp`: every batch before the returned position has a smaller max timestamp.
     pub fn lookup_timestamp(&self, timestamp: i64) -> u64 {
@@ -296,6 +326,58 @@ mod tests {
             let indexed = scan_from(&seg, start, |h| h.last_offset() as u64 >= target);
             prop_assert_eq!(linear, indexed);
             prop_assert!(linear.is_some());
+        }
+
+        /// A boundary the index gives is a batch boundary within the limit, every batch before
+        /// it ends below `upper`, and its offset is the one after those batches; with an entry
+        /// per batch, one is found whenever the next batch fits.
+        #[test]
+        fn boundary_within_is_a_batch_boundary_within_limits(
+            batches in arb_batches(), base in 0u64..1_000_000, interval in 1u64..20_000,
+            from in 0usize..80, bytes_max in 0u64..40_000, upper_delta in 0u64..2000,
+        ) {
+            let seg = segment(base, &batches);
+            let idx = build_index(&seg, base, interval);
+            let all: Vec<(u64, BatchHeader)> = BatchIter::new(&seg, usize::MAX)
+                .map(|b| { let b = b.unwrap(); (b.position as u64, b.header) })
+                .collect();
+            let from = from % all.len();
+            let from_pos = all[from].0;
+            let upper = base + upper_delta;
+            let got = idx.boundary_within(from_pos, bytes_max, upper);
+            if let Some((pos, next)) = got {
+                prop_assert!(pos > from_pos && pos <= from_pos + bytes_max);
+                let before: Vec<_> = all.iter().filter(|(p, _)| *p >= from_pos && *p < pos).collect();
+                let (last_pos, last_h) = before.last().unwrap();
+                prop_assert_eq!(last_pos + last_h.total_bytes() as u64, pos, "a batch boundary");
+                prop_assert_eq!(last_h.last_offset() as u64 + 1, next);
+                prop_assert!(before.iter().all(|(_, h)| (h.last_offset() as u64) < upper));
+            }
+            if interval == 1 {
+                if let Some((p, h)) = all.get(from) {
+                    let fits = h.total_bytes() as u64 <= bytes_max && (h.last_offset() as u64) < upper;
+                    let next_known = all.get(from + 1).is_none_or(|(_, n)| n.base_offset as u64 <= upper);
+                    if fits && next_known && *p == from_pos {
+                        prop_assert!(got.is_some(), "every batch is indexed: the next boundary is known");
+                    }
+                }
+            }
+        }
+
+        /// The position of a base offset the index records holds the batch starting there.
+        #[test]
+        fn position_of_base_holds_that_batch(
+            batches in arb_batches(), base in 0u64..1_000_000, interval in 1u64..20_000, probe in 0u64..2000,
+        ) {
+            let seg = segment(base, &batches);
+            let idx = build_index(&seg, base, interval);
+            for &(r, p) in idx.offset_entries() {
+                prop_assert_eq!(idx.position_of_base(base + u64::from(r)), Some(u64::from(p)));
+            }
+            if let Some(pos) = idx.position_of_base(base + probe) {
+                let h = BatchHeader::parse(&seg[pos as usize..]).unwrap();
+                prop_assert_eq!(h.base_offset as u64, base + probe);
+            }
         }
 
         #[test]

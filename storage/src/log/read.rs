@@ -137,6 +137,13 @@ impl PartitionLog {
 
     /// One segment's contribution: the file range of batches holding `offset`.. within limits,
     /// and the offset after its last batch.
+    ///
+    /// Batch headers are read only where the index cannot answer: to find the first batch when
+    /// no entry starts exactly at `offset`, and to find the end when no indexed boundary lies
+    /// within the limits. A consumer reading on from where its last read ended usually needs
+    /// none, which matters because each header read goes through the page cache, and on a
+    /// catch-up read of O_DIRECT-written data that is a second disk read of bytes the fetch then
+    /// reads again with O_DIRECT (DESIGN §5; BENCHMARKS.md 2026-12-07).
     async fn read_segment(
         &self,
         seg: &Segment,
@@ -144,15 +151,32 @@ impl PartitionLog {
         max_bytes: usize,
         upper: u64,
     ) -> Result<Option<(ReadChunk, u64)>, LogError> {
-        let (start_pos, end_pos) = {
+        let (start_pos, end_pos, known_start) = {
             let idx = seg.index.borrow();
             if idx.next_offset <= offset {
                 return Ok(None);
             }
-            (idx.lookup_offset(offset), idx.size_bytes)
+            let known = idx.position_of_base(offset);
+            (idx.lookup_offset(offset), idx.size_bytes, known)
         };
         seg.ensure_written(end_pos).await?;
         let file = seg.reader();
+        let range = |position, len| ReadChunk::File {
+            file: Rc::clone(&file),
+            path: seg.log_path.clone(),
+            position,
+            len,
+        };
+        let by_index = |from: u64| {
+            // Only boundaries inside what `ensure_written` covered: appends may have gone on.
+            let bytes_max = (max_bytes as u64).min(end_pos.saturating_sub(from));
+            seg.index.borrow().boundary_within(from, bytes_max, upper)
+        };
+        if let Some(first_pos) = known_start {
+            if let Some((pos, next)) = by_index(first_pos) {
+                return Ok(Some((range(first_pos, pos - first_pos), next)));
+            }
+        }
         let mut cur = HeaderCursor::new(Rc::clone(&file), start_pos, end_pos);
         let mut first_pos = None;
         let mut taken = 0u64;
@@ -168,6 +192,9 @@ impl PartitionLog {
                     break;
                 }
                 first_pos = Some(cur.position);
+                if let Some((pos, n)) = by_index(cur.position) {
+                    return Ok(Some((range(cur.position, pos - cur.position), n)));
+                }
             } else if last >= upper || taken + h.total_bytes() as u64 > max_bytes as u64 {
                 break;
             }
@@ -175,15 +202,7 @@ impl PartitionLog {
             next = last + 1;
             cur.advance(&h);
         }
-        Ok(first_pos.map(|position| {
-            let chunk = ReadChunk::File {
-                file,
-                path: seg.log_path.clone(),
-                position,
-                len: taken,
-            };
-            (chunk, next)
-        }))
+        Ok(first_pos.map(|position| (range(position, taken), next)))
     }
 
     /// The offset after the last whole batch in `batches` (whole batches, as reads return them),
