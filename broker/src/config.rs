@@ -47,6 +47,12 @@ pub struct ServeArgs {
     /// 4096; 0: off). Default: 8 MiB under `--durability fsync`, off under `replicated`.
     #[arg(long, env = "SPOOL_LOG_PREWRITE_BYTES")]
     pub log_prewrite_bytes: Option<u64>,
+    /// Memory per core registered with io_uring for O_DIRECT buffers (log staging, cold fetch
+    /// reads): reads and writes into it skip pinning their pages on every request. Resident from
+    /// start-up; buffers that do not fit come from the heap and work as before. A multiple of
+    /// 4096, at least 1 MiB.
+    #[arg(long, env = "SPOOL_IO_MEMORY_BYTES", default_value_t = IO_MEMORY_BYTES_DEFAULT)]
+    pub io_memory_bytes: u64,
     /// Serve fetches by copying segment bytes instead of splicing file ranges.
     #[arg(long, env = "SPOOL_FETCH_COPY", default_value_t = false)]
     pub fetch_copy: bool,
@@ -206,6 +212,11 @@ pub const FETCH_MAX_BYTES_DEFAULT: i32 = 55 << 20;
 /// Default `--log-prewrite-bytes` under `--durability fsync`: eight 1 MiB staging writes ahead.
 pub const LOG_PREWRITE_BYTES_FSYNC: u64 = 8 << 20;
 
+/// Default `--io-memory-bytes` (per core): room for the staging buffers of a few dozen busy
+/// partitions and for the core's cold fetch reads in flight (`net_io::COLD_READS_IN_FLIGHT_MAX`
+/// pieces of up to 1 MiB, each taking a 2 MiB block of glommio's buddy allocator).
+pub const IO_MEMORY_BYTES_DEFAULT: u64 = 128 << 20;
+
 /// The validated configuration every core shares (read-only).
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -220,6 +231,8 @@ pub struct BrokerConfig {
     pub durability: Durability,
     /// Zeros written ahead of each active segment's end (`spool_storage::prewrite`).
     pub log_prewrite_bytes: u64,
+    /// Memory per core registered with io_uring for O_DIRECT buffers (glommio's `io_memory`).
+    pub io_memory_bytes: u64,
     pub fetch_copy: bool,
     pub max_message_bytes: usize,
     pub max_frame_bytes: usize,
@@ -429,6 +442,12 @@ impl BrokerConfig {
                 "--log-prewrite-bytes must be a multiple of 4096, got {log_prewrite_bytes}"
             ));
         }
+        if a.io_memory_bytes % 4096 != 0 || a.io_memory_bytes < 1 << 20 {
+            return Err(format!(
+                "--io-memory-bytes must be a multiple of 4096 and at least 1 MiB, got {}",
+                a.io_memory_bytes
+            ));
+        }
         if let Some(rack) = &a.rack {
             if rack.is_empty() || rack.len() > 255 {
                 return Err("--rack must be 1 to 255 characters".into());
@@ -447,6 +466,7 @@ impl BrokerConfig {
                 DurabilityArg::Replicated => Durability::Replicated,
             },
             log_prewrite_bytes,
+            io_memory_bytes: a.io_memory_bytes,
             fetch_copy: a.fetch_copy,
             max_message_bytes: a.max_message_bytes,
             max_frame_bytes: a.max_frame_bytes,
@@ -520,6 +540,18 @@ mod tests {
         let last = allowed[allowed.len() - 1].to_string();
         let c = config(&["--cpuset", &last]).expect("last allowed CPU");
         assert_eq!((c.cores, c.cpus), (1, vec![allowed[allowed.len() - 1]]));
+    }
+
+    #[test]
+    fn io_memory_defaults_per_core_and_is_checked_at_start_up() {
+        let c = config(&[]).expect("defaults");
+        assert_eq!(c.io_memory_bytes, IO_MEMORY_BYTES_DEFAULT);
+        let c = config(&["--io-memory-bytes", "16777216"]).expect("16 MiB");
+        assert_eq!(c.io_memory_bytes, 16 << 20);
+        for bad in ["1000", "4096", "16777217"] {
+            let e = config(&["--io-memory-bytes", bad]).map(|_| ()).unwrap_err();
+            assert!(e.contains("--io-memory-bytes must be"), "{bad}: {e}");
+        }
     }
 
     #[test]

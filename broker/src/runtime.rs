@@ -119,8 +119,12 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         let phases = std::sync::Arc::clone(&phases);
         let gate = std::sync::Arc::clone(&gate);
         let cpu = config.cpus[core];
+        // The registered buffer area: glommio falls back to the heap (and unregistered I/O)
+        // where the memlock limit refuses the registration, so this never stops a start.
+        let io_memory_bytes = usize::try_from(config.io_memory_bytes).unwrap_or(usize::MAX);
         let h = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("spool-core-{core}"))
+            .io_memory(io_memory_bytes)
             .spawn(
                 move || async move { run_core(core, (*config).clone(), mesh, phases, gate).await },
             )
