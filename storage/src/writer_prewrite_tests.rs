@@ -83,6 +83,71 @@ fn zeros_ahead_never_overwrite_appends_and_seal_trims_them() {
     });
 }
 
+/// The guard itself, shown: a zero write held in flight (a test gate) while an append runs
+/// into its range. The data write must wait for it; without the wait the held zeros would land
+/// last, over the data, and the file check below fails (checked by removing the wait).
+#[test]
+fn a_data_write_meeting_a_held_zero_write_waits_for_it() {
+    run(|| async {
+        let (open_gate, gate) = glommio::channels::local_channel::new_bounded(1);
+        super::zeros::ZERO_GATE.with(|g| *g.borrow_mut() = Some(Rc::new(gate)));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seg.log");
+        let w = open(&path, 0, &[], &cfg(16384)).await;
+        // Small synced appends until a zero write is under way (and held).
+        let mut expect: Vec<u8> = Vec::new();
+        for _ in 0..200 {
+            if w.st.borrow().zeroing.is_some() {
+                break;
+            }
+            let at = expect.len();
+            let chunk: Vec<u8> = (at..at + 100).map(byte).collect();
+            w.append(&chunk, (at + 100) as u64).await.unwrap();
+            expect.extend_from_slice(&chunk);
+            w.sync_to(expect.len() as u64).await.unwrap();
+        }
+        let zeroing = w.st.borrow().zeroing;
+        let (_, z1) = zeroing.expect("a zero write started after small syncs");
+        // One append across the whole held range, synced, in a task of its own.
+        let at = expect.len();
+        let len = z1 as usize - at + 5000;
+        let chunk: Vec<u8> = (at..at + len).map(byte).collect();
+        expect.extend_from_slice(&chunk);
+        let done = Rc::new(Cell::new(false));
+        let task = {
+            let (w, done) = (Rc::clone(&w), Rc::clone(&done));
+            glommio::spawn_local(async move {
+                w.append(&chunk, (at + len) as u64).await.unwrap();
+                w.sync_to((at + len) as u64).await.unwrap();
+                done.set(true);
+            })
+        };
+        // Until the data stops at the zeros (or, were the guard gone, is durable past them):
+        // a bound of 10 s on waiting, not a timing assertion.
+        for _ in 0..10_000 {
+            if done.get() || w.st.borrow().zero_waits > 0 {
+                break;
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        assert!(
+            !done.get(),
+            "the data became durable while zeros were in flight over it"
+        );
+        drop(open_gate);
+        task.await;
+        w.zeros_idle().await;
+        super::zeros::ZERO_GATE.with(|g| *g.borrow_mut() = None);
+        let on_disk = std::fs::read(&path).unwrap();
+        let bad = (0..expect.len()).find(|&i| on_disk[i] != expect[i]);
+        assert_eq!(bad, None, "the file differs from the appends");
+        assert!(
+            w.st.borrow().zero_waits > 0,
+            "the data write waited for the zeros"
+        );
+    });
+}
+
 #[test]
 fn a_reopened_segment_goes_on_with_its_zeros() {
     run(|| async {

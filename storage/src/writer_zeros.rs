@@ -53,6 +53,8 @@ impl SegmentWriter {
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
             let len = (end - start) as usize;
+            #[cfg(test)]
+            held_by_test().await;
             let res = match core_writes::acquire().await {
                 Ok(slot) => {
                     let res = me.file.write_rc_at(zeros(&me.file, len), start).await;
@@ -94,6 +96,22 @@ impl SegmentWriter {
             }
         })
         .await;
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests only: while set, each zero write waits, before it is submitted, until this
+    /// channel yields or closes, so a test can hold one in flight while data catches up.
+    pub(super) static ZERO_GATE: RefCell<Option<Rc<glommio::channels::local_channel::LocalReceiver<()>>>> =
+        const { RefCell::new(None) };
+}
+
+#[cfg(test)]
+async fn held_by_test() {
+    let gate = ZERO_GATE.with(|g| g.borrow().clone());
+    if let Some(gate) = gate {
+        let _ = gate.recv().await;
     }
 }
 
