@@ -1,5 +1,6 @@
 //! The writer's zeros ahead of the log end (`prewrite`): they never overwrite an append, a data
-//! write that overtakes them waits, sealing trims them, and a reopened segment goes on.
+//! write that meets a zero write in flight waits for it (shown with a zero write held by a test
+//! gate), sealing trims them, and a reopened segment goes on.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -35,7 +36,7 @@ async fn append_mixed(w: &Rc<SegmentWriter>, from: usize, rounds: u32) -> Vec<u8
     let mut expect = Vec::new();
     for i in 0..rounds {
         // Mostly small appends (the zeros keep their lead), now and then one bigger than the
-        // whole lead (the data overtakes the zero write in flight).
+        // whole lead (the data may overtake a zero write still in flight).
         let len = if i % 17 == 16 {
             20_000
         } else {
@@ -67,12 +68,10 @@ fn zeros_ahead_never_overwrite_appends_and_seal_trims_them() {
         let bad = (0..expect.len()).find(|&i| on_disk[i] != expect[i]);
         assert_eq!(bad, None, "the file differs from the appends");
         assert!(on_disk[expect.len()..].iter().all(|&b| b == 0));
-        let (zero_writes, waits) = {
-            let st = w.st.borrow();
-            (st.zero_writes, st.zero_waits)
-        };
+        // Whether a data write here overtakes a zero write still in flight depends on the
+        // disk's timing; `a_data_write_meeting_a_held_zero_write_waits_for_it` makes it happen.
+        let zero_writes = w.st.borrow().zero_writes;
         assert!(zero_writes > 10, "zeros were written ahead: {zero_writes}");
-        assert!(waits > 0, "some data writes overtook the zeros and waited");
         let end = w.seal().await.unwrap();
         assert_eq!(end, expect.len() as u64);
         assert_eq!(
