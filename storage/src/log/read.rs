@@ -170,7 +170,13 @@ impl PartitionLog {
         let by_index = |from: u64| {
             // Only boundaries inside what `ensure_written` covered: appends may have gone on.
             let bytes_max = (max_bytes as u64).min(end_pos.saturating_sub(from));
-            seg.index.borrow().boundary_within(from, bytes_max, upper)
+            let found = seg.index.borrow().boundary_within(from, bytes_max, upper);
+            // Pair assertion: `from` holds the batch with `offset`, so a boundary past it ends
+            // that batch or a later one.
+            debug_assert!(
+                found.is_none_or(|(pos, next)| pos > from && next > offset && next <= upper)
+            );
+            found
         };
         if let Some(first_pos) = known_start {
             if let Some((pos, next)) = by_index(first_pos) {
