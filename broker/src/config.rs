@@ -50,9 +50,10 @@ pub struct ServeArgs {
     /// Memory per core registered with io_uring for O_DIRECT buffers (log staging, cold fetch
     /// reads): reads and writes into it skip pinning their pages on every request. Resident from
     /// start-up; buffers that do not fit come from the heap and work as before. A multiple of
-    /// 4096, at least 1 MiB.
-    #[arg(long, env = "SPOOL_IO_MEMORY_BYTES", default_value_t = IO_MEMORY_BYTES_DEFAULT)]
-    pub io_memory_bytes: u64,
+    /// 4096, at least 1 MiB. Default: 128 MiB, or a thirty-second of the machine's memory
+    /// split across the cores where that is less.
+    #[arg(long, env = "SPOOL_IO_MEMORY_BYTES")]
+    pub io_memory_bytes: Option<u64>,
     /// Serve fetches by copying segment bytes instead of splicing file ranges.
     #[arg(long, env = "SPOOL_FETCH_COPY", default_value_t = false)]
     pub fetch_copy: bool,
@@ -212,10 +213,19 @@ pub const FETCH_MAX_BYTES_DEFAULT: i32 = 55 << 20;
 /// Default `--log-prewrite-bytes` under `--durability fsync`: eight 1 MiB staging writes ahead.
 pub const LOG_PREWRITE_BYTES_FSYNC: u64 = 8 << 20;
 
-/// Default `--io-memory-bytes` (per core): room for the staging buffers of a few dozen busy
-/// partitions and for the core's cold fetch reads in flight (`net_io::COLD_READS_IN_FLIGHT_MAX`
-/// pieces of up to 1 MiB, each taking a 2 MiB block of glommio's buddy allocator).
-pub const IO_MEMORY_BYTES_DEFAULT: u64 = 128 << 20;
+/// Default `--io-memory-bytes` (per core) where the machine has room: the staging buffers of a
+/// few dozen busy partitions and the core's cold fetch reads in flight
+/// (`net_io::COLD_READS_IN_FLIGHT_MAX` pieces of up to 1 MiB, each taking a 2 MiB block of
+/// glommio's buddy allocator).
+pub const IO_MEMORY_BYTES_DEFAULT_MAX: u64 = 128 << 20;
+
+/// Default `--io-memory-bytes` for `cores` executors: [`IO_MEMORY_BYTES_DEFAULT_MAX`], or a
+/// thirty-second of the machine's memory split across them where that is less (it is resident
+/// from start-up), rounded down to 4 KiB and never below 1 MiB.
+pub fn io_memory_bytes_default(cores: usize, machine_bytes: Option<u64>) -> u64 {
+    let share = machine_bytes.map_or(u64::MAX, |m| m / 32 / cores.max(1) as u64);
+    (share.min(IO_MEMORY_BYTES_DEFAULT_MAX) / 4096 * 4096).max(1 << 20)
+}
 
 /// The validated configuration every core shares (read-only).
 #[derive(Debug, Clone)]
@@ -442,10 +452,12 @@ impl BrokerConfig {
                 "--log-prewrite-bytes must be a multiple of 4096, got {log_prewrite_bytes}"
             ));
         }
-        if a.io_memory_bytes % 4096 != 0 || a.io_memory_bytes < 1 << 20 {
+        let io_memory_bytes = a.io_memory_bytes.unwrap_or_else(|| {
+            io_memory_bytes_default(cores, crate::request_memory::machine_memory_bytes())
+        });
+        if io_memory_bytes % 4096 != 0 || io_memory_bytes < 1 << 20 {
             return Err(format!(
-                "--io-memory-bytes must be a multiple of 4096 and at least 1 MiB, got {}",
-                a.io_memory_bytes
+                "--io-memory-bytes must be a multiple of 4096 and at least 1 MiB, got {io_memory_bytes}"
             ));
         }
         if let Some(rack) = &a.rack {
@@ -466,7 +478,7 @@ impl BrokerConfig {
                 DurabilityArg::Replicated => Durability::Replicated,
             },
             log_prewrite_bytes,
-            io_memory_bytes: a.io_memory_bytes,
+            io_memory_bytes,
             fetch_copy: a.fetch_copy,
             max_message_bytes: a.max_message_bytes,
             max_frame_bytes: a.max_frame_bytes,
@@ -545,7 +557,25 @@ mod tests {
     #[test]
     fn io_memory_defaults_per_core_and_is_checked_at_start_up() {
         let c = config(&[]).expect("defaults");
-        assert_eq!(c.io_memory_bytes, IO_MEMORY_BYTES_DEFAULT);
+        let machine = crate::request_memory::machine_memory_bytes();
+        assert_eq!(c.io_memory_bytes, io_memory_bytes_default(c.cores, machine));
+        assert_eq!(
+            io_memory_bytes_default(2, Some(24 << 30)),
+            128 << 20,
+            "room: the cap"
+        );
+        assert_eq!(
+            io_memory_bytes_default(16, Some(8 << 30)),
+            16 << 20,
+            "a 32nd per core"
+        );
+        assert_eq!(
+            io_memory_bytes_default(64, Some(1 << 30)),
+            1 << 20,
+            "never below 1 MiB"
+        );
+        assert_eq!(io_memory_bytes_default(3, Some(10_000_000_000)) % 4096, 0);
+        assert_eq!(io_memory_bytes_default(4, None), 128 << 20);
         let c = config(&["--io-memory-bytes", "16777216"]).expect("16 MiB");
         assert_eq!(c.io_memory_bytes, 16 << 20);
         for bad in ["1000", "4096", "16777217"] {
