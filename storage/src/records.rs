@@ -350,6 +350,11 @@ impl BatchBuilder {
         });
     }
 
+    /// Makes room for `n` more records without regrowing (a hint; pushing more still works).
+    pub fn reserve_records(&mut self, n: usize) {
+        self.records.reserve(n);
+    }
+
     /// Adds a fully specified record (its deltas are taken as they are).
     pub fn push_record(&mut self, r: Record) {
         self.records_bytes += record_body_len(&r) + 5;

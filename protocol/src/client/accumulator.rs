@@ -109,6 +109,10 @@ pub struct Accumulator {
     config: AccumulatorConfig,
     open: BTreeMap<TopicPartition, VecDeque<OpenBatch>>,
     reserved_bytes: usize,
+    /// Records in the batch closed last (any partition): a new batch's lists start with room
+    /// for as many, so a steady stream fills them without regrowing (growing the lists was about
+    /// 2 % of a producer's CPU at 1 KiB records).
+    last_batch_records: usize,
 }
 
 impl Accumulator {
@@ -117,6 +121,7 @@ impl Accumulator {
             config,
             open: BTreeMap::new(),
             reserved_bytes: 0,
+            last_batch_records: 0,
         }
     }
 
@@ -169,22 +174,29 @@ impl Accumulator {
         let batch_bytes = self.config.batch_bytes;
         let compression = self.config.compression;
         let transactional = self.config.transactional;
-        // The key is cloned only for a partition seen for the first time, not once per record.
-        if !self.open.contains_key(tp) {
-            self.open.insert(tp.clone(), VecDeque::new());
-        }
-        let queue = self.open.get_mut(tp).expect("inserted just above");
+        // One lookup for a partition with batches open; the key is cloned only for a partition
+        // seen for the first time, not once per record.
+        let queue = match self.open.get_mut(tp) {
+            Some(q) => q,
+            None => self.open.entry(tp.clone()).or_default(),
+        };
         let fits = queue.back().is_some_and(|b| {
             b.builder.is_empty() || b.builder.estimated_bytes() + record_bytes <= batch_bytes
         });
         if !fits {
+            // Room for as many records as the last batch held, but never more than this batch
+            // can take of records this size (a hint, not a bound: the lists still grow).
+            let room = self
+                .last_batch_records
+                .min(batch_bytes / record_bytes.max(1) + 1);
             queue.push_back(OpenBatch {
                 builder: {
                     let mut b = BatchBuilder::new(timestamp_ms).compression(compression);
                     b.transactional = transactional;
+                    b.reserve_records(room);
                     b
                 },
-                records: Vec::new(),
+                records: Vec::with_capacity(room),
                 created_ms: now_ms,
                 reserved_bytes: 0,
             });
@@ -296,6 +308,7 @@ impl Accumulator {
         if queue.is_empty() {
             self.open.remove(tp);
         }
+        self.last_batch_records = batch.records.len();
         if let Some((producer_id, producer_epoch, base_sequence)) = producer {
             batch.builder.producer_id = producer_id;
             batch.builder.producer_epoch = producer_epoch;
@@ -382,6 +395,48 @@ mod tests {
             "the second batch lingers"
         );
         assert_eq!(a.ready_partitions(5, false), vec![tp]);
+    }
+
+    #[test]
+    fn a_new_batch_has_room_for_as_many_records_as_the_last_but_no_more_than_fit() {
+        let mut a = acc(64 * 1024, 1 << 20);
+        let tp = TopicPartition::new("t", 0);
+        for id in 0..300 {
+            a.append(&tp, id, 0, None, v(10), 31, 0).unwrap();
+        }
+        let closed = a.close_first(&tp, None).unwrap().unwrap();
+        assert_eq!(closed.records.len(), 300);
+        // Small records: the next batch starts with room for the last one's 300.
+        a.append(&tp, 300, 0, None, v(10), 31, 0).unwrap();
+        let room = a.open[&tp].front().map(|b| b.records.capacity()).unwrap();
+        assert!((300..600).contains(&room), "room for {room} records");
+        // Another partition's batch of 300 closed; large records now: bounded by what a
+        // 64 KiB batch can take of them, not by the 300.
+        let other = TopicPartition::new("t", 1);
+        for id in 301..304 {
+            a.append(&other, id, 0, None, v(20_000), 20_021, 0).unwrap();
+        }
+        let room = a.open[&other]
+            .front()
+            .map(|b| b.records.capacity())
+            .unwrap();
+        assert!(
+            room <= 4,
+            "room for {room} records of 20 KB in a 64 KiB batch"
+        );
+        let b = a.close_first(&other, None).unwrap().unwrap();
+        let (_, records) = spool_storage::records::read_batch(&b.bytes, 1 << 20).unwrap();
+        assert_eq!(
+            records.len(),
+            3,
+            "the hint never changes what a batch holds"
+        );
+        // A batch of 3 closed last: the next starts with room for 3 (and grows past it).
+        for id in 304..310 {
+            a.append(&other, id, 0, None, v(10), 31, 0).unwrap();
+        }
+        let batch = a.open[&other].front().unwrap();
+        assert_eq!(batch.records.len(), 6);
     }
 
     #[test]
