@@ -390,6 +390,7 @@ async fn run_core(
         );
     }
     let _ = barrier(&phases.drained, shard.cores()).await;
+    crate::net_io::close_kept_direct_files().await;
     crate::maintenance::close_partitions(&shard.local).await;
     let all_closed = barrier(&phases.closed, shard.cores()).await;
     // Every core flushed and closed its partitions, and nothing made the process stop on its

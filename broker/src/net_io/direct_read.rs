@@ -28,7 +28,7 @@
 //! Pieces found in the page cache are spliced as on every way. The O_DIRECT descriptor is a second
 //! open file description of the range's file (opened through `/proc/self/fd`, asynchronously by
 //! glommio), so the segment's own buffered descriptor, which storage's scans share, keeps its
-//! flags. Where O_DIRECT cannot be opened (a filesystem without it) the range's cold pieces go the
+//! flags; the core keeps it for the next ranges of the same file ([`super::direct_files`]). Where O_DIRECT cannot be opened (a filesystem without it) the range's cold pieces go the
 //! buffered `read` way, one at a time.
 
 use std::collections::VecDeque;
@@ -41,6 +41,7 @@ use bytes::Bytes;
 use futures_lite::AsyncWriteExt;
 use glommio::io::{DmaFile, ReadResult};
 
+use super::direct_files::{self, Lookup};
 use super::{
     count, is_cached, note_cold_wait, read_piece, short_file, splice_piece, Half, RangeFile,
     SplicePipe, COLD_READS, PIECE_BYTES_MAX,
@@ -71,13 +72,29 @@ struct Range {
 impl Range {
     async fn direct(&mut self) -> Option<Rc<DmaFile>> {
         if matches!(self.direct, DirectFile::NotOpened) {
-            self.direct = match DmaFile::open(proc_path(self.file.raw)).await {
-                Ok(f) => DirectFile::Open(Rc::new(f)),
-                Err(e) => {
-                    tracing::debug!("file range without O_DIRECT ({e}); reading it buffered");
-                    DirectFile::Unavailable
+            let id = match direct_files::lookup(self.file.raw) {
+                Lookup::Hit(f) => {
+                    self.direct = DirectFile::Open(f);
+                    None
                 }
+                Lookup::Miss(id) => Some(id),
+                Lookup::Uncacheable => None,
             };
+            if matches!(self.direct, DirectFile::NotOpened) {
+                self.direct = match DmaFile::open(proc_path(self.file.raw)).await {
+                    Ok(f) => {
+                        let f = Rc::new(f);
+                        if let Some(id) = id {
+                            direct_files::insert(id, Rc::clone(&f));
+                        }
+                        DirectFile::Open(f)
+                    }
+                    Err(e) => {
+                        tracing::debug!("file range without O_DIRECT ({e}); reading it buffered");
+                        DirectFile::Unavailable
+                    }
+                };
+            }
         }
         match &self.direct {
             DirectFile::Open(f) => Some(Rc::clone(f)),
@@ -87,8 +104,9 @@ impl Range {
 
     async fn close(self) -> io::Result<()> {
         let direct = match self.direct {
-            // A read task cancelled a moment ago may still hold a clone; the last one dropped
-            // closes it through the ring.
+            // A descriptor kept by `direct_files` stays open for the next range. A read task
+            // cancelled a moment ago may still hold a clone; the last one dropped closes it
+            // through the ring.
             DirectFile::Open(f) => match Rc::try_unwrap(f) {
                 Ok(f) => f.close().await.map_err(io::Error::from),
                 Err(_) => Ok(()),

@@ -61,8 +61,10 @@ use glommio::net::TcpStream;
 use crate::requests::FetchChunk;
 
 mod cold_ranges;
+mod direct_files;
 mod direct_read;
 pub use cold_ranges::ColdRanges;
+pub use direct_files::close_all as close_kept_direct_files;
 pub use direct_read::DIRECT_READ_AHEAD_PIECES;
 
 /// The most of a file range checked, and sent, in one go: one residency check per piece, and

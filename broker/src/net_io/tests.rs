@@ -12,6 +12,7 @@ use super::*;
 use crate::test_executor::run;
 
 mod direct;
+mod direct_files;
 
 /// Deterministic, non-repeating bytes (so a shifted or repeated range cannot pass).
 pub(super) fn content(len: usize) -> Vec<u8> {
