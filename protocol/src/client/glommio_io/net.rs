@@ -19,6 +19,10 @@ use crate::client::net::{Addr, ClientCore, NetAction};
 use crate::codec::{decode_response, Response};
 use crate::frame::{read_frame_async, FrameError, FrameLimits};
 
+/// Bytes read from a broker's socket at once (per connection): a bound on the client's memory,
+/// and room for many small responses per `recv`.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
 pub(crate) enum Event {
     Response {
         addr: Addr,
@@ -94,7 +98,12 @@ impl AsyncNet {
         stream
             .set_write_timeout(Some(self.write_timeout))
             .map_err(std::io::Error::from)?;
-        let (mut reader, writer) = split(stream);
+        let (reader, writer) = split(stream);
+        // One `recv` usually brings a response's length prefix, its body and often the next
+        // responses: read through a buffer, a frame costs a fraction of a syscall instead of
+        // two (prefix, then body). A body larger than the buffer is read straight into its
+        // frame once the buffer is drained.
+        let mut reader = futures_lite::io::BufReader::with_capacity(READ_BUFFER_BYTES, reader);
         self.next_conn_id += 1;
         let conn_id = self.next_conn_id;
         let tx = self.tx.clone();
