@@ -84,7 +84,9 @@ log() { echo "[bench $(printf '%4d' "$SECONDS")s] $*" >&2; }
 
 # The 1,000-partition run reserves 32 MiB of preallocated segment per partition (fallocate),
 # beside the 2.25 GB catch-up topic: below ~40 GB free its broker stops with ENOSPC and the
-# figure reads nan. Said up front rather than found four minutes in.
+# figure reads nan. Said up front rather than found four minutes in. The fsync broker's other
+# runs write up to ~40 GB more in a round, so each topic is deleted once its runs are done
+# (`drop_topic`); without that, the last runs met a full disk with 68 GB free.
 FREE_GB=$(df --output=avail -B1G "$WORK" | tail -n 1 | tr -d ' ')
 if [[ "$FREE_GB" -lt 40 ]]; then
   log "warning: only ${FREE_GB} GB free under $WORK; partitions_1000_mbps needs about 40 GB"
@@ -196,6 +198,12 @@ start_broker() { # name, extra serve flags...
     sleep 0.1
   done
   echo "bench.sh: broker $name not serving after 30 s" >&2; exit 1
+}
+
+# drop_topic NAME: deletes a topic whose runs are done (its data is not needed again).
+drop_topic() {
+  timeout 60 "$SPOOL" topic delete "$1" --brokers "$BROKERS" >>"$LOG/drop-topics.log" 2>&1 \
+    || log "could not delete topic $1 (continuing; see $LOG/drop-topics.log)"
 }
 
 stop_broker() {
@@ -365,6 +373,7 @@ for round in $(seq 1 "$ROUNDS"); do
   CONS+=("$(field "$LOG/consume-$round.txt" consume_mbps)")
   BCPUF+=("$(cost "consume-$round" broker_cpu_s_per_gb)")
   LCPUF+=("$(cost "consume-$round" loadgen_cpu_s_per_gb)")
+  drop_topic p8
   log "  CPU s/GB: produce broker ${BCPUP[-1]} loadgen ${LCPUP[-1]}; fetch broker ${BCPUF[-1]} loadgen ${LCPUF[-1]}"
   # Produce latency at half load without consumers: with two consumers reading 500 MB/s beside
   # the producers, the load generator's one CPU is busy (~97 %) and its own run queue showed
@@ -373,27 +382,34 @@ for round in $(seq 1 "$ROUNDS"); do
     --rate "$half" --warmup 2 --duration "$SECONDS_PER_RUN"
   P99H+=("$(field "$LOG/half-$round.txt" produce_p99_ms)")
   P999H+=("$(field "$LOG/half-$round.txt" produce_p999_ms)")
+  drop_topic halfp
   loadgen "e2e-half-$round" e2e --topic half --partitions 8 "${COMMON[@]}" "${HALF[@]}" --consumers 2 \
     --rate "$half" --warmup 2 --duration "$SECONDS_PER_RUN"
   P99HE+=("$(field "$LOG/e2e-half-$round.txt" produce_p99_ms)")
   E2EH+=("$(field "$LOG/e2e-half-$round.txt" e2e_p99_ms)")
+  drop_topic half
   loadgen "p1000-$round" produce --topic p1000 --partitions 1000 "${COMMON[@]}" "${MAX[@]}" \
     --warmup 2 --duration "$SECONDS_PER_RUN"
   P1000+=("$(field "$LOG/p1000-$round.txt" produce_mbps)")
+  drop_topic p1000
   loadgen "cores2-$round" produce --topic c2 --partitions 8 "${COMMON[@]}" "${MAX[@]}" \
     --warmup 2 --duration "$SECONDS_PER_RUN"
   C2+=("$(field "$LOG/cores2-$round.txt" produce_mbps)")
+  drop_topic c2
   log "  consume ${CONS[-1]} MB/s; half-load p99 produce ${P99H[-1]} (beside consumers ${P99HE[-1]}) e2e ${E2EH[-1]} ms; 1000 partitions ${P1000[-1]} MB/s"
   synced_loadgen "idempotent-$round" produce --topic idem "${TXA[@]}"
   IDEM+=("$(field "$LOG/idempotent-$round.txt" produce_mbps)")
+  drop_topic idem
   synced_loadgen "txn-$round" produce --topic txn "${TXA[@]}" --transactional --txn-messages 100
   TXN+=("$(field "$LOG/txn-$round.txt" produce_mbps)")
   TXC50+=("$(field "$LOG/txn-$round.txt" commit_p50_ms)")
   TXC99+=("$(field "$LOG/txn-$round.txt" commit_p99_ms)")
   SYI+=("$(syncs "idempotent-$round")"); SYT+=("$(syncs "txn-$round")")
+  drop_topic txn
   log "  transactional ${TXN[-1]} vs idempotent ${IDEM[-1]} MB/s; commit p50 ${TXC50[-1]} p99 ${TXC99[-1]} ms"
   synced_loadgen "idempotent8-$round" produce --topic idem8 "${TX8[@]}"
   IDEM8+=("$(field "$LOG/idempotent8-$round.txt" produce_mbps)")
+  drop_topic idem8
   synced_loadgen "txn8-$round" produce --topic txn8 "${TX8[@]}" --transactional --txn-messages 100
   TXN8+=("$(field "$LOG/txn8-$round.txt" produce_mbps)")
   TX8C50+=("$(field "$LOG/txn8-$round.txt" commit_p50_ms)")
