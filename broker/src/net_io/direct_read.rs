@@ -28,7 +28,8 @@
 //! Pieces found in the page cache are spliced as on every way. The O_DIRECT descriptor is a second
 //! open file description of the range's file (opened through `/proc/self/fd`, asynchronously by
 //! glommio), so the segment's own buffered descriptor, which storage's scans share, keeps its
-//! flags; the core keeps it for the next ranges of the same file ([`super::direct_files`]). Where O_DIRECT cannot be opened (a filesystem without it) the range's cold pieces go the
+//! flags; the core keeps it for the next ranges of the same file ([`super::direct_files`]).
+//! Where O_DIRECT cannot be opened (a filesystem without it) the range's cold pieces go the
 //! buffered `read` way, one at a time.
 
 use std::collections::VecDeque;
