@@ -73,29 +73,7 @@ struct Range {
 impl Range {
     async fn direct(&mut self) -> Option<Rc<DmaFile>> {
         if matches!(self.direct, DirectFile::NotOpened) {
-            let id = match direct_files::lookup(self.file.raw) {
-                Lookup::Hit(f) => {
-                    self.direct = DirectFile::Open(f);
-                    None
-                }
-                Lookup::Miss(id) => Some(id),
-                Lookup::Uncacheable => None,
-            };
-            if matches!(self.direct, DirectFile::NotOpened) {
-                self.direct = match DmaFile::open(proc_path(self.file.raw)).await {
-                    Ok(f) => {
-                        let f = Rc::new(f);
-                        if let Some(id) = id {
-                            direct_files::insert(id, Rc::clone(&f));
-                        }
-                        DirectFile::Open(f)
-                    }
-                    Err(e) => {
-                        tracing::debug!("file range without O_DIRECT ({e}); reading it buffered");
-                        DirectFile::Unavailable
-                    }
-                };
-            }
+            self.direct = open_direct(self.file.raw).await;
         }
         match &self.direct {
             DirectFile::Open(f) => Some(Rc::clone(f)),
@@ -116,6 +94,29 @@ impl Range {
         };
         let buffered = self.file.close().await;
         direct.and(buffered)
+    }
+}
+
+/// The core's kept O_DIRECT descriptor of the file behind `fd` ([`direct_files`]), or a new
+/// one (kept for the next ranges when the file can be kept).
+async fn open_direct(fd: RawFd) -> DirectFile {
+    let id = match direct_files::lookup(fd) {
+        Lookup::Hit(f) => return DirectFile::Open(f),
+        Lookup::Miss(id) => Some(id),
+        Lookup::Uncacheable => None,
+    };
+    match DmaFile::open(proc_path(fd)).await {
+        Ok(f) => {
+            let f = Rc::new(f);
+            if let Some(id) = id {
+                direct_files::insert(id, Rc::clone(&f));
+            }
+            DirectFile::Open(f)
+        }
+        Err(e) => {
+            tracing::debug!("file range without O_DIRECT ({e}); reading it buffered");
+            DirectFile::Unavailable
+        }
     }
 }
 
