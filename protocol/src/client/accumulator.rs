@@ -32,11 +32,15 @@ pub struct AccumulatorConfig {
     pub transactional: bool,
 }
 
-/// A record inside a batch: its id and timestamp (its offset is the batch's base + its index).
+/// A record inside a batch — or a unit of `records` consecutive records sent together
+/// ([`crate::client::ProducerRecords`]) — with its id and timestamp. Its (first) offset is the
+/// batch's base plus the records of the entries before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PendingRecord {
     pub id: RecordId,
     pub timestamp_ms: i64,
+    /// Records this entry stands for: 1 for a record `send` took, more for a unit.
+    pub records: u32,
 }
 
 #[derive(Debug)]
@@ -113,6 +117,8 @@ pub struct Accumulator {
     /// for as many, so a steady stream fills them without regrowing (growing the lists was about
     /// 2 % of a producer's CPU at 1 KiB records).
     last_batch_records: usize,
+    /// Its entries ([`PendingRecord`]s): fewer than its records when units filled it.
+    last_batch_entries: usize,
 }
 
 impl Accumulator {
@@ -122,6 +128,7 @@ impl Accumulator {
             open: BTreeMap::new(),
             reserved_bytes: 0,
             last_batch_records: 0,
+            last_batch_entries: 0,
         }
     }
 
@@ -171,53 +178,91 @@ impl Accumulator {
         record_bytes: usize,
         now_ms: u64,
     ) -> bool {
-        let batch_bytes = self.config.batch_bytes;
-        let compression = self.config.compression;
-        let transactional = self.config.transactional;
+        let last = (self.last_batch_records, self.last_batch_entries);
         // One lookup for a partition with batches open; the key is cloned only for a partition
         // seen for the first time, not once per record.
         let queue = match self.open.get_mut(tp) {
             Some(q) => q,
             None => self.open.entry(tp.clone()).or_default(),
         };
-        let fits = queue.back().is_some_and(|b| {
-            b.builder.is_empty() || b.builder.estimated_bytes() + record_bytes <= batch_bytes
-        });
-        if !fits {
-            // Room for as many records as the last batch held, but never more than this batch
-            // can take of records this size (a hint, not a bound: the lists still grow).
-            let room = self
-                .last_batch_records
-                .min(batch_bytes / record_bytes.max(1) + 1);
-            queue.push_back(OpenBatch {
-                builder: {
-                    let mut b = BatchBuilder::new(timestamp_ms).compression(compression);
-                    b.transactional = transactional;
-                    b.reserve_records(room);
-                    b
-                },
-                records: Vec::with_capacity(room),
-                created_ms: now_ms,
-                reserved_bytes: 0,
-            });
-        }
-        // A batch was pushed just above when none fit.
-        let batch = queue
-            .back_mut()
-            .expect("a batch was pushed just above when none fit");
+        let (batch, opened) = batch_with_room(
+            queue,
+            &self.config,
+            last,
+            record_bytes,
+            timestamp_ms,
+            now_ms,
+        );
         let base_timestamp_ms = batch.builder.base_timestamp;
         batch.builder.push_record(Record {
-            offset_delta: batch.records.len() as i32,
+            offset_delta: batch.builder.len() as i32,
             timestamp_delta: timestamp_ms.saturating_sub(base_timestamp_ms),
             key,
             value,
             headers,
         });
-        batch.records.push(PendingRecord { id, timestamp_ms });
+        batch.records.push(PendingRecord {
+            id,
+            timestamp_ms,
+            records: 1,
+        });
         batch.reserved_bytes += record_bytes;
-        let now_full = batch.builder.estimated_bytes() >= batch_bytes;
-        // Every condition of `first_ready` an append can change.
-        !fits || now_full || self.reserved_bytes >= self.config.buffer_bytes
+        let now_full = batch.builder.estimated_bytes() >= self.config.batch_bytes;
+        self.changes_readiness(opened, now_full)
+    }
+
+    /// Appends a unit of records (key, value) whose `unit_bytes` were already reserved, all
+    /// into one batch: the open batch of `tp` if they fit, else a new one (a unit larger than
+    /// `batch_bytes` fills a batch of its own, as one large record does). One entry, `id`,
+    /// stands for them all. Returns what [`Self::append_reserved`] returns.
+    pub fn append_unit_reserved(
+        &mut self,
+        tp: &TopicPartition,
+        id: RecordId,
+        timestamp_ms: i64,
+        records: Vec<(Option<Bytes>, Option<Bytes>)>,
+        unit_bytes: usize,
+        now_ms: u64,
+    ) -> bool {
+        assert!(!records.is_empty(), "a unit holds at least one record");
+        let count = u32::try_from(records.len()).expect("a unit's records fit a batch's i32 count");
+        let last = (self.last_batch_records, self.last_batch_entries);
+        // One lookup for a partition with batches open; the key is cloned only for a partition
+        // seen for the first time, not once per record.
+        let queue = match self.open.get_mut(tp) {
+            Some(q) => q,
+            None => self.open.entry(tp.clone()).or_default(),
+        };
+        let (batch, opened) =
+            batch_with_room(queue, &self.config, last, unit_bytes, timestamp_ms, now_ms);
+        let timestamp_delta = timestamp_ms.saturating_sub(batch.builder.base_timestamp);
+        let first = batch.builder.len();
+        batch.builder.reserve_records(records.len());
+        for (key, value) in records {
+            batch.builder.push_record(Record {
+                offset_delta: batch.builder.len() as i32,
+                timestamp_delta,
+                key,
+                value,
+                headers: Vec::new(),
+            });
+        }
+        debug_assert_eq!(batch.builder.len(), first + count as usize);
+        batch.records.push(PendingRecord {
+            id,
+            timestamp_ms,
+            records: count,
+        });
+        batch.reserved_bytes += unit_bytes;
+        let now_full = batch.builder.estimated_bytes() >= self.config.batch_bytes;
+        self.changes_readiness(opened, now_full)
+    }
+
+    /// Whether an append that `opened` a batch or left it `now_full` can have changed what is
+    /// ready to send (see [`Self::append_reserved`]): every condition of `first_ready` an append
+    /// can change.
+    fn changes_readiness(&self, opened: bool, now_full: bool) -> bool {
+        opened || now_full || self.reserved_bytes >= self.config.buffer_bytes
     }
 
     /// Reserves and appends in one step.
@@ -293,7 +338,7 @@ impl Accumulator {
         self.open
             .get(tp)
             .and_then(|q| q.front())
-            .map_or(0, |b| b.records.len())
+            .map_or(0, |b| b.builder.len())
     }
 
     /// Takes the first batch of `tp` and encodes it. `producer` = (id, epoch, base sequence) for
@@ -308,7 +353,8 @@ impl Accumulator {
         if queue.is_empty() {
             self.open.remove(tp);
         }
-        self.last_batch_records = batch.records.len();
+        self.last_batch_records = batch.builder.len();
+        self.last_batch_entries = batch.records.len();
         if let Some((producer_id, producer_epoch, base_sequence)) = producer {
             batch.builder.producer_id = producer_id;
             batch.builder.producer_epoch = producer_epoch;
@@ -356,6 +402,43 @@ impl Accumulator {
         self.open.retain(|_, q| !q.is_empty());
         out
     }
+}
+
+/// Makes the last batch of `queue` one that `bytes` more fit (an empty batch takes anything),
+/// opening one if none does; returns the batch and whether it was opened. `last` = (records,
+/// entries) of the batch closed last.
+fn batch_with_room<'a>(
+    queue: &'a mut VecDeque<OpenBatch>,
+    config: &AccumulatorConfig,
+    last: (usize, usize),
+    bytes: usize,
+    timestamp_ms: i64,
+    now_ms: u64,
+) -> (&'a mut OpenBatch, bool) {
+    let fits = queue.back().is_some_and(|b| {
+        b.builder.is_empty() || b.builder.estimated_bytes() + bytes <= config.batch_bytes
+    });
+    if !fits {
+        // Room for as many records as the last batch held, but never more than this batch can
+        // take of records this size (a hint, not a bound: the lists still grow).
+        let room = last.0.min(config.batch_bytes / bytes.max(1) + 1);
+        queue.push_back(OpenBatch {
+            builder: {
+                let mut b = BatchBuilder::new(timestamp_ms).compression(config.compression);
+                b.transactional = config.transactional;
+                b.reserve_records(room);
+                b
+            },
+            records: Vec::with_capacity(last.1.min(room)),
+            created_ms: now_ms,
+            reserved_bytes: 0,
+        });
+    }
+    // A batch was pushed just above when none fit.
+    let batch = queue
+        .back_mut()
+        .expect("a batch was pushed just above when none fit");
+    (batch, !fits)
 }
 
 #[cfg(test)]

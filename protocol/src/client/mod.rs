@@ -100,4 +100,6 @@ mod test_util;
 mod types;
 
 pub use net::{ClientCore, NetAction};
-pub use types::{ClientError, ConsumerRecord, ProducerRecord, RecordMetadata, TopicPartition};
+pub use types::{
+    ClientError, ConsumerRecord, ProducerRecord, ProducerRecords, RecordMetadata, TopicPartition,
+};

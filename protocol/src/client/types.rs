@@ -95,6 +95,52 @@ impl ProducerRecord {
     }
 }
 
+/// Records queued and reported as one unit: they go to one partition, in this order, inside
+/// one record batch, with one timestamp, and their one delivery report names the first record's
+/// offset (the others follow it, one offset each). The batch-level counterpart of
+/// [`ProducerRecord`], for producers that already hold many records at once (Apache Iggy's
+/// `send_messages` takes its messages this way): the producer then does its per-record work —
+/// partitioning, buffer accounting, a delivery slot and a report — once per unit.
+///
+/// `partition: None` picks one with the sticky partitioner for the whole unit: keys are kept
+/// on the records but do not choose their partition (send keyed records one by one, or name
+/// the partition, to place them by key).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProducerRecords {
+    pub topic: String,
+    pub partition: Option<i32>,
+    pub timestamp_ms: Option<i64>,
+    /// (key, value) of each record.
+    pub records: Vec<(Option<Bytes>, Option<Bytes>)>,
+}
+
+impl ProducerRecords {
+    pub fn new(topic: impl Into<String>) -> Self {
+        Self {
+            topic: topic.into(),
+            ..Self::default()
+        }
+    }
+
+    pub fn with_partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Appends a keyless record.
+    pub fn push(&mut self, value: impl Into<Bytes>) {
+        self.records.push((None, Some(value.into())));
+    }
+
+    /// Bytes the records occupy in a batch, as [`ProducerRecord::estimated_bytes`] counts each.
+    pub fn estimated_bytes(&self) -> usize {
+        self.records
+            .iter()
+            .map(|(k, v)| k.as_ref().map_or(0, Bytes::len) + v.as_ref().map_or(0, Bytes::len) + 21)
+            .sum()
+    }
+}
+
 /// Where an acknowledged record landed. `offset` is -1 with `acks = 0` (nobody said).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordMetadata {
@@ -161,6 +207,9 @@ pub enum ClientError {
     /// (a send outside a transaction, a commit after a failed record: abort it).
     #[error("transaction: {0}")]
     Transaction(String),
+    /// An argument the call cannot take (a unit of records with none in it).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
 }
 
 impl ClientError {

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use crate::client::deliveries::Deliveries;
 use crate::client::net::ClientCore;
 use crate::client::oneshot;
-use crate::client::producer::{ProducerConfig, ProducerCore, ProducerStats, SendError};
-use crate::client::{ClientError, ProducerRecord, RecordMetadata};
+use crate::client::producer::{ProducerConfig, ProducerCore, ProducerStats, Queueable, SendError};
+use crate::client::{ClientError, ProducerRecord, ProducerRecords, RecordMetadata};
 
 use super::net::{BlockingNet, Event};
 
@@ -138,11 +138,21 @@ impl Producer {
 
     /// Queues a record, waiting up to `max_block_ms` while the buffer is full.
     pub fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, ClientError> {
+        self.queue(record)
+    }
+
+    /// Queues a unit of records ([`ProducerRecords`]: one partition, one batch, one delivery
+    /// with the first record's offset), waiting up to `max_block_ms` while the buffer is full.
+    pub fn send_records(&self, unit: ProducerRecords) -> Result<DeliveryFuture, ClientError> {
+        self.queue(unit)
+    }
+
+    fn queue<T: Queueable>(&self, record: T) -> Result<DeliveryFuture, ClientError> {
         let deadline = Instant::now() + Duration::from_millis(self.max_block_ms);
         let mut record = record;
         let mut state = self.shared.lock();
         loop {
-            match state.core.send(record, super::now_ms()) {
+            match record.offer(&mut state.core, super::now_ms()) {
                 Ok(id) => {
                     let (tx, rx) = oneshot::channel();
                     state.pending.insert(id, tx);

@@ -18,8 +18,8 @@ use crate::client::blocking::DeliveryFuture;
 use crate::client::deliveries::Deliveries;
 use crate::client::net::ClientCore;
 use crate::client::oneshot;
-use crate::client::producer::{ProducerConfig, ProducerCore, ProducerStats, SendError};
-use crate::client::{ClientError, ProducerRecord, RecordMetadata};
+use crate::client::producer::{ProducerConfig, ProducerCore, ProducerStats, Queueable, SendError};
+use crate::client::{ClientError, ProducerRecord, ProducerRecords, RecordMetadata};
 
 use super::net::{now_ms, AsyncNet, Event};
 
@@ -167,14 +167,27 @@ impl Producer {
             .await
     }
 
-    async fn queue(&self, record: ProducerRecord, slot: Slot) -> Result<(), ClientError> {
+    /// [`Self::send_with`] for a unit of records ([`ProducerRecords`]): one callback for them
+    /// all, with the first record's offset. Units spare the producer its per-record work
+    /// (partitioning, buffer accounting, a slot and a report per record); spool-loadgen sends
+    /// this way by default.
+    pub async fn send_records_with(
+        &self,
+        unit: ProducerRecords,
+        on_delivery: impl FnOnce(Delivery) + 'static,
+    ) -> Result<(), ClientError> {
+        self.queue(unit, Slot::Callback(Box::new(on_delivery)))
+            .await
+    }
+
+    async fn queue<T: Queueable>(&self, record: T, slot: Slot) -> Result<(), ClientError> {
         // The bound starts at the first wait: a record that fits at once reads no clock here.
         let mut deadline = None;
         let mut record = record;
         loop {
             {
                 let mut state = self.inner.state.borrow_mut();
-                match state.core.send(record, now_ms()) {
+                match record.offer(&mut state.core, now_ms()) {
                     Ok(id) => {
                         state.pending.insert(id, slot);
                         // Once per batch, not per record (`take_drive_needed`).

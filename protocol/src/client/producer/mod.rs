@@ -33,6 +33,7 @@ mod config;
 mod outcomes;
 mod pipes;
 mod plans;
+mod send;
 mod txn;
 
 pub use config::{Acks, ProducerConfig};
@@ -41,7 +42,7 @@ pub use txn::TxnPhase;
 use crate::client::accumulator::{Accumulator, AccumulatorConfig, ClosedBatch, RecordId};
 use crate::client::metadata::MetadataCache;
 use crate::client::net::{backoff_ms, earliest, Addr, ClientCore, InFlight, NetAction};
-use crate::client::partitioner::{partition_for_key, StickyPartitioner};
+use crate::client::partitioner::StickyPartitioner;
 use crate::client::{ClientError, ProducerRecord, RecordMetadata, TopicPartition};
 use crate::codec::{self, encode_request, Response};
 use crate::payload::PayloadBuilder;
@@ -52,17 +53,19 @@ use crate::wire::{
 use crate::ErrorCode;
 use pipes::Pipes;
 use plans::Plans;
+pub(crate) use send::Queueable;
+use send::Queued;
 
-/// Why `send` did not take a record.
+/// Why `send` did not take a record (or `send_records` a unit: `T = ProducerRecords`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SendError {
+pub enum SendError<T = ProducerRecord> {
     /// The buffer is full: here is the record back; try again once deliveries free room.
-    BufferFull(Box<ProducerRecord>),
+    BufferFull(Box<T>),
     /// The record can never be sent (too large, producer closed or fenced).
     Rejected(ClientError),
 }
 
-/// One record's outcome.
+/// One record's outcome (or one unit's, [`ProducerCore::send_records`]: the first record's offset).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryReport {
     pub id: RecordId,
@@ -92,7 +95,7 @@ enum Pending {
 #[derive(Debug)]
 struct Waiting {
     id: RecordId,
-    record: ProducerRecord,
+    record: Queued,
     record_bytes: usize,
     enqueued_ms: u64,
 }
@@ -219,49 +222,6 @@ impl ProducerCore {
         std::mem::take(&mut self.reports)
     }
 
-    /// Queues one record. See the module docs for what happens next.
-    pub fn send(&mut self, record: ProducerRecord, now_ms: u64) -> Result<RecordId, SendError> {
-        if self.closed {
-            return Err(SendError::Rejected(ClientError::Closed));
-        }
-        if let Some(e) = &self.fatal {
-            return Err(SendError::Rejected(e.clone()));
-        }
-        if let Some(e) = self.txn_refuses_send() {
-            return Err(SendError::Rejected(e));
-        }
-        let record_bytes = record.estimated_bytes();
-        let max_bytes = self.config.max_request_bytes.min(self.config.buffer_bytes);
-        if record_bytes + spool_storage::batch::HEADER_BYTES > max_bytes {
-            return Err(SendError::Rejected(ClientError::RecordTooLarge {
-                record_bytes,
-                max_bytes,
-            }));
-        }
-        if self.acc.reserve(record_bytes).is_err() {
-            return Err(SendError::BufferFull(Box::new(record)));
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.metadata.want_topic(&record.topic);
-        // Per-topic order: a record waits while an earlier one of its topic waits for metadata;
-        // other topics are not held up.
-        let topic_waiting = self.waiting.iter().any(|w| w.record.topic == record.topic);
-        if self.metadata.partition_count(&record.topic).is_some() && !topic_waiting {
-            self.place(id, record, record_bytes, now_ms);
-        } else {
-            // The driver asks for the metadata and starts the record's wait.
-            self.drive_needed = true;
-            self.waiting.push_back(Waiting {
-                id,
-                record,
-                record_bytes,
-                enqueued_ms: now_ms,
-            });
-        }
-        Ok(id)
-    }
-
     /// Whether anything since the last call needs the driver to run before the time
     /// [`ClientCore::next_wakeup_ms`] last gave it: a batch opened, filled or made ready by a
     /// full buffer, a record waiting for metadata, a record failed. A `send` that only adds a
@@ -269,47 +229,6 @@ impl ProducerCore {
     /// record. Clears the flag. The first call after `new` says yes.
     pub fn take_drive_needed(&mut self) -> bool {
         std::mem::take(&mut self.drive_needed)
-    }
-
-    /// Partitions and appends a record whose bytes are reserved and whose topic is known.
-    fn place(&mut self, id: RecordId, record: ProducerRecord, record_bytes: usize, now_ms: u64) {
-        let partitions = self.metadata.partition_count(&record.topic).unwrap_or(0);
-        let partition = match (record.partition, &record.key) {
-            (Some(p), _) => p,
-            (None, Some(key)) => partition_for_key(key, partitions),
-            (None, None) => {
-                let available = self.metadata.available_partitions(&record.topic);
-                self.sticky
-                    .partition(&record.topic, available, partitions, record_bytes)
-            }
-        };
-        if partition < 0 || partition as usize >= partitions {
-            self.acc.release(record_bytes);
-            self.fail_one(
-                id,
-                ClientError::InvalidPartition {
-                    topic: record.topic,
-                    partition,
-                    partitions,
-                },
-            );
-            return;
-        }
-        let timestamp_ms = record.timestamp_ms.unwrap_or(now_ms as i64);
-        let tp = TopicPartition {
-            topic: record.topic,
-            partition,
-        };
-        self.drive_needed |= self.acc.append_reserved(
-            &tp,
-            id,
-            timestamp_ms,
-            record.key,
-            record.value,
-            record.headers,
-            record_bytes,
-            now_ms,
-        );
     }
 
     /// How long a record waits for its topic's metadata: Kafka's producer blocks `send` at most
@@ -329,7 +248,7 @@ impl ProducerCore {
         {
             if let Some(w) = self.waiting.pop_front() {
                 self.acc.release(w.record_bytes);
-                let topic = &w.record.topic;
+                let topic = w.record.topic();
                 // The broker's last word on the topic names the cause (it does not exist, or
                 // may not be written); without one, nothing answered in time.
                 let e = match self.metadata.topic_error(topic) {
@@ -342,7 +261,7 @@ impl ProducerCore {
                         timeout_ms: wait_ms,
                     },
                 };
-                self.fail_one(w.id, e);
+                self.fail_one(w.id, w.record.records(), e);
             }
         }
         let timeout_ms = self.config.delivery_timeout_ms;
@@ -366,14 +285,14 @@ impl ProducerCore {
         if self
             .waiting
             .iter()
-            .all(|w| self.metadata.partition_count(&w.record.topic).is_none())
+            .all(|w| self.metadata.partition_count(w.record.topic()).is_none())
         {
             return;
         }
         let waiting = std::mem::take(&mut self.waiting);
         for w in waiting {
             // In send order, so each topic's records keep theirs.
-            if self.metadata.partition_count(&w.record.topic).is_some() {
+            if self.metadata.partition_count(w.record.topic()).is_some() {
                 self.place(w.id, w.record, w.record_bytes, now_ms);
             } else {
                 self.waiting.push_back(w);
@@ -755,7 +674,7 @@ impl ClientCore for ProducerCore {
                     let waiting: Vec<Waiting> = self.waiting.drain(..).collect();
                     for w in waiting {
                         self.acc.release(w.record_bytes);
-                        self.fail_one(w.id, e.clone());
+                        self.fail_one(w.id, w.record.records(), e.clone());
                     }
                     for (_, records, reserved) in self.acc.expire(u64::MAX) {
                         self.fail_records(&records, reserved, &e);

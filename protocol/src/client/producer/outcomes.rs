@@ -15,11 +15,12 @@ use crate::ErrorCode;
 use super::DeliveryReport;
 
 impl ProducerCore {
-    pub(super) fn fail_one(&mut self, id: RecordId, error: ClientError) {
+    /// Fails `id`, a record or a unit of `records` records.
+    pub(super) fn fail_one(&mut self, id: RecordId, records: u32, error: ClientError) {
         self.txn_record_failed(&error);
         // A report waits for the driver to hand it out.
         self.drive_needed = true;
-        self.stats.records_failed += 1;
+        self.stats.records_failed += u64::from(records);
         self.reports.push(DeliveryReport {
             id,
             result: Err(error),
@@ -34,7 +35,7 @@ impl ProducerCore {
     ) {
         self.acc.release(reserved_bytes);
         for r in records {
-            self.fail_one(r.id, error.clone());
+            self.fail_one(r.id, r.records, error.clone());
         }
     }
 
@@ -70,18 +71,22 @@ impl ProducerCore {
         self.acc.release(batch.reserved_bytes);
         let topic: std::sync::Arc<str> = std::sync::Arc::from(batch.tp.topic.as_str());
         self.reports.reserve(batch.records.len());
-        for (i, r) in batch.records.iter().enumerate() {
-            self.stats.records_delivered += 1;
+        // Records of the entries before this one: its (first) record's offset delta.
+        let mut before = 0i64;
+        for r in &batch.records {
+            self.stats.records_delivered += u64::from(r.records);
+            let offset = if base_offset >= 0 {
+                base_offset.saturating_add(before)
+            } else {
+                -1
+            };
+            before += i64::from(r.records);
             self.reports.push(DeliveryReport {
                 id: r.id,
                 result: Ok(RecordMetadata {
                     topic: std::sync::Arc::clone(&topic),
                     partition: batch.tp.partition,
-                    offset: if base_offset >= 0 {
-                        base_offset.saturating_add(i as i64)
-                    } else {
-                        -1
-                    },
+                    offset,
                     timestamp_ms: if log_append_time_ms >= 0 {
                         log_append_time_ms
                     } else {

@@ -508,3 +508,6 @@ fn the_driver_is_needed_once_per_batch_not_once_per_record() {
 
 #[path = "pipeline_tests.rs"]
 mod pipeline;
+
+#[path = "send_tests.rs"]
+mod units;
