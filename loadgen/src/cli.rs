@@ -17,6 +17,8 @@ pub const MESSAGE_BYTES_MAX: usize = 1024 * 1024;
 pub const PARTITIONS_MAX: i32 = 100_000;
 pub const CLIENTS_MAX: usize = 10_000;
 pub const CORES_MAX: usize = 256;
+/// Most records per send (`--records-per-send`): a unit is one allocation of this many values.
+pub const RECORDS_PER_SEND_MAX: usize = 4096;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -136,6 +138,13 @@ pub struct Opts {
     /// Records per transaction (with `--transactional`).
     #[arg(long, default_value_t = 100)]
     pub txn_messages: u64,
+    /// Records a producer hands its client per call: up to this many consecutive records go as
+    /// one unit (`send_records_with`: one partition, one batch, one delivery report), as
+    /// Apache Iggy's bench sends its messages. 1 sends each record on its own, through Kafka's
+    /// per-record `send(record, callback)`. Keyed records (`--keys`) always go one by one, so
+    /// each key picks its partition; a unit never holds more than a quarter of `--batch-bytes`.
+    #[arg(long, default_value_t = 64)]
+    pub records_per_send: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,6 +233,11 @@ impl Settings {
         }
         if opts.batch_bytes == 0 || opts.buffer_bytes < opts.message_bytes * 2 {
             return Err("--batch-bytes must be > 0 and --buffer-bytes ≥ 2 messages".into());
+        }
+        if !(1..=RECORDS_PER_SEND_MAX).contains(&opts.records_per_send) {
+            return Err(format!(
+                "--records-per-send must be 1 to {RECORDS_PER_SEND_MAX}"
+            ));
         }
         if !(1..=CORES_MAX).contains(&opts.cores) {
             return Err(format!("--cores must be 1 to {CORES_MAX}"));

@@ -11,6 +11,7 @@ mod cpu_time;
 // crate needs no dependency on the broker.
 #[path = "../../broker/src/cpuset.rs"]
 mod cpuset;
+mod delivered;
 mod keys;
 mod payload;
 mod producer;

@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 
 use spool_protocol::client::glommio_io::Producer;
 use spool_protocol::client::producer::ProducerConfig;
-use spool_protocol::client::ProducerRecord;
+use spool_protocol::client::{ClientError, ProducerRecord, ProducerRecords};
 
 use crate::cli::{Bound, Kind};
 use crate::core_state::CoreState;
+use crate::delivered::{Delivered, Intended};
 use crate::keys::{KeyGen, Rng};
 use crate::payload::{Filler, Header, PayloadBuilder};
 use crate::rate::{share, Schedule};
@@ -78,15 +79,24 @@ pub async fn run(
         (s.kind != Kind::E2e).then(|| Filler::new(o.message_bytes, o.seed.wrapping_add(id as u64)));
     let outstanding = Rc::new(Cell::new(0u64));
     let ctx = Rc::new(Delivered {
+        producer_id: id as u32,
         st: Rc::clone(&st),
         live: Arc::clone(&live),
         outstanding: Rc::clone(&outstanding),
         measure_from,
-        bytes: o.message_bytes as u64,
+        start,
+        schedule,
+        message_bytes: o.message_bytes as u64,
         verify: o.verify,
     });
     // Let the driver task run between sends, about four times per batch.
     let yield_every = (o.batch_bytes / o.message_bytes / 4).max(1) as u64;
+    // Records per send: a unit never spans more than a yield's worth (so never more than a
+    // batch); keyed records go one by one, each key choosing its partition.
+    let unit_max = match keygen {
+        KeyGen::None => (o.records_per_send as u64).clamp(1, yield_every),
+        _ => 1,
+    };
     let mut seq = 0u64;
     let mut clock = SendClock::new(producer.send_waits());
     loop {
@@ -105,75 +115,63 @@ pub async fn run(
         }
         let due = limit.map_or(due, |n| due.min(n));
         while seq < due {
-            let intended = match schedule.intended_offset_ns(seq) {
-                Some(off) => start + Duration::from_nanos(off),
-                None => clock.now(),
+            // A unit ends where a transaction does, so each commits exactly its records.
+            let n = unit_max.min(due - seq).min(txn.room(seq));
+            let intended = match schedule {
+                Schedule::Unlimited => Intended::At(clock.now()),
+                Schedule::Fixed { .. } => Intended::Scheduled,
             };
-            let value = match &filler {
+            let mut value = |seq: u64| match &filler {
                 Some(f) => f.value(seq),
                 None => payloads.build(&Header {
                     run_id: sh.run_id,
                     producer_id: id as u32,
                     seq,
-                    send_time_us: sh.epoch_us(intended),
+                    send_time_us: sh.epoch_us(ctx.intended_at(seq, intended)),
                 }),
             };
-            let mut rec = ProducerRecord::new(o.topic.clone(), value);
-            if let Some(k) = keygen.next_index(&mut rng) {
-                rec = rec.with_key(KeyGen::key_bytes(k));
-            }
-            outstanding.set(outstanding.get() + 1);
-            let ctx = Rc::clone(&ctx);
-            // A callback, not a task awaiting a future: nothing spawned or locked per record,
-            // and one `Rc` (no atomic count) carries everything it shares.
-            let on_delivery = move |result: Result<_, _>| {
-                let now = Instant::now();
-                let latency_us = now.saturating_duration_since(intended).as_micros() as u64;
-                let (live, bytes) = (&ctx.live, ctx.bytes);
-                let mut st = ctx.st.borrow_mut();
-                match result {
-                    Ok(_) => {
-                        Live::add(&live.acked_msgs, 1);
-                        Live::add(&live.acked_bytes, bytes);
-                        live.record_produce(latency_us);
-                        if now >= ctx.measure_from {
-                            st.totals.acked_msgs += 1;
-                            st.totals.acked_bytes += bytes;
-                            record(&mut st.totals.latencies.produce_us, latency_us);
-                            st.totals.touch(now);
-                            st.totals.on_ack(now);
-                        }
-                        if ctx.verify {
-                            st.acks.ack(id as u32, seq);
-                        }
-                    }
-                    Err(e) => {
-                        Live::add(&live.errors, 1);
-                        st.totals.failed_sends += 1;
-                        st.acks.failed_sends += 1;
-                        st.error(format!("producer {id} seq {seq}: {e}"));
-                    }
+            outstanding.set(outstanding.get() + n);
+            let first = seq;
+            let sent = if n == 1 {
+                let mut rec = ProducerRecord::new(o.topic.clone(), value(seq));
+                if let Some(k) = keygen.next_index(&mut rng) {
+                    rec = rec.with_key(KeyGen::key_bytes(k));
                 }
-                ctx.outstanding.set(ctx.outstanding.get() - 1);
+                let ctx = Rc::clone(&ctx);
+                // A callback, not a task awaiting a future: nothing spawned or locked per
+                // record, and one `Rc` (no atomic count) carries everything it shares.
+                let on_delivery =
+                    move |r: Result<_, ClientError>| ctx.report(first, 1, intended, r.map(drop));
+                producer.send_with(rec, on_delivery).await
+            } else {
+                let mut unit = ProducerRecords::new(o.topic.clone());
+                unit.records.reserve(n as usize);
+                for s in seq..seq + n {
+                    unit.push(value(s));
+                }
+                let ctx = Rc::clone(&ctx);
+                let on_delivery =
+                    move |r: Result<_, ClientError>| ctx.report(first, n, intended, r.map(drop));
+                producer.send_records_with(unit, on_delivery).await
             };
-            if let Err(e) = producer.send_with(rec, on_delivery).await {
-                // The callback was dropped unrun: the record was never queued.
-                outstanding.set(outstanding.get() - 1);
+            if let Err(e) = sent {
+                // The callback was dropped unrun: the records were never queued.
+                outstanding.set(outstanding.get() - n);
                 let mut st = st.borrow_mut();
-                st.totals.failed_sends += 1;
-                st.acks.failed_sends += 1;
+                st.totals.failed_sends += n;
+                st.acks.failed_sends += n;
                 st.error(format!("producer {id} send seq {seq}: {e}"));
             }
             clock.after_send(producer.send_waits());
-            seq += 1;
-            if let Err(e) = txn.after_send(&producer, seq, measure_from, &st).await {
+            seq += n;
+            if let Err(e) = txn.after_send(&producer, seq, n, measure_from, &st).await {
                 st.borrow_mut()
                     .error(format!("producer {id} seq {seq}: {e}"));
             }
             if txn.committed_just_now() {
                 clock.stale();
             }
-            if seq % yield_every == 0 {
+            if seq / yield_every != (seq - n) / yield_every {
                 clock.stale();
                 futures_lite::future::yield_now().await;
                 if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -251,16 +249,6 @@ impl SendClock {
     }
 }
 
-/// What every delivery callback of one producer shares.
-struct Delivered {
-    st: Rc<RefCell<CoreState>>,
-    live: Arc<Live>,
-    outstanding: Rc<Cell<u64>>,
-    measure_from: Instant,
-    bytes: u64,
-    verify: bool,
-}
-
 /// How long one commit may take.
 const COMMIT_TIMEOUT_MS: u64 = 60_000;
 
@@ -288,19 +276,28 @@ impl Txn {
         })
     }
 
-    /// After each send: commits once the transaction holds `per_txn` records, then begins the
-    /// next. A failed commit is aborted (its records then fail their sends).
+    /// Records that may still join the transaction open at record `seq` (unbounded when not
+    /// transactional).
+    fn room(&self, seq: u64) -> u64 {
+        self.per_txn
+            .map_or(u64::MAX, |per_txn| per_txn - seq % per_txn)
+    }
+
+    /// After each send of `sent` records (never past [`Self::room`]), `seq` the next record's:
+    /// commits once the transaction holds `per_txn` records, then begins the next. A failed
+    /// commit is aborted (its records then fail their sends).
     async fn after_send(
         &self,
         producer: &Producer,
         seq: u64,
+        sent: u64,
         measure_from: Instant,
         st: &Rc<RefCell<CoreState>>,
     ) -> Result<(), String> {
         let Some(per_txn) = self.per_txn else {
             return Ok(());
         };
-        self.open.set(self.open.get() + 1);
+        self.open.set(self.open.get() + sent);
         if seq % per_txn != 0 {
             return Ok(());
         }

@@ -20,6 +20,11 @@ pub fn record(h: &mut Histogram<u64>, latency_us: u64) {
     let _ = h.record(latency_us.clamp(1, LATENCY_US_MAX));
 }
 
+/// [`record`] for `n` samples of one latency (records acknowledged together, sent together).
+pub fn record_n(h: &mut Histogram<u64>, latency_us: u64, n: u64) {
+    let _ = h.record_n(latency_us.clamp(1, LATENCY_US_MAX), n);
+}
+
 /// Produce and end-to-end latencies.
 #[derive(Clone)]
 pub struct Latencies {
@@ -70,9 +75,10 @@ impl Live {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    pub fn record_produce(&self, latency_us: u64) {
+    /// Records produce latencies into this interval's histogram, under one lock however many.
+    pub fn with_produce_latencies(&self, f: impl FnOnce(&mut Histogram<u64>)) {
         if let Ok(mut l) = self.interval.lock() {
-            record(&mut l.produce_us, latency_us);
+            f(&mut l.produce_us);
         }
     }
 
