@@ -54,8 +54,11 @@ pub async fn close_partitions(local: &Local) {
 pub fn metrics_text(local: &Local) -> String {
     let parts = local.partitions.borrow();
     let log_bytes: u64 = parts.values().map(|p| p.log.size_bytes()).sum();
-    let fdatasyncs: u64 = parts.values().map(|p| p.log.fdatasync_count()).sum();
-    let mut text = local.metrics.render(parts.len(), log_bytes, fdatasyncs);
+    let mut syncs = spool_storage::sync_probe::SyncStats::default();
+    for p in parts.values() {
+        syncs.add(&p.log.sync_stats());
+    }
+    let mut text = local.metrics.render(parts.len(), log_bytes, &syncs);
     text.push_str(&replication_text(local.core, &parts));
     text
 }

@@ -6,6 +6,7 @@ use std::cell::{Cell, RefCell};
 use std::fmt::Write;
 
 use hdrhistogram::Histogram;
+use spool_storage::sync_probe::{SyncStats, SYNC_BUCKETS_US};
 
 pub struct CoreMetrics {
     core: usize,
@@ -37,6 +38,30 @@ pub struct CoreMetrics {
 const BUCKETS_S: [f64; 12] = [
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0,
 ];
+
+/// `spool_log_fdatasync_seconds`: cumulative buckets at the probe's bounds.
+fn render_syncs(s: &mut String, c: usize, syncs: &SyncStats) {
+    let mut below = 0;
+    for (bound_us, n) in SYNC_BUCKETS_US.iter().zip(syncs.finished) {
+        below += n;
+        let le = *bound_us as f64 / 1e6;
+        let _ = writeln!(
+            s,
+            "spool_log_fdatasync_seconds_bucket{{core=\"{c}\",le=\"{le}\"}} {below}"
+        );
+    }
+    let count = syncs.finished_count();
+    let _ = writeln!(
+        s,
+        "spool_log_fdatasync_seconds_bucket{{core=\"{c}\",le=\"+Inf\"}} {count}"
+    );
+    let sum_s = syncs.sum_us as f64 / 1e6;
+    let _ = writeln!(s, "spool_log_fdatasync_seconds_sum{{core=\"{c}\"}} {sum_s}");
+    let _ = writeln!(
+        s,
+        "spool_log_fdatasync_seconds_count{{core=\"{c}\"}} {count}"
+    );
+}
 
 fn histogram() -> Histogram<u64> {
     // 1 µs .. 60 s at 2 significant digits: a fixed, small allocation.
@@ -88,7 +113,7 @@ impl CoreMetrics {
     }
 
     /// This core's lines of the Prometheus exposition (HELP/TYPE lines come from [`header`]).
-    pub fn render(&self, partitions: usize, log_bytes: u64, log_fdatasyncs: u64) -> String {
+    pub fn render(&self, partitions: usize, log_bytes: u64, log_syncs: &SyncStats) -> String {
         let c = self.core;
         let mut s = String::new();
         let _ = writeln!(
@@ -161,7 +186,12 @@ impl CoreMetrics {
         s.push_str(&crate::response_memory::render(c));
         let _ = writeln!(s, "spool_partitions{{core=\"{c}\"}} {partitions}");
         let _ = writeln!(s, "spool_log_bytes{{core=\"{c}\"}} {log_bytes}");
-        let _ = writeln!(s, "spool_log_fdatasyncs{{core=\"{c}\"}} {log_fdatasyncs}");
+        let _ = writeln!(
+            s,
+            "spool_log_fdatasyncs{{core=\"{c}\"}} {}",
+            log_syncs.issued
+        );
+        render_syncs(&mut s, c, log_syncs);
         for (name, h) in [
             ("produce", &self.produce_latency_us),
             ("fetch", &self.fetch_latency_us),
@@ -240,6 +270,8 @@ pub fn header() -> &'static str {
 # TYPE spool_log_bytes gauge\n\
 # HELP spool_log_fdatasyncs fdatasyncs of the segment files of the partitions this core owns now, since each was opened (a partition leaving the core takes its count with it).\n\
 # TYPE spool_log_fdatasyncs gauge\n\
+# HELP spool_log_fdatasync_seconds How long the finished fdatasyncs of the segment files of the partitions this core owns now took (Kafka's LogFlushRateAndTimeMs); like spool_log_fdatasyncs, a partition leaving the core takes its counts with it.\n\
+# TYPE spool_log_fdatasync_seconds histogram\n\
 # HELP spool_produce_latency_seconds Produce latency per partition request, append to acknowledgement.\n\
 # TYPE spool_produce_latency_seconds histogram\n\
 # HELP spool_fetch_latency_seconds Fetch latency per request, long-poll wait included.\n\

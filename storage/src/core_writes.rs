@@ -97,7 +97,6 @@ pub fn set_limit(limit: usize) {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
     use std::rc::Rc;
 
     use super::*;
@@ -123,10 +122,9 @@ mod tests {
             let mut tasks = Vec::new();
             for s in 0..12u8 {
                 let path = dir.path().join(format!("{s}.log"));
-                let w =
-                    SegmentWriter::open(path.clone(), 0, 0, &[], &config, Rc::new(Cell::new(0)))
-                        .await
-                        .unwrap();
+                let w = SegmentWriter::open(path.clone(), 0, 0, &[], &config, Rc::default())
+                    .await
+                    .unwrap();
                 tasks.push(glommio::spawn_local(async move {
                     let mut expect = Vec::new();
                     for i in 0..40u64 {

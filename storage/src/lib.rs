@@ -32,6 +32,7 @@ pub mod records;
 pub mod retention;
 pub mod scan;
 mod segment;
+pub mod sync_probe;
 pub mod tail;
 pub mod txn_index;
 pub mod txn_tracker;

@@ -33,6 +33,7 @@ use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::time::Instant;
 
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use glommio::sync::Semaphore;
@@ -45,6 +46,7 @@ use crate::config::{LogConfig, BLOCK_BYTES};
 use crate::core_writes;
 use crate::error::LogError;
 use crate::free_space;
+use crate::sync_probe::SyncProbe;
 
 fn align_down(v: u64) -> u64 {
     v / BLOCK_BYTES * BLOCK_BYTES
@@ -119,7 +121,7 @@ pub struct SegmentWriter {
     preallocate_bytes: u64,
     prewrite_bytes: u64,
     zero_waiters: RefCell<Vec<Waker>>,
-    fdatasyncs: Rc<Cell<u64>>,
+    syncs: Rc<SyncProbe>,
 }
 
 impl SegmentWriter {
@@ -131,7 +133,7 @@ impl SegmentWriter {
         initial_mark: u64,
         tail_block: &[u8],
         config: &LogConfig,
-        fdatasyncs: Rc<Cell<u64>>,
+        syncs: Rc<SyncProbe>,
     ) -> Result<Rc<Self>, LogError> {
         let (write_buffer_bytes, writes_in_flight_max, preallocate_bytes) = (
             config.write_buffer_bytes,
@@ -190,7 +192,7 @@ impl SegmentWriter {
             preallocate_bytes,
             prewrite_bytes: config.prewrite_bytes,
             zero_waiters: RefCell::new(Vec::new()),
-            fdatasyncs,
+            syncs,
         });
         Ok(w)
     }
@@ -206,7 +208,7 @@ impl SegmentWriter {
     /// fdatasyncs issued so far through the shared counter (group commit makes this far fewer
     /// than `sync_to` calls).
     pub fn fdatasync_count(&self) -> u64 {
-        self.fdatasyncs.get()
+        self.syncs.issued_count()
     }
 
     pub fn synced_end(&self) -> u64 {
@@ -486,8 +488,11 @@ impl SegmentWriter {
 
     async fn sync_now(self: &Rc<Self>) -> Result<(), LogError> {
         let (target_end, target_mark) = self.flush().await?;
-        self.fdatasyncs.set(self.fdatasyncs.get() + 1);
-        self.file.fdatasync().await.map_err(|e| {
+        self.syncs.issued();
+        let started = Instant::now();
+        let synced = self.file.fdatasync().await;
+        self.syncs.finished(started.elapsed());
+        synced.map_err(|e| {
             let reason = format!("fdatasync failed: {e}");
             go_offline(&mut self.st.borrow_mut(), &self.path, reason);
             LogError::io("fdatasync", &self.path, e)
@@ -602,7 +607,7 @@ mod tests {
             0,
             &[],
             &cfg(4096, 2, 0),
-            Rc::new(Cell::new(0)),
+            Rc::default(),
         )
         .await
         .unwrap()
@@ -613,16 +618,10 @@ mod tests {
         run(|| async {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("seg.log");
-            let w = SegmentWriter::open(
-                path.clone(),
-                0,
-                0,
-                &[],
-                &cfg(8192, 3, 16384),
-                Rc::new(Cell::new(0)),
-            )
-            .await
-            .unwrap();
+            let w =
+                SegmentWriter::open(path.clone(), 0, 0, &[], &cfg(8192, 3, 16384), Rc::default())
+                    .await
+                    .unwrap();
             let mut expect = Vec::new();
             for i in 0..200u32 {
                 let chunk: Vec<u8> = (0..(i * 37 % 900 + 1)).map(|j| (i + j) as u8).collect();

@@ -21,7 +21,7 @@ fn cfg(prewrite_bytes: u64) -> LogConfig {
 }
 
 async fn open(path: &std::path::Path, end: u64, tail: &[u8], c: &LogConfig) -> Rc<SegmentWriter> {
-    SegmentWriter::open(path.to_path_buf(), end, end, tail, c, Rc::new(Cell::new(0)))
+    SegmentWriter::open(path.to_path_buf(), end, end, tail, c, Rc::default())
         .await
         .unwrap()
 }

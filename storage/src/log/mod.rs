@@ -105,8 +105,8 @@ pub struct PartitionLog {
     maintenance_lock: Semaphore,
     /// Held (flock) for the log's lifetime so a second process cannot open the same directory.
     lock: RefCell<Option<std::fs::File>>,
-    /// fdatasyncs of this log's segments (a probe for group commit).
-    fdatasyncs: Rc<std::cell::Cell<u64>>,
+    /// fdatasyncs of this log's segments: how many (a probe for group commit), how long.
+    syncs: Rc<crate::sync_probe::SyncProbe>,
     /// Where a test stops [`PartitionLog::truncate_fully_and_start_at`], as a crash would.
     #[cfg(test)]
     crash_after: std::cell::Cell<Option<start_at::StartAtStep>>,
@@ -203,7 +203,12 @@ impl PartitionLog {
 
     /// fdatasyncs issued on segment files since open.
     pub fn fdatasync_count(&self) -> u64 {
-        self.fdatasyncs.get()
+        self.syncs.issued_count()
+    }
+
+    /// fdatasyncs issued on segment files since open, and how long the finished ones took.
+    pub fn sync_stats(&self) -> crate::sync_probe::SyncStats {
+        self.syncs.stats()
     }
 
     pub fn segment_count(&self) -> usize {
@@ -528,7 +533,7 @@ impl PartitionLog {
             base,
             &[],
             &self.config.get(),
-            Rc::clone(&self.fdatasyncs),
+            Rc::clone(&self.syncs),
         )
         .await?;
         let reader = open_reader(&path).await?;

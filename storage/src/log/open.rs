@@ -186,7 +186,7 @@ impl PartitionLog {
             append_lock: Semaphore::new(1),
             maintenance_lock: Semaphore::new(1),
             lock: RefCell::new(Some(lock)),
-            fdatasyncs: Rc::default(),
+            syncs: Rc::default(),
             #[cfg(test)]
             crash_after: std::cell::Cell::new(None),
         });
@@ -256,7 +256,7 @@ impl PartitionLog {
             seg.next_offset(),
             &tail_block,
             &self.config.get(),
-            Rc::clone(&self.fdatasyncs),
+            Rc::clone(&self.syncs),
         )
         .await?;
         *seg.writer.borrow_mut() = Some(writer);
