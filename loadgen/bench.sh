@@ -280,6 +280,49 @@ print(f'{(s1 - s0) / ((b1 - b0) / 102400):.1f}' if b1 > b0 else 'nan')" >"$LOG/$
 }
 syncs() { cat "$LOG/$1.syncs" 2>/dev/null || echo nan; }
 
+# sync_buckets: the broker's spool_log_fdatasync_seconds buckets summed over its cores, one
+# "le count" line each (cumulative, as Prometheus has them).
+sync_buckets() {
+  curl -s --max-time 5 "http://$HOST:$ADMIN_PORT/metrics" 2>/dev/null |
+    awk -F'[{}]' '/^spool_log_fdatasync_seconds_bucket/ {
+      split($2, kv, "le=\""); le = kv[2]; sub(/".*/, "", le); n[le] += $3 + 0; order[le] = NR
+    } END { for (le in n) print order[le], le, n[le] }' | sort -n | cut -d' ' -f2-
+}
+
+# synced_window NAME ARGS...: `loadgen NAME ARGS`, then what the broker's own fdatasyncs did
+# meanwhile into $LOG/NAME.fsyncs: "p99_ms max_ms over_25ms", the p99 and the slowest as the
+# bound of the bucket that holds them (inf past 250 ms), and how many took longer than 25 ms.
+# With durability fsync every acknowledgement waits for one, so a produce latency tail that
+# these show is the disk's, not the broker's.
+synced_window() {
+  local name="$1"; shift
+  sync_buckets >"$LOG/$name.fsync0"
+  loadgen "$name" "$@"
+  sync_buckets >"$LOG/$name.fsync1"
+  python3 - "$LOG/$name.fsync0" "$LOG/$name.fsync1" >"$LOG/$name.fsyncs" <<'PY' || echo "nan nan nan" >"$LOG/$name.fsyncs"
+import sys
+def read(path):
+    out = []
+    for line in open(path):
+        le, n = line.split()
+        out.append((float('inf') if le == '+Inf' else float(le) * 1000, float(n)))
+    return out
+before, after = read(sys.argv[1]), read(sys.argv[2])
+if not after or len(before) != len(after):
+    print("nan nan nan"); sys.exit()
+cum = [(le, a - b) for (le, a), (_, b) in zip(after, before)]
+total = cum[-1][1]
+if total <= 0:
+    print("nan nan nan"); sys.exit()
+p99 = next(le for le, n in cum if n >= 0.99 * total)
+slowest = next(le for le, n in cum if n >= total)
+over_25 = total - next(n for le, n in cum if le >= 25)
+fmt = lambda v: 'inf' if v == float('inf') else f'{v:g}'
+print(fmt(p99), fmt(slowest), int(over_25))
+PY
+}
+fsyncs() { cat "$LOG/$1.fsyncs" 2>/dev/null || echo "nan nan nan"; }
+
 costed_loadgen() {
   local name="$1" pid="$2"; shift 2
   local before after mode bytes
@@ -335,6 +378,7 @@ SPOOL="$ROOT/target/release/spool"
 LOADGEN="$ROOT/target/release/spool-loadgen"
 
 # ---- rounds ----
+declare -a FS99 FSMAX FS25
 declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H P99HE E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF IDEM TXN TXC50 TXC99 IDEM8 TXN8 TX8C50 TX8C99 SYI SYT SYI8 SYT8
 # 1 KiB messages, acks=all (the client's default: idempotent, up to five batches of a
 # partition in flight), two producers on two client executors, each handing its client 64
@@ -382,10 +426,13 @@ for round in $(seq 1 "$ROUNDS"); do
   # Produce latency at half load without consumers: with two consumers reading 500 MB/s beside
   # the producers, the load generator's one CPU is busy (~97 %) and its own run queue showed
   # in the produce p99 (issue 19 wants the broker's latency, not a queue behind its client).
-  loadgen "half-$round" produce --topic halfp --partitions 8 "${COMMON[@]}" "${HALF[@]}" \
+  synced_window "half-$round" produce --topic halfp --partitions 8 "${COMMON[@]}" "${HALF[@]}" \
     --rate "$half" --warmup 2 --duration "$SECONDS_PER_RUN"
   P99H+=("$(field "$LOG/half-$round.txt" produce_p99_ms)")
   P999H+=("$(field "$LOG/half-$round.txt" produce_p999_ms)")
+  read -r f99 fmax f25 <<<"$(fsyncs "half-$round")"
+  FS99+=("$f99"); FSMAX+=("$fmax"); FS25+=("$f25")
+  log "  half load: produce p99 ${P99H[-1]} p999 ${P999H[-1]} ms; the broker's fdatasyncs meanwhile: p99 <= $f99 ms, slowest <= $fmax ms, $f25 over 25 ms"
   drop_topic halfp
   loadgen "e2e-half-$round" e2e --topic half --partitions 8 "${COMMON[@]}" "${HALF[@]}" --consumers 2 \
     --rate "$half" --warmup 2 --duration "$SECONDS_PER_RUN"
@@ -447,6 +494,7 @@ prod=$(median "${PROD[@]}"); p99h=$(median "${P99H[@]}"); e2eh=$(median "${E2EH[
 p99he=$(median "${P99HE[@]}")
 p99n=$(median "${P99N[@]}"); cons=$(median "${CONS[@]}"); p1000=$(median "${P1000[@]}")
 c1=$(median "${C1[@]}"); c2=$(median "${C2[@]}")
+fs99=$(median "${FS99[@]}"); fsmax=$(median "${FSMAX[@]}"); fs25=$(median "${FS25[@]}")
 idem=$(median "${IDEM[@]}"); txn=$(median "${TXN[@]}")
 txc50=$(median "${TXC50[@]}"); txc99=$(median "${TXC99[@]}")
 idem8=$(median "${IDEM8[@]}"); txn8=$(median "${TXN8[@]}")
@@ -468,7 +516,7 @@ txn8_ratio=$(ratio "$txn8" "$idem8")
 echo
 echo "spool bench — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $ROUNDS rounds, medians (MB = 10^6 B)"
 echo "CPUs: broker --cpuset $BROKER_CPUS, loadgen --cpuset $LOADGEN_CPUS ($CPU_NOTE)"
-echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | p99_half_beside_consumers ${P99HE[*]} | e2e_p99_half ${E2EH[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
+echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | broker_fsync_p99_half ${FS99[*]} | broker_fsync_max_half ${FSMAX[*]} | broker_fsync_over25_half ${FS25[*]} | p99_half_beside_consumers ${P99HE[*]} | e2e_p99_half ${E2EH[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
 printf '| %-34s | %12s | %-40s |\n' figure value "compared with / target"
 printf '|%s|%s|%s|\n' "------------------------------------" "--------------" "------------------------------------------"
 row() { printf '| %-34s | %12s | %-40s |\n' "$1" "$2" "$3"; }
@@ -481,6 +529,8 @@ row produce_ratio "$produce_ratio" "/ disk_write_mbps; target >= 0.9"
 row produce_fsync_ratio "$produce_fsync_ratio" "/ min(disk_write_fsync8, loopback); target >= 0.9"
 row produce_p99_ms_half_load "$(r "$p99h" 2)" "target <= fsync_p99_ms + 2 = $(r "$fsync + 2" 2)"
 row produce_p999_ms_half_load "$(r "$p999h" 2)" "target <= 20"
+row broker_fdatasync_p99_ms_half_load "$fs99" "its own, meanwhile (bucket bound); rounds ${FS99[*]}"
+row broker_fdatasync_max_ms_half_load "$fsmax" "slowest (bucket bound); rounds ${FSMAX[*]}"
 row produce_p99_ms_half_load_e2e "$(r "$p99he" 2)" "the e2e run's producers, beside 2 consumers"
 row e2e_p99_ms_half_load "$(r "$e2eh" 2)" "target <= its run's produce p99 + 5 = $(r "$p99he + 5" 2)"
 row produce_p99_ms_half_load_nofsync "$(r "$p99n" 2)" "durability replicated, no consumers; target <= 2"
@@ -511,6 +561,9 @@ echo "RESULT produce_ratio=$produce_ratio"
 echo "RESULT produce_fsync_ratio=$produce_fsync_ratio"
 echo "RESULT produce_p99_ms_half_load=$(r "$p99h" 2)"
 echo "RESULT produce_p999_ms_half_load=$(r "$p999h" 2)"
+echo "RESULT broker_fdatasync_p99_ms_half_load=$fs99"
+echo "RESULT broker_fdatasync_max_ms_half_load=$fsmax"
+echo "RESULT broker_fdatasyncs_over_25ms_half_load=$fs25"
 echo "RESULT produce_p99_ms_half_load_e2e=$(r "$p99he" 2)"
 echo "RESULT e2e_p99_ms_half_load=$(r "$e2eh" 2)"
 echo "RESULT produce_p99_ms_half_load_nofsync=$(r "$p99n" 2)"
