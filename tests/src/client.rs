@@ -75,6 +75,30 @@ pub fn consumer_from_earliest(broker: &Broker, topic: &str, partitions: i32) -> 
     c
 }
 
+/// Reads `topic` back and checks it holds exactly `at`: the value the producer was told each
+/// (partition, offset) got, no record more or fewer.
+pub fn assert_reads_back(
+    broker: &Broker,
+    topic: &str,
+    partitions: i32,
+    at: &std::collections::BTreeMap<(i32, i64), String>,
+) {
+    let read = consume_until(broker, topic, partitions, Duration::from_secs(60), |r| {
+        r.len() >= at.len()
+    });
+    assert_eq!(read.len(), at.len(), "nothing more, nothing less");
+    for r in &read {
+        let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
+        assert_eq!(
+            at.get(&(r.partition, r.offset)),
+            Some(&value),
+            "partition {} offset {}",
+            r.partition,
+            r.offset
+        );
+    }
+}
+
 /// Reads `partitions` of `topic` from the beginning, in the order the consumer returns them, until
 /// `done(records so far)` holds. Panics with what it has when `timeout` passes first.
 pub fn consume_until(

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use spool_protocol::client::producer::{Acks, ProducerConfig};
 use spool_protocol::client::{glommio_io, ClientError, ProducerRecord, RecordMetadata};
-use spool_tests::client::{consume_until, create_topic};
+use spool_tests::client::{assert_reads_back, create_topic};
 use spool_tests::Broker;
 
 const TOPIC: &str = "callbacks";
@@ -46,20 +46,7 @@ fn callbacks_and_futures_each_get_the_offset_their_record_got() {
         assert!(previous.is_none(), "{value} and {previous:?} at one offset");
     }
     // What the broker holds is exactly what the callbacks and futures were told.
-    let records = consume_until(&broker, TOPIC, PARTITIONS, Duration::from_secs(60), |r| {
-        r.len() >= outcomes.len()
-    });
-    assert_eq!(records.len(), outcomes.len());
-    for r in &records {
-        let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
-        assert_eq!(
-            at.get(&(r.partition, r.offset)),
-            Some(&value),
-            "partition {} offset {}",
-            r.partition,
-            r.offset
-        );
-    }
+    assert_reads_back(&broker, TOPIC, PARTITIONS, &at);
 }
 
 async fn produce(bootstrap: &str) -> Vec<(String, Outcome)> {

@@ -6,14 +6,13 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use spool_protocol::client::producer::Acks;
 use spool_protocol::client::{
     glommio_io, ClientError, ProducerRecord, ProducerRecords, RecordMetadata,
 };
-use spool_tests::client::{consume_until, create_topic, producer, producer_config};
+use spool_tests::client::{assert_reads_back, create_topic, producer, producer_config};
 use spool_tests::Broker;
 
 const TOPIC: &str = "units";
@@ -91,20 +90,7 @@ fn units_land_whole_in_order_at_the_offset_their_report_names() {
         records,
         2 * (UNITS + (0..UNITS).map(|u| u % 7 + 1).sum::<usize>())
     );
-    let read = consume_until(&broker, TOPIC, PARTITIONS, Duration::from_secs(60), |r| {
-        r.len() >= records
-    });
-    assert_eq!(read.len(), records, "nothing more, nothing less");
-    for r in &read {
-        let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
-        assert_eq!(
-            at.get(&(r.partition, r.offset)),
-            Some(&value),
-            "partition {} offset {}",
-            r.partition,
-            r.offset
-        );
-    }
+    assert_reads_back(&broker, TOPIC, PARTITIONS, &at);
 }
 
 async fn produce_glommio(bootstrap: &str) -> Reported {

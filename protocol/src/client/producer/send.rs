@@ -166,23 +166,10 @@ impl ProducerCore {
             }
         };
         let count = unit_records(&unit);
-        if partition < 0 || partition as usize >= partitions {
-            self.acc.release(unit_bytes);
-            self.fail_one(
-                id,
-                count,
-                ClientError::InvalidPartition {
-                    topic: unit.topic,
-                    partition,
-                    partitions,
-                },
-            );
-            return;
-        }
         let timestamp_ms = unit.timestamp_ms.unwrap_or(now_ms as i64);
-        let tp = TopicPartition {
-            topic: unit.topic,
-            partition,
+        let Some(tp) = self.checked(id, unit.topic, partition, partitions, unit_bytes, count)
+        else {
+            return;
         };
         self.drive_needed |=
             self.acc
@@ -214,23 +201,10 @@ impl ProducerCore {
                     .partition(&record.topic, available, partitions, record_bytes)
             }
         };
-        if partition < 0 || partition as usize >= partitions {
-            self.acc.release(record_bytes);
-            self.fail_one(
-                id,
-                1,
-                ClientError::InvalidPartition {
-                    topic: record.topic,
-                    partition,
-                    partitions,
-                },
-            );
-            return;
-        }
         let timestamp_ms = record.timestamp_ms.unwrap_or(now_ms as i64);
-        let tp = TopicPartition {
-            topic: record.topic,
-            partition,
+        let Some(tp) = self.checked(id, record.topic, partition, partitions, record_bytes, 1)
+        else {
+            return;
         };
         self.drive_needed |= self.acc.append_reserved(
             &tp,
@@ -242,5 +216,29 @@ impl ProducerCore {
             record_bytes,
             now_ms,
         );
+    }
+
+    /// `partition` of `topic` when the topic has it (`partitions`); else fails `id` — `records`
+    /// records holding `bytes` of the buffer — as Kafka's producer does a partition it lacks.
+    fn checked(
+        &mut self,
+        id: RecordId,
+        topic: String,
+        partition: i32,
+        partitions: usize,
+        bytes: usize,
+        records: u32,
+    ) -> Option<TopicPartition> {
+        if partition < 0 || partition as usize >= partitions {
+            self.acc.release(bytes);
+            let e = ClientError::InvalidPartition {
+                topic,
+                partition,
+                partitions,
+            };
+            self.fail_one(id, records, e);
+            return None;
+        }
+        Some(TopicPartition { topic, partition })
     }
 }
