@@ -1,8 +1,10 @@
 //! One loadgen producer task on a client executor: waits until the consumers are positioned,
 //! then sends on its schedule (open loop with `--rate`, closed loop otherwise), stamping each
 //! payload with (producer id, sequence, intended send time). Ahead of its schedule it sleeps at
-//! least [`MIN_RATE_WAIT_NS`], then sends every record due. Each delivery runs a callback that
-//! records the acknowledgement latency from the record's intended send time.
+//! least [`MIN_RATE_WAIT_NS`], then sends every record due: up to `--records-per-send` at a
+//! time as one unit (`send_records_with`), or one by one (`send_with`) when that is 1 or the
+//! records are keyed. Each delivery report runs a callback that records every record's
+//! acknowledgement latency from its own intended send time ([`crate::delivered`]).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
