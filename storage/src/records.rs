@@ -355,6 +355,11 @@ impl BatchBuilder {
         self.records.reserve(n);
     }
 
+    /// Records the builder holds room for without growing.
+    pub fn records_capacity(&self) -> usize {
+        self.records.capacity()
+    }
+
     /// Adds a fully specified record (its deltas are taken as they are).
     pub fn push_record(&mut self, r: Record) {
         self.records_bytes += record_body_len(&r) + 5;

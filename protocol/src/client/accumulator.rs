@@ -189,7 +189,7 @@ impl Accumulator {
             queue,
             &self.config,
             last,
-            record_bytes,
+            (record_bytes, 1),
             timestamp_ms,
             now_ms,
         );
@@ -233,8 +233,9 @@ impl Accumulator {
             Some(q) => q,
             None => self.open.entry(tp.clone()).or_default(),
         };
+        let size = (unit_bytes, records.len());
         let (batch, opened) =
-            batch_with_room(queue, &self.config, last, unit_bytes, timestamp_ms, now_ms);
+            batch_with_room(queue, &self.config, last, size, timestamp_ms, now_ms);
         let timestamp_delta = timestamp_ms.saturating_sub(batch.builder.base_timestamp);
         let first = batch.builder.len();
         batch.builder.reserve_records(records.len());
@@ -404,14 +405,14 @@ impl Accumulator {
     }
 }
 
-/// Makes the last batch of `queue` one that `bytes` more fit (an empty batch takes anything),
-/// opening one if none does; returns the batch and whether it was opened. `last` = (records,
-/// entries) of the batch closed last.
+/// Makes the last batch of `queue` one that `bytes` more — `records` records, one entry — fit
+/// (an empty batch takes anything), opening one if none does; returns the batch and whether it
+/// was opened. `last` = (records, entries) of the batch closed last.
 fn batch_with_room<'a>(
     queue: &'a mut VecDeque<OpenBatch>,
     config: &AccumulatorConfig,
     last: (usize, usize),
-    bytes: usize,
+    (bytes, records): (usize, usize),
     timestamp_ms: i64,
     now_ms: u64,
 ) -> (&'a mut OpenBatch, bool) {
@@ -419,9 +420,12 @@ fn batch_with_room<'a>(
         b.builder.is_empty() || b.builder.estimated_bytes() + bytes <= config.batch_bytes
     });
     if !fits {
-        // Room for as many records as the last batch held, but never more than this batch can
-        // take of records this size (a hint, not a bound: the lists still grow).
-        let room = last.0.min(config.batch_bytes / bytes.max(1) + 1);
+        // Room for as many records (and entries) as the last batch held, but never more than
+        // this batch can take of records (and entries) this size (a hint, not a bound: the
+        // lists still grow). A unit's records are its bytes over its count each.
+        let record_bytes = bytes / records.max(1);
+        let room = last.0.min(config.batch_bytes / record_bytes.max(1) + 1);
+        let entries = last.1.min(config.batch_bytes / bytes.max(1) + 1);
         queue.push_back(OpenBatch {
             builder: {
                 let mut b = BatchBuilder::new(timestamp_ms).compression(config.compression);
@@ -429,7 +433,7 @@ fn batch_with_room<'a>(
                 b.reserve_records(room);
                 b
             },
-            records: Vec::with_capacity(last.1.min(room)),
+            records: Vec::with_capacity(entries),
             created_ms: now_ms,
             reserved_bytes: 0,
         });
@@ -520,6 +524,27 @@ mod tests {
         }
         let batch = a.open[&other].front().unwrap();
         assert_eq!(batch.records.len(), 6);
+    }
+
+    #[test]
+    fn after_a_batch_of_units_a_new_batch_has_room_for_its_records_and_its_entries() {
+        let mut a = acc(64 * 1024, 1 << 20);
+        let tp = TopicPartition::new("t", 0);
+        let unit = |n: usize| (0..n).map(|_| (None, v(10))).collect::<Vec<_>>();
+        // Ten units of 30 records (31 bytes each): one batch of 300 records in 10 entries.
+        for id in 0..10 {
+            a.reserve(930).unwrap();
+            a.append_unit_reserved(&tp, id, 0, unit(30), 930, 0);
+        }
+        let closed = a.close_first(&tp, None).unwrap().unwrap();
+        assert_eq!(closed.records.len(), 10);
+        a.reserve(930).unwrap();
+        a.append_unit_reserved(&tp, 10, 0, unit(30), 930, 0);
+        let batch = a.open[&tp].front().unwrap();
+        let records = batch.builder.records_capacity();
+        assert!((300..600).contains(&records), "room for {records} records");
+        let entries = batch.records.capacity();
+        assert!((10..20).contains(&entries), "room for {entries} entries");
     }
 
     #[test]
