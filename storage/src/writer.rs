@@ -331,22 +331,14 @@ impl SegmentWriter {
                     self.st.borrow_mut().zero_waits += 1;
                     self.zeros_idle().await;
                 }
+                // An earlier write of its first block is still in flight: after that one, so
+                // writes of one block complete in order (an older copy never lands last).
+                Submitted::BehindWrite => self.drain().await?,
             }
         }
     }
 
     async fn submit_staged_once(self: &Rc<Self>) -> Result<Submitted, LogError> {
-        // A previous write that ended in a partial block overlaps this one's first block: wait
-        // for it, so writes of the same block complete in order.
-        let overlaps = {
-            let st = self.st.borrow();
-            st.in_flight
-                .back()
-                .is_some_and(|&(_, end, done)| !done && end % BLOCK_BYTES != 0)
-        };
-        if overlaps {
-            self.drain().await?;
-        }
         let permit = self
             .write_slots
             .acquire_static_permit(1)
@@ -361,6 +353,17 @@ impl SegmentWriter {
             if st.staged_bytes == 0 || st.written_end >= st.logical_end() && st.in_flight.is_empty()
             {
                 return Ok(Submitted::Done);
+            }
+            // A previous write that ended in a partial block overlaps this one's first block.
+            // Looked at only now, with the slots held: another flush (a sync's, a reader's,
+            // `durability = replicated`'s) may have written that block while this one waited
+            // for a slot, and checked before the wait, both writes of it were in flight at once.
+            if st
+                .in_flight
+                .back()
+                .is_some_and(|&(_, end, done)| !done && end > st.stage_pos)
+            {
+                return Ok(Submitted::BehindWrite);
             }
             let padded_end = st.stage_pos + align_up(st.staged_bytes as u64);
             if st
@@ -384,6 +387,12 @@ impl SegmentWriter {
             let end = pos + staged as u64;
             st.stage_pos += whole as u64;
             st.staged_bytes = partial;
+            assert!(
+                st.in_flight
+                    .iter()
+                    .all(|&(_, e, done)| done || align_up(e) <= pos),
+                "a write of block {pos} while an earlier write of it is in flight"
+            );
             st.in_flight.push_back((pos, end, false));
             st.submitted_mark = st.mark;
             (buf, pos, end)
@@ -528,6 +537,8 @@ impl SegmentWriter {
 enum Submitted {
     Done,
     BehindZeros,
+    /// The write in flight ends inside this one's first block.
+    BehindWrite,
 }
 
 /// The sync this task runs, ended when it is dropped: finished, failed, or dropped half-way
@@ -575,6 +586,10 @@ impl Future for SyncDone<'_> {
 
 #[path = "writer_zeros.rs"]
 mod zeros;
+
+#[cfg(test)]
+#[path = "writer_flush_tests.rs"]
+mod flush_tests;
 
 #[cfg(test)]
 #[path = "writer_prewrite_tests.rs"]
