@@ -17,7 +17,8 @@
 #              rate (e2e latency, and its produce p99 as a second figure), produce max to
 #              1,000 partitions, catch-up consume of
 #              the ≥ 2 GiB the produce run left behind;
-#            durability replicated: produce at the same half rate;
+#            durability replicated (no fdatasync): produce max (produce_nofsync_mbps, against
+#              disk_write_mbps: issue 19's no-fsync target) and at the same half rate;
 #            --cores 1: produce max again (cores_2_over_1);
 #            transactions (durability fsync): one producer, acks=all, idempotent and then
 #              transactional (`--transactional`, 100 records per transaction) in the same
@@ -57,7 +58,7 @@ while [[ $# -gt 0 ]]; do
     --acks) ACKS="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --cost) COST_PID="${2:?--cost needs a broker PID}"; shift 2; break ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -379,6 +380,7 @@ LOADGEN="$ROOT/target/release/spool-loadgen"
 
 # ---- rounds ----
 declare -a FS99 FSMAX FS25
+declare -a PRODN BCPUN
 declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H P99HE E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF IDEM TXN TXC50 TXC99 IDEM8 TXN8 TX8C50 TX8C99 SYI SYT SYI8 SYT8
 # 1 KiB messages, acks=all (the client's default: idempotent, up to five batches of a
 # partition in flight), two producers on two client executors, each handing its client 64
@@ -472,6 +474,13 @@ for round in $(seq 1 "$ROUNDS"); do
 
   log "round $round: broker (durability replicated)"
   start_broker replicated --durability replicated
+  # No warm-up: the broker's CPU seconds (taken around the whole run) and the bytes then cover
+  # the same records.
+  costed_loadgen "produce-nofsync-$round" "$BROKER_PID" produce --topic pn --partitions 8 \
+    "${COMMON[@]}" "${MAX[@]}" --duration "$SECONDS_PER_RUN"
+  PRODN+=("$(field "$LOG/produce-nofsync-$round.txt" produce_mbps)")
+  BCPUN+=("$(cost "produce-nofsync-$round" broker_cpu_s_per_gb)")
+  drop_topic pn
   loadgen "half-nofsync-$round" produce --topic halfp --partitions 8 "${COMMON[@]}" "${HALF[@]}" \
     --rate "$half" --warmup 2 --duration "$SECONDS_PER_RUN"
   P99N+=("$(field "$LOG/half-nofsync-$round.txt" produce_p99_ms)")
@@ -483,7 +492,7 @@ for round in $(seq 1 "$ROUNDS"); do
     --warmup 2 --duration "$SECONDS_PER_RUN"
   C1+=("$(field "$LOG/cores1-$round.txt" produce_mbps)")
   stop_broker
-  log "  nofsync p99 ${P99N[-1]} ms; cores 1 ${C1[-1]} vs cores 2 ${C2[-1]} MB/s"
+  log "  no fsync: produce max ${PRODN[-1]} MB/s (broker ${BCPUN[-1]} CPU-s/GB), half-load p99 ${P99N[-1]} ms; cores 1 ${C1[-1]} vs cores 2 ${C2[-1]} MB/s"
 done
 
 # ---- medians and report ----
@@ -492,7 +501,7 @@ disk=$(median "${DISK[@]}"); disk8=$(median "${DISK8[@]}"); p999h=$(median "${P9
 fsync=$(median "${FSYNC[@]}"); loop=$(median "${LOOP[@]}")
 prod=$(median "${PROD[@]}"); p99h=$(median "${P99H[@]}"); e2eh=$(median "${E2EH[@]}")
 p99he=$(median "${P99HE[@]}")
-p99n=$(median "${P99N[@]}"); cons=$(median "${CONS[@]}"); p1000=$(median "${P1000[@]}")
+p99n=$(median "${P99N[@]}"); prodn=$(median "${PRODN[@]}"); bcpun=$(median "${BCPUN[@]}"); cons=$(median "${CONS[@]}"); p1000=$(median "${P1000[@]}")
 c1=$(median "${C1[@]}"); c2=$(median "${C2[@]}")
 fs99=$(median "${FS99[@]}"); fsmax=$(median "${FSMAX[@]}"); fs25=$(median "${FS25[@]}")
 idem=$(median "${IDEM[@]}"); txn=$(median "${TXN[@]}")
@@ -504,6 +513,7 @@ bcpup=$(median "${BCPUP[@]}"); bcpuf=$(median "${BCPUF[@]}")
 lcpup=$(median "${LCPUP[@]}"); lcpuf=$(median "${LCPUF[@]}")
 ratio() { python3 -c "a=float('$1'); b=float('$2'); print(f'{a/b:.3f}' if b > 0 and a == a else 'nan')"; }
 produce_ratio=$(ratio "$prod" "$disk")
+produce_nofsync_ratio=$(ratio "$prodn" "$disk")
 # The issue's fsync'd-produce target: against the slower of the synced disk and loopback.
 fsync_limit=$(python3 -c "a=float('$disk8'); b=float('$loop'); print(min(a, b))")
 produce_fsync_ratio=$(ratio "$prod" "$fsync_limit")
@@ -516,7 +526,7 @@ txn8_ratio=$(ratio "$txn8" "$idem8")
 echo
 echo "spool bench — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $ROUNDS rounds, medians (MB = 10^6 B)"
 echo "CPUs: broker --cpuset $BROKER_CPUS, loadgen --cpuset $LOADGEN_CPUS ($CPU_NOTE)"
-echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | broker_fsync_p99_half ${FS99[*]} | broker_fsync_max_half ${FSMAX[*]} | broker_fsync_over25_half ${FS25[*]} | p99_half_beside_consumers ${P99HE[*]} | e2e_p99_half ${E2EH[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
+echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | broker_fsync_p99_half ${FS99[*]} | broker_fsync_max_half ${FSMAX[*]} | broker_fsync_over25_half ${FS25[*]} | p99_half_beside_consumers ${P99HE[*]} | e2e_p99_half ${E2EH[*]} | produce_nofsync ${PRODN[*]} | broker_cpu_produce_nofsync ${BCPUN[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
 printf '| %-34s | %12s | %-40s |\n' figure value "compared with / target"
 printf '|%s|%s|%s|\n' "------------------------------------" "--------------" "------------------------------------------"
 row() { printf '| %-34s | %12s | %-40s |\n' "$1" "$2" "$3"; }
@@ -525,8 +535,11 @@ row disk_write_fsync8_mbps "$(r "$disk8" 1)" "fio 1 MiB O_DIRECT, fdatasync ever
 row fsync_p99_ms "$(r "$fsync" 2)" "fio 4 KiB + fdatasync"
 row loopback_mbps "$(r "$loop" 1)" "iperf3 127.0.0.1"
 row produce_mbps "$(r "$prod" 1)" "1 KiB, acks=$ACKS, 8 partitions, fsync"
-row produce_ratio "$produce_ratio" "/ disk_write_mbps; target >= 0.9"
+row produce_ratio "$produce_ratio" "fsync'd produce / disk_write_mbps"
 row produce_fsync_ratio "$produce_fsync_ratio" "/ min(disk_write_fsync8, loopback); target >= 0.9"
+row produce_nofsync_mbps "$(r "$prodn" 1)" "durability replicated, same flags"
+row produce_nofsync_ratio "$produce_nofsync_ratio" "/ disk_write_mbps; target >= 0.9"
+row broker_cpu_s_per_gb_produce_nofsync "$(r "$bcpun" 3)" "no fdatasync"
 row produce_p99_ms_half_load "$(r "$p99h" 2)" "target <= fsync_p99_ms + 2 = $(r "$fsync + 2" 2)"
 row produce_p999_ms_half_load "$(r "$p999h" 2)" "target <= 20"
 row broker_fdatasync_p99_ms_half_load "$fs99" "its own, meanwhile (bucket bound); rounds ${FS99[*]}"
@@ -559,6 +572,9 @@ echo "RESULT loopback_mbps=$(r "$loop" 1)"
 echo "RESULT produce_mbps=$(r "$prod" 1)"
 echo "RESULT produce_ratio=$produce_ratio"
 echo "RESULT produce_fsync_ratio=$produce_fsync_ratio"
+echo "RESULT produce_nofsync_mbps=$(r "$prodn" 1)"
+echo "RESULT produce_nofsync_ratio=$produce_nofsync_ratio"
+echo "RESULT broker_cpu_s_per_gb_produce_nofsync=$(r "$bcpun" 3)"
 echo "RESULT produce_p99_ms_half_load=$(r "$p99h" 2)"
 echo "RESULT produce_p999_ms_half_load=$(r "$p999h" 2)"
 echo "RESULT broker_fdatasync_p99_ms_half_load=$fs99"
