@@ -1,23 +1,8 @@
 //! Flushes that meet at one block: the writer never has two writes of one block in flight.
 
-use std::rc::Rc;
-
+use super::tests::small_writer_at as writer_at;
 use super::*;
 use crate::test_util::run;
-
-/// A segment with 4 KiB staging, two writes in flight and no preallocation (so an append does
-/// no I/O of its own until a staging buffer fills).
-async fn writer_at(path: PathBuf) -> Rc<SegmentWriter> {
-    let config = LogConfig {
-        write_buffer_bytes: 4096,
-        writes_in_flight_max: 2,
-        preallocate_bytes: 0,
-        ..LogConfig::default()
-    };
-    SegmentWriter::open(path, 0, 0, &[], &config, Rc::default())
-        .await
-        .unwrap()
-}
 
 /// Two flushes waiting for the core's write slots at once (a sync's and a reader's, or
 /// `durability = replicated`'s): the second must not write the partial block while the first's

@@ -17,18 +17,17 @@ fn cfg(
 
 use crate::test_util::run;
 
-/// A fresh segment `s.log` in `dir`: 4 KiB staging, two writes in flight, no preallocation.
+/// A fresh segment at `path`: 4 KiB staging, two writes in flight, no preallocation (so an
+/// append does no I/O of its own until a staging buffer fills).
+pub(super) async fn small_writer_at(path: PathBuf) -> Rc<SegmentWriter> {
+    SegmentWriter::open(path, 0, 0, &[], &cfg(4096, 2, 0), Rc::default())
+        .await
+        .unwrap()
+}
+
+/// [`small_writer_at`] `s.log` in `dir`.
 async fn small_writer(dir: &std::path::Path) -> Rc<SegmentWriter> {
-    SegmentWriter::open(
-        dir.join("s.log"),
-        0,
-        0,
-        &[],
-        &cfg(4096, 2, 0),
-        Rc::default(),
-    )
-    .await
-    .unwrap()
+    small_writer_at(dir.join("s.log")).await
 }
 
 #[test]
