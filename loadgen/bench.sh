@@ -9,6 +9,7 @@
 #            the same with an fdatasync every 8 MiB                         -> disk_write_fsync8_mbps
 #            the same into 8 files at once (8 jobs, the broker's 8 partitions) -> …_8files_mbps
 #            fio 4 KiB writes + fdatasync, p99 of the sync                  -> fsync_p99_ms
+#            fio sequential O_DIRECT 1 MiB reads (best of iodepth 4/16)     -> disk_read_mbps
 #            iperf3 over loopback                                           -> loopback_mbps
 #   broker:  `spool serve` in a temporary directory on the measured disk, 127.0.0.1, ports
 #            19193/19744 (not the defaults), restarted fresh for each configuration:
@@ -186,6 +187,23 @@ limit_fsync_p99_ms() {
   local j
   j=$(fio_run --rw=write --bs=4k --fdatasync=1 --ioengine=sync --size=256M --runtime=3)
   json "$j" "d['jobs'][0]['sync']['lat_ns']['percentile']['99.000000']/1e6"
+}
+
+# Sequential 1 MiB O_DIRECT reads, best of iodepth 4 (one fetch response's pieces read at once)
+# and 16 (a core's bound on cold reads in flight): a catch-up read of data written with O_DIRECT
+# comes from the disk, not the page cache, so the slower of this and loopback bounds it.
+limit_disk_read_mbps() {
+  local best=0 qd j v
+  for qd in 4 16; do
+    j="$WORK/fio-read.json"
+    fio --name=read --filename="$WORK/fio-read.dat" --output-format=json --rw=read --bs=1M \
+      --direct=1 --ioengine=io_uring --size=2G --time_based --runtime=3 --iodepth=$qd \
+      >"$j" 2>/dev/null
+    v=$(json "$j" "d['jobs'][0]['read']['bw_bytes']/1e6")
+    best=$(python3 -c "from math import nan; print(max($best, $v if $v == $v else 0))")
+  done
+  rm -f "$WORK/fio-read.dat"
+  echo "$best"
 }
 
 limit_loopback_mbps() {
@@ -395,7 +413,7 @@ LOADGEN="$ROOT/target/release/spool-loadgen"
 
 # ---- rounds ----
 declare -a FS99 FSMAX FS25
-declare -a PRODN BCPUN DISK8F
+declare -a PRODN BCPUN DISK8F DISKR
 declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H P99HE E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF IDEM TXN TXC50 TXC99 IDEM8 TXN8 TX8C50 TX8C99 SYI SYT SYI8 SYT8
 # 1 KiB messages, acks=all (the client's default: idempotent, up to five batches of a
 # partition in flight), two producers on two client executors, each handing its client 64
@@ -420,8 +438,9 @@ for round in $(seq 1 "$ROUNDS"); do
   DISK8+=("$(limit_disk_write_fsync8_mbps)")
   DISK8F+=("$(limit_disk_write_fsync8_8files_mbps)")
   FSYNC+=("$(limit_fsync_p99_ms)")
+  DISKR+=("$(limit_disk_read_mbps)")
   LOOP+=("$(limit_loopback_mbps)")
-  log "  disk ${DISK[-1]} MB/s (fdatasync every 8 MiB: ${DISK8[-1]}; 8 files at once: ${DISK8F[-1]}), fsync p99 ${FSYNC[-1]} ms, loopback ${LOOP[-1]} MB/s"
+  log "  disk ${DISK[-1]} MB/s (fdatasync every 8 MiB: ${DISK8[-1]}; 8 files at once: ${DISK8F[-1]}), fsync p99 ${FSYNC[-1]} ms, disk read ${DISKR[-1]} MB/s, loopback ${LOOP[-1]} MB/s"
 
   log "round $round: broker (durability fsync, CPUs $BROKER_CPUS)"
   start_broker fsync --durability fsync
@@ -514,7 +533,7 @@ done
 # ---- medians and report ----
 r() { python3 -c "from math import nan, isnan; v=float($1); print('nan' if isnan(v) else f'{v:.${2:-3}f}')"; }
 disk=$(median "${DISK[@]}"); disk8=$(median "${DISK8[@]}"); disk8f=$(median "${DISK8F[@]}"); p999h=$(median "${P999H[@]}")
-fsync=$(median "${FSYNC[@]}"); loop=$(median "${LOOP[@]}")
+fsync=$(median "${FSYNC[@]}"); loop=$(median "${LOOP[@]}"); diskr=$(median "${DISKR[@]}")
 prod=$(median "${PROD[@]}"); p99h=$(median "${P99H[@]}"); e2eh=$(median "${E2EH[@]}")
 p99he=$(median "${P99HE[@]}")
 p99n=$(median "${P99N[@]}"); prodn=$(median "${PRODN[@]}"); bcpun=$(median "${BCPUN[@]}"); cons=$(median "${CONS[@]}"); p1000=$(median "${P1000[@]}")
@@ -535,6 +554,9 @@ fsync_limit=$(python3 -c "a=float('$disk8'); b=float('$loop'); print(min(a, b))"
 produce_fsync_ratio=$(ratio "$prod" "$fsync_limit")
 produce_fsync_ratio_8files=$(ratio "$prod" "$disk8f")
 consume_ratio=$(ratio "$cons" "$loop")
+# What bounds a catch-up read here: the slower of the disk's reads and loopback.
+consume_limit=$(python3 -c "a=float('$diskr'); b=float('$loop'); print(min(a, b))")
+consume_ratio_of_limit=$(ratio "$cons" "$consume_limit")
 cores_ratio=$(ratio "$c2" "$c1")
 p1000_ratio=$(ratio "$p1000" "$prod")
 txn_ratio=$(ratio "$txn" "$idem")
@@ -543,7 +565,7 @@ txn8_ratio=$(ratio "$txn8" "$idem8")
 echo
 echo "spool bench — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $ROUNDS rounds, medians (MB = 10^6 B)"
 echo "CPUs: broker --cpuset $BROKER_CPUS, loadgen --cpuset $LOADGEN_CPUS ($CPU_NOTE)"
-echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | disk_fsync8_8files ${DISK8F[*]} | fsync_p99 ${FSYNC[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | broker_fsync_p99_half ${FS99[*]} | broker_fsync_max_half ${FSMAX[*]} | broker_fsync_over25_half ${FS25[*]} | p99_half_beside_consumers ${P99HE[*]} | e2e_p99_half ${E2EH[*]} | produce_nofsync ${PRODN[*]} | broker_cpu_produce_nofsync ${BCPUN[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
+echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | disk_fsync8_8files ${DISK8F[*]} | fsync_p99 ${FSYNC[*]} | disk_read ${DISKR[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | broker_fsync_p99_half ${FS99[*]} | broker_fsync_max_half ${FSMAX[*]} | broker_fsync_over25_half ${FS25[*]} | p99_half_beside_consumers ${P99HE[*]} | e2e_p99_half ${E2EH[*]} | produce_nofsync ${PRODN[*]} | broker_cpu_produce_nofsync ${BCPUN[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
 printf '| %-34s | %12s | %-40s |\n' figure value "compared with / target"
 printf '|%s|%s|%s|\n' "------------------------------------" "--------------" "------------------------------------------"
 row() { printf '| %-34s | %12s | %-40s |\n' "$1" "$2" "$3"; }
@@ -551,6 +573,7 @@ row disk_write_mbps "$(r "$disk" 1)" "fio 1 MiB O_DIRECT, best qd 1/4/16"
 row disk_write_fsync8_mbps "$(r "$disk8" 1)" "fio 1 MiB O_DIRECT, fdatasync every 8 MiB"
 row disk_write_fsync8_8files_mbps "$(r "$disk8f" 1)" "the same into 8 files at once (8 jobs)"
 row fsync_p99_ms "$(r "$fsync" 2)" "fio 4 KiB + fdatasync"
+row disk_read_mbps "$(r "$diskr" 1)" "fio 1 MiB O_DIRECT reads, best qd 4/16"
 row loopback_mbps "$(r "$loop" 1)" "iperf3 127.0.0.1"
 row produce_mbps "$(r "$prod" 1)" "1 KiB, acks=$ACKS, 8 partitions, fsync"
 row produce_ratio "$produce_ratio" "fsync'd produce / disk_write_mbps"
@@ -568,6 +591,7 @@ row e2e_p99_ms_half_load "$(r "$e2eh" 2)" "target <= its run's produce p99 + 5 =
 row produce_p99_ms_half_load_nofsync "$(r "$p99n" 2)" "durability replicated, no consumers; target <= 2"
 row consume_mbps "$(r "$cons" 1)" "catch-up read of >= 2 GiB"
 row consume_ratio "$consume_ratio" "/ loopback_mbps; target >= 0.5"
+row consume_ratio_of_limit "$consume_ratio_of_limit" "/ min(disk_read, loopback) (what bounds it)"
 row partitions_1000_mbps "$(r "$p1000" 1)" "ratio to produce_mbps $p1000_ratio; target >= 0.7"
 row txn_produce_mbps "$(r "$txn" 1)" "100 records/txn, acks=all, 1 producer, fsync"
 row txn_ratio "$txn_ratio" "/ idempotent $(r "$idem" 1) MB/s, same run; target >= 0.8"
@@ -588,6 +612,7 @@ echo "RESULT disk_write_mbps=$(r "$disk" 1)"
 echo "RESULT disk_write_fsync8_mbps=$(r "$disk8" 1)"
 echo "RESULT disk_write_fsync8_8files_mbps=$(r "$disk8f" 1)"
 echo "RESULT fsync_p99_ms=$(r "$fsync" 2)"
+echo "RESULT disk_read_mbps=$(r "$diskr" 1)"
 echo "RESULT loopback_mbps=$(r "$loop" 1)"
 echo "RESULT produce_mbps=$(r "$prod" 1)"
 echo "RESULT produce_ratio=$produce_ratio"
@@ -606,6 +631,7 @@ echo "RESULT e2e_p99_ms_half_load=$(r "$e2eh" 2)"
 echo "RESULT produce_p99_ms_half_load_nofsync=$(r "$p99n" 2)"
 echo "RESULT consume_mbps=$(r "$cons" 1)"
 echo "RESULT consume_ratio=$consume_ratio"
+echo "RESULT consume_ratio_of_limit=$consume_ratio_of_limit"
 echo "RESULT partitions_1000_mbps=$(r "$p1000" 1)"
 echo "RESULT txn_produce_mbps=$(r "$txn" 1)"
 echo "RESULT idempotent_produce_mbps=$(r "$idem" 1)"
