@@ -27,6 +27,7 @@ use spool_protocol::frame::LENGTH_PREFIX_BYTES;
 use crate::net_io::Half;
 use crate::request_memory::CoreBudget;
 use spool_protocol::frame_pool::FrameBuf;
+use spool_protocol::recv_lowat::RecvLowat;
 
 /// Why [`read_frame_within`] gave up on a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,7 +225,9 @@ async fn read_body(
     let buf = &mut pooled.as_mut_slice()[..size];
     buf[..LENGTH_PREFIX_BYTES].copy_from_slice(&prefix);
     let mut got = LENGTH_PREFIX_BYTES;
+    let mut mark = RecvLowat::new(r.raw_fd());
     while got < size {
+        mark.expect(size - got);
         match r.read(&mut buf[got..]).await {
             Ok(0) => {
                 return Err(FrameReadError::Bad(format!(
@@ -236,5 +239,11 @@ async fn read_body(
         }
         progress.received.set(got);
     }
+    // The socket's default mark back before the next frame's prefix is read.
+    drop(mark);
     Ok(pooled)
 }
+
+#[cfg(test)]
+#[path = "frame_io_tests.rs"]
+mod tests;

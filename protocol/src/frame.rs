@@ -292,6 +292,21 @@ pub async fn read_frame_async<R>(
 where
     R: futures_lite::AsyncRead + Unpin,
 {
+    read_frame_async_with(r, limits, |_, _| {}).await
+}
+
+/// [`read_frame_async`], calling `before_body_read(r, remaining_bytes)` before each read of the
+/// body with the bytes of the frame still to come, and once with 0 when the frame is whole (a
+/// socket's receive mark follows it: [`crate::recv_lowat`]).
+pub async fn read_frame_async_with<R, F>(
+    r: &mut R,
+    limits: &FrameLimits,
+    mut before_body_read: F,
+) -> Result<Option<RawFrame>, FrameError>
+where
+    R: futures_lite::AsyncRead + Unpin,
+    F: FnMut(&R, usize),
+{
     use futures_lite::AsyncReadExt;
     let mut prefix = [0u8; 4];
     let mut got = 0;
@@ -314,7 +329,19 @@ where
     let mut buf = FrameBuf::take(frame_bytes);
     let slot = &mut buf.as_mut_slice()[..frame_bytes];
     slot[..LENGTH_PREFIX_BYTES].copy_from_slice(&prefix);
-    r.read_exact(&mut slot[LENGTH_PREFIX_BYTES..]).await?;
+    let mut got = LENGTH_PREFIX_BYTES;
+    while got < frame_bytes {
+        before_body_read(r, frame_bytes - got);
+        match r.read(&mut slot[got..]).await {
+            Ok(0) => {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    before_body_read(r, 0);
     split_frame(buf.into_frame_bytes(frame_bytes), limits).map(Some)
 }
 
@@ -472,5 +499,54 @@ mod tests {
             read_frame(&mut body_short, &limits()),
             Err(FrameError::Io(_))
         ));
+    }
+
+    /// An async reader that hands out at most `piece` bytes per read.
+    struct Pieces<'a> {
+        data: &'a [u8],
+        piece: usize,
+    }
+
+    impl futures_lite::AsyncRead for Pieces<'_> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            buf: &mut [u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let n = buf.len().min(self.piece).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            std::task::Poll::Ready(Ok(n))
+        }
+    }
+
+    #[test]
+    fn the_async_read_tells_what_is_still_to_come_before_each_body_read_and_0_at_the_end() {
+        let frame = assemble(b"H", vec![Bytes::from(vec![5u8; 600])], &limits())
+            .unwrap()
+            .to_bytes();
+        let mut r = Pieces {
+            data: &frame,
+            piece: 250,
+        };
+        let mut seen = Vec::new();
+        let raw = futures_lite::future::block_on(read_frame_async_with(
+            &mut r,
+            &limits(),
+            |_, remaining| seen.push(remaining),
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(&raw.payload[..], &[5u8; 600][..]);
+        // The prefix's 4 bytes came in the first read; the body then in pieces of 250.
+        let body = frame.len() - 4;
+        assert_eq!(seen, vec![body, body - 250, body - 500, 0]);
+        // A body cut short is an error, not a frame.
+        let mut cut = Pieces {
+            data: &frame[..frame.len() - 1],
+            piece: 250,
+        };
+        let r = futures_lite::future::block_on(read_frame_async(&mut cut, &limits()));
+        assert!(matches!(r, Err(FrameError::Io(_))));
     }
 }

@@ -33,6 +33,7 @@ pub mod internal;
 pub mod kafka;
 pub mod metadata_log;
 pub mod payload;
+pub mod recv_lowat;
 pub mod versions;
 
 pub use codec::{

@@ -216,6 +216,13 @@ pub fn split(stream: TcpStream) -> (Half, Half, RawFd) {
     (Half(Rc::clone(&rc)), Half(rc), fd)
 }
 
+impl Half {
+    /// The connection's socket, for socket options ([`crate::recv_lowat`]).
+    pub fn raw_fd(&self) -> RawFd {
+        self.0.borrow().as_raw_fd()
+    }
+}
+
 impl AsyncRead for Half {
     fn poll_read(
         self: Pin<&mut Self>,

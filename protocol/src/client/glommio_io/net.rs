@@ -17,7 +17,8 @@ use tracing::{debug, warn};
 
 use crate::client::net::{Addr, ClientCore, NetAction};
 use crate::codec::{decode_response, Response};
-use crate::frame::{read_frame_async, FrameError, FrameLimits};
+use crate::frame::{read_frame_async_with, FrameError, FrameLimits};
+use crate::recv_lowat::RecvLowat;
 
 /// Bytes read from a broker's socket at once (per connection): a bound on the client's memory,
 /// and room for many small responses per `recv`.
@@ -98,6 +99,7 @@ impl AsyncNet {
         stream
             .set_write_timeout(Some(self.write_timeout))
             .map_err(std::io::Error::from)?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
         let (reader, writer) = split(stream);
         // One `recv` usually brings a response's length prefix, its body and often the next
         // responses: read through a buffer, a frame costs a fraction of a syscall instead of
@@ -110,8 +112,16 @@ impl AsyncNet {
         let limits = self.limits;
         let reader_addr = addr.to_owned();
         let task = glommio::spawn_local(async move {
+            // The task holds the read half, so the socket is open whenever the mark is set;
+            // dropped with the task, the mark touches nothing.
+            let mut mark = RecvLowat::without_reset_on_drop(fd);
             loop {
-                match read_frame_async(&mut reader, &limits).await {
+                // What the buffer already holds has arrived: only the rest is still to come,
+                // and the mark waits for no more than that.
+                let body = read_frame_async_with(&mut reader, &limits, |r, remaining| {
+                    mark.expect(remaining.saturating_sub(r.buffer().len()));
+                });
+                match body.await {
                     Ok(Some(raw)) => {
                         let response = decode_response(&raw, &limits);
                         let bad = response.is_err();
