@@ -12,6 +12,10 @@
 //! With a budget ([`crate::request_memory`]), the frame's buffer is charged before it is
 //! allocated, and the returned `Bytes` give the charge back when the last of them drops.
 //!
+//! While a large body arrives the socket's receive mark follows what is still to come of it,
+//! so the core wakes a few times per frame rather than once per TCP burst
+//! ([`spool_protocol::recv_lowat`]); it is 1 again before the next frame's prefix is read.
+//!
 //! Cost on the fast path: when the frame is already in the socket, no timer is created (the
 //! timers are `async` sleeps, registered only if polled, and they are polled only once the read
 //! would wait).

@@ -8,8 +8,8 @@
 //! after every partial read, and each completion of that poll is one more turn of the
 //! executor's loop (its timers re-armed and cancelled, its rings entered). Over loopback the
 //! sender pays too: its TCP stack wakes the reader for every segment it queues. Produce frames
-//! of about 1 MB came in about seven reads per MB; with a mark of up to 1 MiB, two to three
-//! (BENCHMARKS.md, 2026-12-07 20:00 UTC).
+//! of about 1 MB took about six `recv`s per MB; with a mark of up to 1 MiB, 3.5, and the
+//! executor's io_uring requests fell by a third (BENCHMARKS.md, 2026-12-07 19:40 UTC).
 //!
 //! Promises:
 //! - The mark never exceeds what is still to come of the frame being read, so the bytes it
@@ -31,8 +31,8 @@ pub const LOWAT_MIN_BYTES: usize = 64 * 1024;
 
 /// The most a mark asks for at once. The kernel grows the socket's receive buffer to hold the
 /// mark (within `net.ipv4.tcp_rmem`'s maximum, whose half also caps the mark), so this is also
-/// what one connection may ask of kernel memory beyond the default. 1 MiB made produce frames
-/// of about 1 MB arrive in two to three reads; 256 KiB left about four.
+/// what one connection may ask of kernel memory beyond the default. With 1 MiB a produce run took
+/// 3.5 `recv`s per MB, with 256 KiB 4.7, without a mark 6.
 pub const LOWAT_MAX_BYTES: usize = 1024 * 1024;
 
 /// The mark for a socket while one frame is read; see the module docs.
