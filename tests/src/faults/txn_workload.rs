@@ -62,6 +62,29 @@ fn stopped(shared: &Shared) -> bool {
     shared.stop.load(Ordering::SeqCst)
 }
 
+/// A producer's step (connect and init, begin, send, flush, commit, abort) slower than this is
+/// logged to the run's `clients.log`, so a long stretch without a commit can be explained
+/// afterwards: which call waited, and how it ended.
+const SLOW_STEP_MS: u64 = 1_000;
+
+/// Runs `f`, one `step` of producer `id`'s transaction `txn`; logs it when slow.
+fn timed<T>(id: u32, txn: u64, step: &str, f: impl FnOnce() -> T, ok: impl Fn(&T) -> bool) -> T {
+    let started = Instant::now();
+    let out = f();
+    let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if took_ms >= SLOW_STEP_MS {
+        tracing::warn!(
+            producer = id,
+            txn,
+            step,
+            took_ms,
+            ok = ok(&out),
+            "slow transactional step"
+        );
+    }
+    out
+}
+
 fn record(shared: &Shared, attempt: TxnAttempt) {
     if let Ok(mut h) = shared.history.lock() {
         h.txns.push(attempt);
@@ -148,7 +171,7 @@ pub(super) fn run_txns<C: TxnClient>(
     let start = Instant::now();
     let mut txn = 0u64;
     while !stopped(shared) {
-        let Ok(producer) = connect() else {
+        let Ok(producer) = timed(id, txn, "connect", &connect, Result::is_ok) else {
             std::thread::sleep(Duration::from_millis(200));
             continue;
         };
@@ -157,13 +180,20 @@ pub(super) fn run_txns<C: TxnClient>(
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
-            if !producer.begin() {
+            if !timed(id, txn, "begin", || producer.begin(), |ok| *ok) {
                 break;
             }
             let mut queued = 0u64;
             for i in 0..RECORDS_PER_TXN {
                 let partition = (i % partitions.max(1) as u64) as i32;
-                if !producer.send(topic, partition, txn_value(id, txn, i)) {
+                let value = txn_value(id, txn, i);
+                if !timed(
+                    id,
+                    txn,
+                    "send",
+                    || producer.send(topic, partition, value),
+                    |ok| *ok,
+                ) {
                     break;
                 }
                 queued += 1;
@@ -172,13 +202,17 @@ pub(super) fn run_txns<C: TxnClient>(
             let (outcome, remake) = if abort {
                 // Written first, so that the log holds the aborted records read_committed must
                 // hide (an abort drops what is still unsent, as Kafka's producers do).
-                producer.flush();
-                (TxnOutcome::Aborted, !producer.abort())
+                timed(id, txn, "flush", || producer.flush(), |_| true);
+                let aborted = timed(id, txn, "abort", || producer.abort(), |ok| *ok);
+                (TxnOutcome::Aborted, !aborted)
             } else {
-                match producer.commit() {
+                match timed(id, txn, "commit", || producer.commit(), Result::is_ok) {
                     Ok(()) => (TxnOutcome::Committed, false),
                     // It may have been prepared before the error: in doubt.
-                    Err(error) => (TxnOutcome::Unknown { error }, !producer.abort()),
+                    Err(error) => {
+                        let aborted = timed(id, txn, "abort", || producer.abort(), |ok| *ok);
+                        (TxnOutcome::Unknown { error }, !aborted)
+                    }
                 }
             };
             record(
