@@ -1,9 +1,8 @@
 //! A socket's receive low-water mark (`SO_RCVLOWAT`) while the rest of a large frame is on its
 //! way: the socket reports itself readable only once that many bytes have arrived, so the reader
 //! wakes, and reads, a few times per frame instead of once per burst the sender's TCP stack
-//! happened to deliver. Used by the broker for request frames (`frame_io.rs`), by the glommio
-//! clients for response frames (`client/glommio_io/net.rs`), and, as one fixed mark, by the
-//! blocking clients' reader threads (`client/blocking/net.rs`, [`set_for_blocking_reads`]).
+//! happened to deliver. Used by the broker for request frames (`frame_io.rs`) and by the glommio
+//! clients for response frames (`client/glommio_io/net.rs`).
 //!
 //! Why: a frame's body is read with one `recv` after another; glommio arms a readiness poll
 //! after every partial read, and each completion of that poll is one more turn of the
@@ -23,6 +22,12 @@
 //!   early (an error, a timeout, a cancelled read), so the next frame's prefix, however short,
 //!   is read as soon as it arrives.
 //! - Where `setsockopt` refuses, reads go on without a mark (nothing depends on it but cost).
+//!
+//! Why the mark must follow the frame, even for blocking reads: the kernel wakes a reader
+//! sleeping in `recv` only once the mark's worth of bytes has arrived (or the connection
+//! ends), whatever length that `recv` asked for. A fixed 1 MiB mark on the blocking clients'
+//! reader threads (tried, commit 70b7773, reverted) left a 4-byte read of a 108-byte answer
+//! asleep until the broker closed the connection: `spool topic create` timed out.
 
 use std::os::fd::RawFd;
 
@@ -109,32 +114,6 @@ impl Drop for RecvLowat {
     }
 }
 
-/// For a socket read only by blocking `recv`s, each asking for no more than what is still to
-/// come of the frame being read (the blocking client's reader thread): one mark of
-/// [`LOWAT_MAX_BYTES`] for the socket's life. A blocking `recv` waits for the smaller of the mark
-/// and its own length, so it never waits for bytes beyond the frame, and a frame's body arrives
-/// in pieces of up to 1 MiB instead of one per TCP burst. (Readiness polling, as glommio's
-/// reads use, knows no length: those follow the frame with [`RecvLowat`].)
-pub fn set_for_blocking_reads(fd: RawFd) -> std::io::Result<()> {
-    let value = libc::c_int::try_from(LOWAT_MAX_BYTES).unwrap_or(1);
-    // SAFETY: `fd` is the caller's open socket; `value` is a live `c_int` on the stack and the
-    // length passed is exactly its size, which is what SO_RCVLOWAT reads.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            std::ptr::addr_of!(value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// The mark for `remaining_bytes` still to come: 1 below [`LOWAT_MIN_BYTES`], else the
 /// remainder capped at [`LOWAT_MAX_BYTES`] (never more than what is still to come).
 pub fn target_for(remaining_bytes: usize) -> usize {
@@ -179,26 +158,6 @@ mod tests {
             let t = target_for(remaining);
             assert!(t == 1 || t <= remaining, "{remaining} -> {t}");
         }
-    }
-
-    #[test]
-    fn a_blocking_read_waits_for_no_more_than_it_asks_for_under_the_largest_mark() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (mut server, _) = listener.accept().unwrap();
-        set_for_blocking_reads(server.as_raw_fd()).unwrap();
-        assert_eq!(mark_of(server.as_raw_fd()), LOWAT_MAX_BYTES as libc::c_int);
-        // A bound, so a read that waited for the mark fails the test instead of hanging it.
-        server
-            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
-            .unwrap();
-        client.write_all(b"0123456789").unwrap();
-        let mut got = [0u8; 4];
-        server.read_exact(&mut got).unwrap();
-        assert_eq!(&got, b"0123");
-        let mut rest = [0u8; 6];
-        server.read_exact(&mut rest).unwrap();
-        assert_eq!(&rest, b"456789");
     }
 
     #[test]

@@ -130,10 +130,6 @@ impl BlockingNet {
             // A broker that stops reading must not wedge the driving thread in write().
             stream.set_write_timeout(Some(self.write_timeout))?;
             let mut reader = stream.try_clone()?;
-            // Large responses come in pieces of up to 1 MiB per wake, not one per TCP burst;
-            // refused, reads go on as before.
-            let _ =
-                crate::recv_lowat::set_for_blocking_reads(std::os::fd::AsRawFd::as_raw_fd(&reader));
             self.next_conn_id += 1;
             let conn_id = self.next_conn_id;
             let tx = self.tx.clone();
