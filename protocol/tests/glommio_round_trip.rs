@@ -174,3 +174,44 @@ fn async_producer_retries_and_waits_for_room() {
         assert_eq!(offsets, (2..=101).collect::<Vec<i64>>());
     });
 }
+
+/// A fetch response of about a megabyte whose last 100 KB arrive after a pause, and then
+/// nothing until the next request: the client's reader, which waits for large frames with a
+/// receive mark, must still see each response whole (`spool_protocol::recv_lowat`).
+#[test]
+fn async_consumer_reads_large_responses_whose_end_comes_late() {
+    let cluster = std::sync::Arc::new(FakeCluster::start(1));
+    cluster.create_topic("big", 1, 0);
+    let c = cluster.clone();
+    run(move || async move {
+        let boot: Vec<&str> = c.bootstrap();
+        let producer = Producer::new(&boot, ProducerConfig::default()).unwrap();
+        let value = vec![7u8; 1024];
+        let mut acks = Vec::new();
+        for _ in 0..2_000 {
+            let rec = ProducerRecord::new("big", value.clone()).with_partition(0);
+            acks.push(producer.send(rec).await.unwrap());
+        }
+        for a in acks {
+            a.await.unwrap();
+        }
+        c.update(|s| s.paced_large_responses = true);
+        let config = ConsumerConfig {
+            auto_offset_reset: OffsetReset::Earliest,
+            fetch_max_wait_ms: 100,
+            ..ConsumerConfig::default()
+        };
+        let mut consumer = Consumer::new(&boot, config).unwrap();
+        consumer.assign([TopicPartition::new("big", 0)]);
+        let mut got = 0usize;
+        while got < 2_000 {
+            // A response that never completes shows as an empty poll after the fuse.
+            let batch = consumer.poll(30_000).await.unwrap();
+            assert!(!batch.is_empty(), "a poll of 30 s got nothing after {got}");
+            assert!(batch.iter().all(|r| r.value.as_deref() == Some(&value[..])));
+            got += batch.len();
+        }
+        assert_eq!(got, 2_000);
+        producer.close(10_000).await.unwrap();
+    });
+}

@@ -66,7 +66,14 @@ pub struct State {
     pub garbage_next_response: bool,
     /// Drop the connection instead of answering the next fetch.
     pub drop_next_fetch: bool,
+    /// Send responses larger than 200 KB in two writes, the last 100 KB after a pause: a
+    /// client waiting for more of a frame than is still to come would never see its end.
+    pub paced_large_responses: bool,
 }
+
+/// What [`State::paced_large_responses`] holds back, and for how long.
+const PACED_TAIL_BYTES: usize = 100_000;
+const PACED_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 struct Inner {
     state: Mutex<State>,
@@ -227,11 +234,18 @@ fn serve(inner: &Inner, broker_id: i32, mut stream: TcpStream) {
         }
         let header = codec::response(correlation_id, 0, body);
         let frame = encode_response(&header, payload, &limits).expect("encode");
-        if frame
-            .write_to(&mut stream)
-            .and_then(|()| stream.flush())
-            .is_err()
-        {
+        let paced = inner.state.lock().unwrap().paced_large_responses;
+        let written = if paced && frame.len() > 2 * PACED_TAIL_BYTES {
+            let bytes = frame.to_bytes();
+            let (head, tail) = bytes.split_at(bytes.len() - PACED_TAIL_BYTES);
+            stream.write_all(head).and_then(|()| {
+                std::thread::sleep(PACED_PAUSE);
+                stream.write_all(tail)
+            })
+        } else {
+            frame.write_to(&mut stream)
+        };
+        if written.and_then(|()| stream.flush()).is_err() {
             return;
         }
     }
