@@ -3,8 +3,6 @@
 //! sender has not committed to), and the socket's default mark is back for the next frame,
 //! however short.
 
-use std::os::fd::RawFd;
-
 use futures_lite::AsyncWriteExt;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::timer::sleep;
@@ -13,6 +11,7 @@ use std::time::Duration;
 use super::*;
 use crate::net_io::split;
 use crate::test_executor::run;
+use spool_protocol::recv_lowat::current_mark;
 
 /// The frame timeout the reads run under: far longer than the test needs, so a read that
 /// waits for bytes that never come fails the test with a timeout instead of passing.
@@ -23,24 +22,6 @@ fn frame(body_bytes: usize, seed: u8) -> Vec<u8> {
     let mut f = (total as u32).to_be_bytes().to_vec();
     f.extend((0..body_bytes).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)));
     f
-}
-
-fn mark_of(fd: RawFd) -> libc::c_int {
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `fd` is the test's open server socket; `value` and `len` are live locals of the
-    // sizes getsockopt writes.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            std::ptr::addr_of_mut!(value).cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0, "getsockopt(SO_RCVLOWAT)");
-    value
 }
 
 async fn read_one(r: &mut Half) -> Bytes {
@@ -93,7 +74,11 @@ fn a_large_frame_in_pieces_then_silence_is_read_whole_and_the_next_short_frame_t
         let (mut r, _w, fd) = split(server);
         let got = read_one(&mut r).await;
         assert_eq!(&got[..], &big[..]);
-        assert_eq!(mark_of(fd), 1, "the default mark is back after the frame");
+        assert_eq!(
+            current_mark(fd).expect("getsockopt"),
+            1,
+            "the default mark is back after the frame"
+        );
         go_tx.send(()).await.expect("go-ahead");
         let got = read_one(&mut r).await;
         assert_eq!(&got[..], &small[..]);

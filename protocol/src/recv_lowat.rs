@@ -114,6 +114,28 @@ impl Drop for RecvLowat {
     }
 }
 
+/// The socket's mark now (`getsockopt`): for tests and diagnostics.
+pub fn current_mark(fd: RawFd) -> std::io::Result<usize> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `fd` is the caller's open socket; `value` and `len` are live locals of the sizes
+    // getsockopt writes, and `len` says how much room `value` has.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            std::ptr::addr_of_mut!(value).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(usize::try_from(value).unwrap_or(0))
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// The mark for `remaining_bytes` still to come: 1 below [`LOWAT_MIN_BYTES`], else the
 /// remainder capped at [`LOWAT_MAX_BYTES`] (never more than what is still to come).
 pub fn target_for(remaining_bytes: usize) -> usize {
@@ -129,24 +151,6 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
-
-    fn mark_of(fd: RawFd) -> libc::c_int {
-        let mut value: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `fd` is a socket open for the test's duration; `value` and `len` are live
-        // locals of the sizes getsockopt writes.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVLOWAT,
-                std::ptr::addr_of_mut!(value).cast(),
-                &mut len,
-            )
-        };
-        assert_eq!(rc, 0);
-        value
-    }
 
     #[test]
     fn the_mark_never_asks_for_more_than_is_still_to_come() {
@@ -169,12 +173,12 @@ mod tests {
         {
             let mut mark = RecvLowat::new(fd);
             mark.expect(1 << 20);
-            assert_eq!(mark_of(fd), LOWAT_MAX_BYTES as libc::c_int);
+            assert_eq!(current_mark(fd).unwrap(), LOWAT_MAX_BYTES);
             mark.expect(100_000);
-            assert_eq!(mark_of(fd), 100_000);
+            assert_eq!(current_mark(fd).unwrap(), 100_000);
             // Dropped mid-frame (an error, a timeout): the default comes back.
         }
-        assert_eq!(mark_of(fd), 1);
+        assert_eq!(current_mark(fd).unwrap(), 1);
         // And a short message after it is read at once.
         client.write_all(b"next").unwrap();
         let mut got = [0u8; 4];
