@@ -108,3 +108,29 @@ fn concurrent_syncs_share_fdatasyncs() {
         );
     });
 }
+
+/// An append whose bytes exactly fill the staging buffer is written out inside `append`, before
+/// its mark is recorded. A sync for that mark must still return: the write had carried the
+/// previous mark, nothing was left to submit, and the sync looped on fdatasyncs forever
+/// (found by `a_log_cut_at_any_byte_recovers_every_whole_batch` hanging in CI, 2026-12-07).
+#[test]
+fn a_sync_for_an_append_that_filled_the_staging_buffer_returns() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let w = small_writer(dir.path()).await;
+        w.append(&[1; 100], 1).await.unwrap();
+        // The 4 KiB staging buffer, filled to its last byte by this append.
+        w.append(&[2; 4096 - 100], 2).await.unwrap();
+        // A fuse, not a timing assertion: a sync that never returns fails the test.
+        let synced =
+            futures_lite::future::or(async { w.sync_mark(2).await.map(|()| true) }, async {
+                glommio::timer::sleep(std::time::Duration::from_secs(20)).await;
+                Ok(false)
+            })
+            .await
+            .unwrap();
+        assert!(synced, "the sync for mark 2 never returned");
+        assert!(w.synced_end() >= 4096);
+        assert_eq!(w.synced_mark(), 2);
+    });
+}
