@@ -444,15 +444,17 @@ impl PartitionLog {
 
     /// Returns once every offset below `offset` is durable. Concurrent callers share fdatasyncs:
     /// each waits only for the sync that covers its own batch.
+    /// An `offset` past the log end asks for the whole log.
     pub async fn sync_to(&self, offset: u64) -> Result<(), LogError> {
         loop {
-            let writer = {
+            let (writer, target) = {
                 let st = self.st.borrow();
-                if st.durable_offset >= offset.min(st.log_end_offset) {
+                let target = offset.min(st.log_end_offset);
+                if st.durable_offset >= target {
                     return Ok(());
                 }
                 match st.active().writer() {
-                    Some(w) => w,
+                    Some(w) => (w, target),
                     None => {
                         return Err(LogError::Offline {
                             dir: self.dir.clone(),
@@ -461,7 +463,10 @@ impl PartitionLog {
                     }
                 }
             };
-            writer.sync_mark(offset).await?;
+            // Never a mark past the log end: no append will ever record one, and the writer
+            // would fdatasync forever waiting for it (a caller's offset from before a
+            // truncation, say).
+            writer.sync_mark(target).await?;
             let mut st = self.st.borrow_mut();
             st.durable_offset = st
                 .durable_offset
@@ -605,6 +610,8 @@ mod kept_tests;
 mod read_tests;
 #[cfg(test)]
 mod start_at_tests;
+#[cfg(test)]
+mod sync_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
