@@ -416,16 +416,21 @@ declare -a FS99 FSMAX FS25
 declare -a PRODN BCPUN DISK8F DISKR
 declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H P99HE E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF IDEM TXN TXC50 TXC99 IDEM8 TXN8 TX8C50 TX8C99 SYI SYT SYI8 SYT8
 # 1 KiB messages, acks=all (the client's default: idempotent, up to five batches of a
-# partition in flight), two producers on two client executors, each handing its client 64
+# partition in flight), two producers (on two client executors for throughput, one per
+# load-generator CPU for latency, below), each handing its client 64
 # records per call (spool-loadgen's `--records-per-send` default). With durability fsync a
 # batch is acknowledged after its fdatasync: throughput is about the batches in flight × batch
 # size / sync latency, so throughput runs use 512 KiB batches and latency runs linger only
 # 1 ms. acks=1 keeps one batch of a partition in flight: on 2026-12-07, in alternated runs,
 # 0.88-0.99 GB/s against 1.03-1.17 at acks=all, and a half-load p99 of 4-71 ms (median 54)
 # against 4-11 ms (median 7.4), a stall of the disk then holding each partition's next batch.
-COMMON=(--message-bytes 1024 --acks "$ACKS" --producers 2 --cores 2 --batch-bytes 524288)
-MAX=(--linger-ms 10)
-HALF=(--linger-ms 1)
+COMMON=(--message-bytes 1024 --acks "$ACKS" --producers 2 --batch-bytes 524288)
+MAX=(--linger-ms 10 --cores 2)
+# Latency runs: one client executor per load-generator CPU. Two executors sharing one CPU
+# queue behind each other: at half load (720,000 msg/s, 2026-12-07 23:20 UTC, six alternated
+# pairs) p99 4.4-6.7 ms (median 5.5) with one against 6.1-8.8 (median 7.1) with two.
+LOADGEN_NCPUS=$(tr ',' '\n' <<<"$LOADGEN_CPUS" | wc -l)
+HALF=(--linger-ms 1 --cores "$LOADGEN_NCPUS")
 # Transactions (issue 18 item 8): one producer, acks=all, 100 records per transaction, against
 # the same producer idempotent (no transactions), both in the same round.
 TXA=(--message-bytes 1024 --acks all --producers 1 --partitions 8 --warmup 2 --duration "$SECONDS_PER_RUN")
