@@ -45,12 +45,11 @@
 //! thread) or `splice` (no check: splice everything on the reactor, as before cold ranges were handled).
 //! `--fetch-copy` bypasses all of this: its fetches carry no file ranges.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -63,9 +62,20 @@ use crate::requests::FetchChunk;
 mod cold_ranges;
 mod direct_files;
 mod direct_read;
+mod page_cache;
+mod send_stats;
+mod splice;
 pub use cold_ranges::ColdRanges;
 pub use direct_files::close_all as close_kept_direct_files;
 pub use direct_read::DIRECT_READ_AHEAD_PIECES;
+pub use page_cache::cached_pages;
+use page_cache::is_cached;
+#[cfg(test)]
+use page_cache::{page_bytes, readable_now, FORCE_COLD};
+use send_stats::{count, maybe_log_interval, note_cold_wait};
+pub use send_stats::{file_send_stats, FileSendStats};
+use splice::splice_piece;
+pub use splice::SplicePipe;
 
 /// The most of a file range checked, and sent, in one go: one residency check per piece, and
 /// the bound on the buffer a cold piece is read into.
@@ -80,132 +90,6 @@ pub const COLD_READS_IN_FLIGHT_MAX: u64 = 16;
 thread_local! {
     static COLD_READS: Rc<glommio::sync::Semaphore> =
         Rc::new(glommio::sync::Semaphore::new(COLD_READS_IN_FLIGHT_MAX));
-}
-
-/// What this core's connections sent from files: pieces spliced from the page cache, pieces
-/// that were cold (sent the [`ColdRanges`] way; with `splice`, nothing is checked and every
-/// piece counts as cached), and the wall time the reactor spent inside file → pipe splices —
-/// time in which no other task of the core ran.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FileSendStats {
-    pub cached_pieces: u64,
-    pub cached_bytes: u64,
-    pub cold_pieces: u64,
-    pub cold_bytes: u64,
-    pub reactor_splice_ns: u64,
-    /// The longest single file → pipe splice on the reactor.
-    pub reactor_splice_max_ns: u64,
-    /// Wall time cold pieces took to come off the disk (io_uring reads, or splices on the
-    /// blocking thread), while the reactor ran other tasks; and the longest one.
-    pub cold_wait_ns: u64,
-    pub cold_wait_max_ns: u64,
-}
-
-impl FileSendStats {
-    fn add(&mut self, other: &Self) {
-        self.cached_pieces += other.cached_pieces;
-        self.cached_bytes += other.cached_bytes;
-        self.cold_pieces += other.cold_pieces;
-        self.cold_bytes += other.cold_bytes;
-        self.reactor_splice_ns += other.reactor_splice_ns;
-        self.reactor_splice_max_ns = self.reactor_splice_max_ns.max(other.reactor_splice_max_ns);
-        self.cold_wait_ns += other.cold_wait_ns;
-        self.cold_wait_max_ns = self.cold_wait_max_ns.max(other.cold_wait_max_ns);
-    }
-}
-
-/// The probe that owns those counters: totals since start, and the interval logged at debug
-/// level (target `spool_broker::net_io`) at most once per [`PROBE_LOG_INTERVAL`].
-#[derive(Default)]
-struct FileSendProbe {
-    total: FileSendStats,
-    interval: FileSendStats,
-    interval_from: Option<std::time::Instant>,
-}
-
-const PROBE_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
-
-thread_local! {
-    static PROBE: RefCell<FileSendProbe> = RefCell::new(FileSendProbe::default());
-    /// Set once `cachestat` is found missing (ENOSYS) or refused (EPERM) on this thread.
-    static NO_CACHESTAT: Cell<bool> = const { Cell::new(false) };
-    /// Tests: treat every piece as cold, whatever the page cache holds.
-    #[cfg(test)]
-    static FORCE_COLD: Cell<bool> = const { Cell::new(false) };
-}
-
-/// This core's totals (executors are threads, so each core has its own).
-pub fn file_send_stats() -> FileSendStats {
-    PROBE.with(|p| p.borrow().total)
-}
-
-fn record(delta: FileSendStats) {
-    PROBE.with(|p| {
-        let mut p = p.borrow_mut();
-        p.total.add(&delta);
-        p.interval.add(&delta);
-        p.interval_from.get_or_insert_with(std::time::Instant::now);
-    });
-}
-
-fn count(cold: bool, bytes: usize) {
-    let mut d = FileSendStats::default();
-    if cold {
-        d.cold_pieces = 1;
-        d.cold_bytes = bytes as u64;
-    } else {
-        d.cached_pieces = 1;
-        d.cached_bytes = bytes as u64;
-    }
-    record(d);
-}
-
-fn nanos(elapsed: std::time::Duration) -> u64 {
-    u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
-}
-
-fn note_reactor_splice(elapsed: std::time::Duration) {
-    let ns = nanos(elapsed);
-    record(FileSendStats {
-        reactor_splice_ns: ns,
-        reactor_splice_max_ns: ns,
-        ..FileSendStats::default()
-    });
-}
-
-fn note_cold_wait(elapsed: std::time::Duration) {
-    let ns = nanos(elapsed);
-    record(FileSendStats {
-        cold_wait_ns: ns,
-        cold_wait_max_ns: ns,
-        ..FileSendStats::default()
-    });
-}
-
-/// Logs and resets the interval once it is [`PROBE_LOG_INTERVAL`] old.
-fn maybe_log_interval() {
-    PROBE.with(|p| {
-        let mut p = p.borrow_mut();
-        let Some(from) = p.interval_from else { return };
-        let elapsed = from.elapsed();
-        if elapsed < PROBE_LOG_INTERVAL {
-            return;
-        }
-        let i = std::mem::take(&mut p.interval);
-        p.interval_from = None;
-        tracing::debug!(
-            interval_ms = elapsed.as_millis() as u64,
-            cached_pieces = i.cached_pieces,
-            cached_bytes = i.cached_bytes,
-            cold_pieces = i.cold_pieces,
-            cold_bytes = i.cold_bytes,
-            reactor_splice_us = i.reactor_splice_ns / 1000,
-            reactor_splice_max_us = i.reactor_splice_max_ns / 1000,
-            cold_wait_us = i.cold_wait_ns / 1000,
-            cold_wait_max_us = i.cold_wait_max_ns / 1000,
-            "file sends"
-        );
-    });
 }
 
 pub struct Half(Rc<RefCell<TcpStream>>);
@@ -248,163 +132,6 @@ impl AsyncWrite for Half {
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut *self.0.borrow_mut()).poll_close(cx)
-    }
-}
-
-/// A pipe for splicing, made once per connection.
-pub struct SplicePipe {
-    read: OwnedFd,
-    write: OwnedFd,
-    capacity: usize,
-}
-
-impl SplicePipe {
-    pub fn new() -> io::Result<Self> {
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: pipe2 writes two descriptors into the array we own; we take ownership of both.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: both descriptors were just created by pipe2 and are owned by nobody else.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // A bigger pipe moves more per splice; fall back to the default size if refused.
-        // SAFETY: fcntl on a descriptor we own.
-        let size = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
-        let capacity = if size > 0 { size as usize } else { 64 * 1024 };
-        Ok(Self {
-            read,
-            write,
-            capacity,
-        })
-    }
-}
-
-fn splice(
-    from: RawFd,
-    from_off: Option<&mut i64>,
-    to: RawFd,
-    len: usize,
-    flags: u32,
-) -> io::Result<usize> {
-    let off_ptr = from_off.map_or(std::ptr::null_mut(), |o| o as *mut i64);
-    // SAFETY: valid descriptors for the call's duration; the offset pointer is null or points to
-    // a live i64 owned by the caller; the kernel reads/writes nothing else of ours.
-    let n = unsafe { libc::splice(from, off_ptr, to, std::ptr::null_mut(), len, flags) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-/// `struct cachestat_range` of `cachestat(2)` (include/uapi/linux/mman.h).
-#[repr(C)]
-struct CachestatRange {
-    off: u64,
-    len: u64,
-}
-
-/// `struct cachestat` of `cachestat(2)`.
-#[repr(C)]
-#[derive(Default)]
-struct Cachestat {
-    nr_cache: u64,
-    nr_dirty: u64,
-    nr_writeback: u64,
-    nr_evicted: u64,
-    nr_recently_evicted: u64,
-}
-
-/// `cachestat`'s number: one table for every architecture since Linux 5.1's unification, not yet
-/// in the `libc` crate for x86_64.
-const SYS_CACHESTAT: libc::c_long = 451;
-
-fn page_bytes() -> u64 {
-    static PAGE: OnceLock<u64> = OnceLock::new();
-    *PAGE.get_or_init(|| {
-        // SAFETY: sysconf takes no pointers and only reads process state.
-        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if n > 0 {
-            n as u64
-        } else {
-            4096
-        }
-    })
-}
-
-/// Pages of `[pos, pos + len)` (`len > 0`) in the page cache, and pages the range spans.
-pub fn cached_pages(fd: RawFd, pos: u64, len: u64) -> io::Result<(u64, u64)> {
-    let page = page_bytes();
-    let last = pos
-        .checked_add(len.max(1) - 1)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "range past u64"))?;
-    let spanned = last / page - pos / page + 1;
-    let range = CachestatRange { off: pos, len };
-    let mut stat = Cachestat::default();
-    // SAFETY: `fd` is open for the call (the caller holds its owner). The kernel reads one
-    // `cachestat_range` (two u64, as `CachestatRange` is laid out by repr(C)) from `&range` and
-    // writes one `cachestat` (five u64, as `Cachestat`) to `&mut stat`; both live on this stack
-    // frame for the whole call, and the kernel keeps neither pointer after it returns.
-    let rc = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            fd as libc::c_uint,
-            &range as *const CachestatRange,
-            &mut stat as *mut Cachestat,
-            0 as libc::c_uint,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((stat.nr_cache, spanned))
-}
-
-/// Whether the byte at `pos` can be read without waiting: its page is cached *and* up to date.
-/// `cachestat` also counts pages that readahead has inserted but not yet filled (they stay
-/// locked until their read completes), and a splice of those waits for the disk; a one-byte
-/// `preadv2(RWF_NOWAIT)` answers EAGAIN for them instead of waiting.
-fn readable_now(fd: RawFd, pos: u64) -> bool {
-    let Ok(offset) = libc::off_t::try_from(pos) else {
-        return false;
-    };
-    let mut byte = 0u8;
-    let iov = libc::iovec {
-        iov_base: (&mut byte as *mut u8).cast(),
-        iov_len: 1,
-    };
-    // SAFETY: `fd` is open for the call (the caller holds its owner); the kernel writes at most
-    // `iov_len` = 1 byte to `iov_base`, which points to `byte` on this stack frame, and keeps
-    // neither pointer after the call.
-    let n = unsafe { libc::preadv2(fd, &iov, 1, offset, libc::RWF_NOWAIT) };
-    n == 1
-}
-
-/// Whether the piece can be spliced without waiting for the disk: every page is in the page
-/// cache (`cachestat`) and its first and last bytes are readable now (not still being read in —
-/// readahead fills a window front to back, so a filled last page means the window is done, bar
-/// bios completing out of order). Unknown counts as cold: the read path works for any file and
-/// never blocks.
-fn is_cached(fd: RawFd, pos: u64, len: usize) -> bool {
-    #[cfg(test)]
-    if FORCE_COLD.with(Cell::get) {
-        return false;
-    }
-    if len == 0 || NO_CACHESTAT.with(Cell::get) {
-        return false;
-    }
-    match cached_pages(fd, pos, len as u64) {
-        Ok((cached, spanned)) => {
-            cached >= spanned && readable_now(fd, pos) && readable_now(fd, pos + len as u64 - 1)
-        }
-        Err(e) => {
-            if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) {
-                tracing::info!("cachestat unavailable ({e}): file ranges are read, not spliced");
-                NO_CACHESTAT.with(|c| c.set(true));
-            }
-            false
-        }
     }
 }
 
@@ -573,118 +300,6 @@ async fn read_piece(w: &mut Half, file: &BufferedFile, pos: u64, piece: usize) -
         }
         w.write_all(&got).await?;
         at += got.len() as u64;
-    }
-    Ok(())
-}
-
-/// file → pipe on glommio's blocking thread. The closure owns duplicates of both descriptors, so
-/// it never uses a number this task might close (and the process reuse) while it runs — even if
-/// the connection's future is dropped mid-wait.
-async fn splice_to_pipe_blocking(
-    fd: RawFd,
-    pos: u64,
-    pipe: &SplicePipe,
-    want: usize,
-) -> io::Result<usize> {
-    // SAFETY: `fd` belongs to the RangeFile the caller holds for this whole call.
-    let file = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
-    let pipe_w = pipe.write.try_clone()?;
-    spool_storage::run_blocking(move || {
-        let mut off = pos as i64;
-        splice(
-            file.as_raw_fd(),
-            Some(&mut off),
-            pipe_w.as_raw_fd(),
-            want,
-            libc::SPLICE_F_MOVE,
-        )
-    })
-    .await
-}
-
-/// Splices one piece: file → pipe (on the reactor, or on the blocking thread when `off_reactor`),
-/// then pipe → socket without blocking. `more`: bytes of this range follow the piece.
-#[allow(clippy::too_many_arguments)]
-async fn splice_piece(
-    w: &mut Half,
-    socket_fd: RawFd,
-    pipe: &SplicePipe,
-    fd: RawFd,
-    pos: u64,
-    piece: usize,
-    more: bool,
-    off_reactor: bool,
-) -> io::Result<()> {
-    let mut off = pos as i64;
-    let mut left = piece;
-    while left > 0 {
-        // file → pipe: only references to cached pages on the reactor path (the piece was
-        // checked), a disk read on the blocking thread's.
-        let want = left.min(pipe.capacity);
-        let n = if off_reactor {
-            let started = std::time::Instant::now();
-            let n = splice_to_pipe_blocking(fd, off as u64, pipe, want).await?;
-            note_cold_wait(started.elapsed());
-            off += n as i64;
-            n
-        } else {
-            let started = std::time::Instant::now();
-            let n = splice(
-                fd,
-                Some(&mut off),
-                pipe.write.as_raw_fd(),
-                want,
-                libc::SPLICE_F_MOVE,
-            );
-            note_reactor_splice(started.elapsed());
-            n?
-        };
-        if n == 0 {
-            return Err(short_file());
-        }
-        left -= n;
-        // pipe → socket, without blocking the core.
-        let mut in_pipe = n;
-        while in_pipe > 0 {
-            let flags = libc::SPLICE_F_MOVE
-                | libc::SPLICE_F_NONBLOCK
-                | if left > 0 || more {
-                    libc::SPLICE_F_MORE
-                } else {
-                    0
-                };
-            match splice(pipe.read.as_raw_fd(), None, socket_fd, in_pipe, flags) {
-                Ok(m) => in_pipe -= m,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // The socket is full: drain the pipe into memory (at most the pipe's
-                    // capacity, charged to the response budget first) and let the async
-                    // writer wait for the client.
-                    let _charge = crate::response_memory::charge(in_pipe).await?;
-                    let mut buf = vec![0u8; in_pipe];
-                    let mut got = 0;
-                    while got < in_pipe {
-                        // SAFETY: reading into a buffer we own, within its length.
-                        let r = unsafe {
-                            libc::read(
-                                pipe.read.as_raw_fd(),
-                                buf[got..].as_mut_ptr().cast(),
-                                in_pipe - got,
-                            )
-                        };
-                        if r < 0 {
-                            return Err(io::Error::last_os_error());
-                        }
-                        if r == 0 {
-                            return Err(io::Error::other("splice pipe emptied under us"));
-                        }
-                        got += r as usize;
-                    }
-                    w.write_all(&buf).await?;
-                    in_pipe = 0;
-                }
-                Err(e) => return Err(e),
-            }
-        }
     }
     Ok(())
 }
