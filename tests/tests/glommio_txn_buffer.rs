@@ -1,0 +1,104 @@
+//! A transaction larger than the glommio producer's buffer, against a real broker: its sender
+//! waits for buffer room again and again inside one transaction, and each wait must end on an
+//! answer from the broker — not on the wait's own wake-up of the driver.
+//!
+//! The bug this pins down (found 2026-12-07 in `spool-loadgen --transactional --txn-messages
+//! 34000`, a transaction over the default 32 MiB buffer, which ran at a fifth of the speed of
+//! one just under it): the driver told waiting senders "progress" after every event of a
+//! transactional producer that delivered nothing — meant for the coordinator's answers, but a
+//! sender's own wake-up is such an event too. A sender with no room woke the driver, the driver
+//! woke the sender, and the two kept the executor busy; glommio then looked at its ring only at
+//! its preemption timer, so the broker's answers sat unread for about 100 ms at a time.
+//! Counted here, not timed: every wait of the sender ends with a notification, and the only
+//! notifications are deliveries (at most one per produce response) and the coordinator's
+//! answers, so the waits are bounded by the requests the producer sent.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use spool_protocol::client::producer::{Acks, ProducerConfig};
+use spool_protocol::client::{glommio_io, ProducerRecords};
+use spool_tests::client::create_topic;
+use spool_tests::Broker;
+
+const TOPIC: &str = "txn-over-buffer";
+const PARTITIONS: i32 = 2;
+const BUFFER_BYTES: usize = 128 * 1024;
+const RECORD_BYTES: usize = 1024;
+/// Records of the one transaction: 16 times the buffer.
+const RECORDS: usize = 2048;
+/// Records handed over per call, as spool-loadgen does.
+const UNIT_RECORDS: usize = 16;
+/// Coordinator requests a transaction of two partitions may need (FindCoordinator,
+/// InitProducerId, AddPartitionsToTxn for each partition, EndTxn), with room for retries.
+const TXN_ANSWERS_MAX: u64 = 32;
+
+#[test]
+fn a_transaction_larger_than_the_buffer_waits_only_for_answers() {
+    let broker = Broker::start();
+    create_topic(&broker, TOPIC, PARTITIONS);
+    let bootstrap = broker.native_addr().to_string();
+    let (delivered, failed, waits, produce_requests) = glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move { one_transaction(&bootstrap).await })
+        .expect("an executor")
+        .join()
+        .expect("the producer's executor");
+
+    assert_eq!(failed, 0, "records failed");
+    assert_eq!(delivered, RECORDS, "every record delivered");
+    assert!(
+        waits > 0,
+        "the transaction is {}x the buffer: the sender must have waited",
+        RECORDS * RECORD_BYTES / BUFFER_BYTES
+    );
+    assert!(
+        waits <= produce_requests + TXN_ANSWERS_MAX,
+        "{waits} waits for buffer room, but only {produce_requests} produce requests and a few \
+         coordinator answers could end one: the sender woke itself"
+    );
+}
+
+/// Sends one transaction of [`RECORDS`] records and commits it; returns (records delivered,
+/// records failed, the sender's waits for room, produce requests sent).
+async fn one_transaction(bootstrap: &str) -> (usize, usize, u64, u64) {
+    let config = ProducerConfig {
+        acks: Acks::All,
+        transactional_id: Some("txn-over-buffer".into()),
+        buffer_bytes: BUFFER_BYTES,
+        batch_bytes: 16 * 1024,
+        linger_ms: 5,
+        ..ProducerConfig::default()
+    };
+    let producer = glommio_io::Producer::new(&[bootstrap], config).expect("a producer");
+    producer
+        .init_transactions(60_000)
+        .await
+        .expect("init_transactions");
+    producer.begin_transaction().expect("begin_transaction");
+    let delivered = Rc::new(Cell::new(0usize));
+    let failed = Rc::new(Cell::new(0usize));
+    let value = vec![7u8; RECORD_BYTES];
+    for unit_index in 0..RECORDS / UNIT_RECORDS {
+        let mut unit = ProducerRecords::new(TOPIC);
+        unit.partition = Some(unit_index as i32 % PARTITIONS);
+        for _ in 0..UNIT_RECORDS {
+            unit.push(value.clone());
+        }
+        let (delivered, failed) = (Rc::clone(&delivered), Rc::clone(&failed));
+        producer
+            .send_records_with(unit, move |outcome| match outcome {
+                Ok(_) => delivered.set(delivered.get() + UNIT_RECORDS),
+                Err(_) => failed.set(failed.get() + UNIT_RECORDS),
+            })
+            .await
+            .expect("send_records_with");
+    }
+    producer
+        .commit_transaction(60_000)
+        .await
+        .expect("commit_transaction");
+    let waits = producer.send_waits();
+    let produce_requests = producer.stats().produce_requests;
+    producer.close(30_000).await.expect("close");
+    (delivered.get(), failed.get(), waits, produce_requests)
+}
