@@ -330,7 +330,7 @@ async fn drive(inner: Rc<Inner>, mut net: AsyncNet) {
         // room and this driver woke each other without end, the executor never idled, and
         // glommio read the socket only at its preemption timer, about every 100 ms (a
         // transaction larger than the buffer ran at a fifth of its speed;
-        // tests/tests/glommio_txn_buffer.rs).
+        // tests/tests/txn_over_buffer.rs).
         if none && transactional && answer {
             inner.progress.notify();
         }

@@ -1,6 +1,7 @@
-//! A transaction larger than the glommio producer's buffer, against a real broker: its sender
-//! waits for buffer room again and again inside one transaction, and each wait must end on an
-//! answer from the broker — not on the wait's own wake-up of the driver.
+//! A transaction larger than the producer's buffer, against a real broker, through the glommio
+//! and the blocking producer: the sender waits for buffer room again and again inside one
+//! transaction, and each wait must end on an answer from the broker — not on the wait's own
+//! wake-up of the driver.
 //!
 //! The bug this pins down (found 2026-12-07 in `spool-loadgen --transactional --txn-messages
 //! 34000`, a transaction over the default 32 MiB buffer, which ran at a fifth of the speed of
@@ -8,7 +9,9 @@
 //! transactional producer that delivered nothing — meant for the coordinator's answers, but a
 //! sender's own wake-up is such an event too. A sender with no room woke the driver, the driver
 //! woke the sender, and the two kept the executor busy; glommio then looked at its ring only at
-//! its preemption timer, so the broker's answers sat unread for about 100 ms at a time.
+//! its preemption timer, so the broker's answers sat unread for about 100 ms at a time. The
+//! blocking producer had the same rule; there the sender's and the driver's threads woke each
+//! other, each turn a lock, a condition variable and a channel.
 //! Counted here, not timed: every wait of the sender ends with a notification, and the only
 //! notifications are deliveries (at most one per produce response) and the coordinator's
 //! answers, so the waits are bounded by the requests the producer sent.
@@ -17,7 +20,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use spool_protocol::client::producer::{Acks, ProducerConfig};
-use spool_protocol::client::{glommio_io, ProducerRecords};
+use spool_protocol::client::{blocking, glommio_io, ProducerRecords};
 use spool_tests::client::create_topic;
 use spool_tests::Broker;
 
@@ -38,38 +41,38 @@ fn a_transaction_larger_than_the_buffer_waits_only_for_answers() {
     let broker = Broker::start();
     create_topic(&broker, TOPIC, PARTITIONS);
     let bootstrap = broker.native_addr().to_string();
-    let (delivered, failed, waits, produce_requests) = glommio::LocalExecutorBuilder::default()
-        .spawn(move || async move { one_transaction(&bootstrap).await })
+    let glommio_bootstrap = bootstrap.clone();
+    let glommio_run = glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move { one_transaction(&glommio_bootstrap).await })
         .expect("an executor")
         .join()
         .expect("the producer's executor");
+    check("glommio", glommio_run);
+    check("blocking", one_blocking_transaction(&bootstrap));
+}
 
-    assert_eq!(failed, 0, "records failed");
-    assert_eq!(delivered, RECORDS, "every record delivered");
+/// What one producer's transaction came to: (records delivered, records failed, the sender's
+/// waits for room, produce requests sent).
+fn check(client: &str, (delivered, failed, waits, produce_requests): (usize, usize, u64, u64)) {
+    eprintln!("{client}: {waits} waits for room, {produce_requests} produce requests");
+    assert_eq!(failed, 0, "{client}: records failed");
+    assert_eq!(delivered, RECORDS, "{client}: every record delivered");
     assert!(
         waits > 0,
-        "the transaction is {}x the buffer: the sender must have waited",
+        "{client}: the transaction is {}x the buffer: the sender must have waited",
         RECORDS * RECORD_BYTES / BUFFER_BYTES
     );
     assert!(
         waits <= produce_requests + TXN_ANSWERS_MAX,
-        "{waits} waits for buffer room, but only {produce_requests} produce requests and a few \
-         coordinator answers could end one: the sender woke itself"
+        "{client}: {waits} waits for buffer room, but only {produce_requests} produce requests \
+         and a few coordinator answers could end one: the sender woke itself"
     );
 }
 
 /// Sends one transaction of [`RECORDS`] records and commits it; returns (records delivered,
 /// records failed, the sender's waits for room, produce requests sent).
 async fn one_transaction(bootstrap: &str) -> (usize, usize, u64, u64) {
-    let config = ProducerConfig {
-        acks: Acks::All,
-        transactional_id: Some("txn-over-buffer".into()),
-        buffer_bytes: BUFFER_BYTES,
-        batch_bytes: 16 * 1024,
-        linger_ms: 5,
-        ..ProducerConfig::default()
-    };
-    let producer = glommio_io::Producer::new(&[bootstrap], config).expect("a producer");
+    let producer = glommio_io::Producer::new(&[bootstrap], config("glommio")).expect("a producer");
     producer
         .init_transactions(60_000)
         .await
@@ -101,4 +104,49 @@ async fn one_transaction(bootstrap: &str) -> (usize, usize, u64, u64) {
     let produce_requests = producer.stats().produce_requests;
     producer.close(30_000).await.expect("close");
     (delivered.get(), failed.get(), waits, produce_requests)
+}
+
+/// The same transaction through the blocking producer (its own transactional id).
+fn one_blocking_transaction(bootstrap: &str) -> (usize, usize, u64, u64) {
+    let producer = blocking::Producer::new(&[bootstrap], config("blocking")).expect("a producer");
+    producer
+        .init_transactions(60_000)
+        .expect("init_transactions");
+    producer.begin_transaction().expect("begin_transaction");
+    let value = vec![7u8; RECORD_BYTES];
+    let mut futures = Vec::new();
+    for unit_index in 0..RECORDS / UNIT_RECORDS {
+        let mut unit = ProducerRecords::new(TOPIC);
+        unit.partition = Some(unit_index as i32 % PARTITIONS);
+        for _ in 0..UNIT_RECORDS {
+            unit.push(value.clone());
+        }
+        futures.push(producer.send_records(unit).expect("send_records"));
+    }
+    producer
+        .commit_transaction(60_000)
+        .expect("commit_transaction");
+    let (mut delivered, mut failed) = (0, 0);
+    for f in futures {
+        match f.wait() {
+            Ok(_) => delivered += UNIT_RECORDS,
+            Err(_) => failed += UNIT_RECORDS,
+        }
+    }
+    let waits = producer.send_waits();
+    let produce_requests = producer.stats().produce_requests;
+    producer.close(30_000).expect("close");
+    (delivered, failed, waits, produce_requests)
+}
+
+/// Both producers' settings: a small buffer, small batches, each its own transactional id.
+fn config(client: &str) -> ProducerConfig {
+    ProducerConfig {
+        acks: Acks::All,
+        transactional_id: Some(format!("txn-over-buffer-{client}")),
+        buffer_bytes: BUFFER_BYTES,
+        batch_bytes: 16 * 1024,
+        linger_ms: 5,
+        ..ProducerConfig::default()
+    }
 }
