@@ -25,6 +25,9 @@
 #            transactions (durability fsync): one producer, acks=all, idempotent and then
 #              transactional (`--transactional`, 100 records per transaction) in the same
 #              round -> txn_produce_mbps, txn_ratio, txn_commit_p50_ms / _p99_ms; the same
+#              producer with 50,000 records (about 51 MB, over its 32 MiB buffer) per
+#              transaction, transactions of tens of milliseconds as Kafka's own figure has them
+#              -> txn_large_produce_mbps, txn_large_ratio, txn_large_commit_p50_ms; the same
 #              with 8 producers (8 transactional ids) -> txn_8p_produce_mbps, txn_8p_ratio,
 #              txn_8p_commit_p50_ms / _p99_ms.
 #   CPUs:    the broker (`serve --cpuset`) and spool-loadgen (`--cpuset`) run on disjoint CPUs:
@@ -414,7 +417,7 @@ LOADGEN="$ROOT/target/release/spool-loadgen"
 # ---- rounds ----
 declare -a FS99 FSMAX FS25
 declare -a PRODN BCPUN DISK8F DISKR
-declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H P99HE E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF IDEM TXN TXC50 TXC99 IDEM8 TXN8 TX8C50 TX8C99 SYI SYT SYI8 SYT8
+declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H P99HE E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF IDEM TXN TXC50 TXC99 TXL TXLC50 IDEM8 TXN8 TX8C50 TX8C99 SYI SYT SYI8 SYT8
 # 1 KiB messages, acks=all (the client's default: idempotent, up to five batches of a
 # partition in flight), two producers (on two client executors for throughput, one per
 # load-generator CPU for latency, below), each handing its client 64
@@ -500,6 +503,12 @@ for round in $(seq 1 "$ROUNDS"); do
   SYI+=("$(syncs "idempotent-$round")"); SYT+=("$(syncs "txn-$round")")
   drop_topic txn
   log "  transactional ${TXN[-1]} vs idempotent ${IDEM[-1]} MB/s; commit p50 ${TXC50[-1]} p99 ${TXC99[-1]} ms"
+  synced_loadgen "txnlarge-$round" produce --topic txnl "${TXA[@]}" --transactional \
+    --txn-messages 50000
+  TXL+=("$(field "$LOG/txnlarge-$round.txt" produce_mbps)")
+  TXLC50+=("$(field "$LOG/txnlarge-$round.txt" commit_p50_ms)")
+  drop_topic txnl
+  log "  transactions of 50,000 records: ${TXL[-1]} MB/s; commit p50 ${TXLC50[-1]} ms"
   synced_loadgen "idempotent8-$round" produce --topic idem8 "${TX8[@]}"
   IDEM8+=("$(field "$LOG/idempotent8-$round.txt" produce_mbps)")
   drop_topic idem8
@@ -546,6 +555,7 @@ c1=$(median "${C1[@]}"); c2=$(median "${C2[@]}")
 fs99=$(median "${FS99[@]}"); fsmax=$(median "${FSMAX[@]}"); fs25=$(median "${FS25[@]}")
 idem=$(median "${IDEM[@]}"); txn=$(median "${TXN[@]}")
 txc50=$(median "${TXC50[@]}"); txc99=$(median "${TXC99[@]}")
+txl=$(median "${TXL[@]}"); txlc50=$(median "${TXLC50[@]}")
 idem8=$(median "${IDEM8[@]}"); txn8=$(median "${TXN8[@]}")
 tx8c50=$(median "${TX8C50[@]}"); tx8c99=$(median "${TX8C99[@]}")
 syi=$(median "${SYI[@]}"); syt=$(median "${SYT[@]}"); syi8=$(median "${SYI8[@]}"); syt8=$(median "${SYT8[@]}")
@@ -565,12 +575,13 @@ consume_ratio_of_limit=$(ratio "$cons" "$consume_limit")
 cores_ratio=$(ratio "$c2" "$c1")
 p1000_ratio=$(ratio "$p1000" "$prod")
 txn_ratio=$(ratio "$txn" "$idem")
+txl_ratio=$(ratio "$txl" "$idem")
 txn8_ratio=$(ratio "$txn8" "$idem8")
 
 echo
 echo "spool bench — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $ROUNDS rounds, medians (MB = 10^6 B)"
 echo "CPUs: broker --cpuset $BROKER_CPUS, loadgen --cpuset $LOADGEN_CPUS ($CPU_NOTE)"
-echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | disk_fsync8_8files ${DISK8F[*]} | fsync_p99 ${FSYNC[*]} | disk_read ${DISKR[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | broker_fsync_p99_half ${FS99[*]} | broker_fsync_max_half ${FSMAX[*]} | broker_fsync_over25_half ${FS25[*]} | p99_half_beside_consumers ${P99HE[*]} | e2e_p99_half ${E2EH[*]} | produce_nofsync ${PRODN[*]} | broker_cpu_produce_nofsync ${BCPUN[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
+echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | disk_fsync8_8files ${DISK8F[*]} | fsync_p99 ${FSYNC[*]} | disk_read ${DISKR[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | broker_fsync_p99_half ${FS99[*]} | broker_fsync_max_half ${FSMAX[*]} | broker_fsync_over25_half ${FS25[*]} | p99_half_beside_consumers ${P99HE[*]} | e2e_p99_half ${E2EH[*]} | produce_nofsync ${PRODN[*]} | broker_cpu_produce_nofsync ${BCPUN[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | txn_large ${TXL[*]} | commit_large_p50 ${TXLC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
 printf '| %-34s | %12s | %-40s |\n' figure value "compared with / target"
 printf '|%s|%s|%s|\n' "------------------------------------" "--------------" "------------------------------------------"
 row() { printf '| %-34s | %12s | %-40s |\n' "$1" "$2" "$3"; }
@@ -602,6 +613,9 @@ row txn_produce_mbps "$(r "$txn" 1)" "100 records/txn, acks=all, 1 producer, fsy
 row txn_ratio "$txn_ratio" "/ idempotent $(r "$idem" 1) MB/s, same run; target >= 0.8"
 row txn_commit_p50_ms "$(r "$txc50" 2)" "commit_transaction's own time"
 row txn_commit_p99_ms "$(r "$txc99" 2)" ""
+row txn_large_produce_mbps "$(r "$txl" 1)" "50,000 records/txn, 1 producer"
+row txn_large_ratio "$txl_ratio" "/ idempotent $(r "$idem" 1) MB/s, same run"
+row txn_large_commit_p50_ms "$(r "$txlc50" 2)" ""
 row txn_8p_produce_mbps "$(r "$txn8" 1)" "8 producers, 8 transactional ids"
 row txn_8p_ratio "$txn8_ratio" "/ idempotent $(r "$idem8" 1) MB/s, 8 producers"
 row txn_8p_commit_p50_ms "$(r "$tx8c50" 2)" ""
@@ -643,6 +657,9 @@ echo "RESULT idempotent_produce_mbps=$(r "$idem" 1)"
 echo "RESULT txn_ratio=$txn_ratio"
 echo "RESULT txn_commit_p50_ms=$(r "$txc50" 2)"
 echo "RESULT txn_commit_p99_ms=$(r "$txc99" 2)"
+echo "RESULT txn_large_produce_mbps=$(r "$txl" 1)"
+echo "RESULT txn_large_ratio=$txl_ratio"
+echo "RESULT txn_large_commit_p50_ms=$(r "$txlc50" 2)"
 echo "RESULT txn_8p_produce_mbps=$(r "$txn8" 1)"
 echo "RESULT idempotent_8p_produce_mbps=$(r "$idem8" 1)"
 echo "RESULT txn_8p_ratio=$txn8_ratio"
