@@ -150,3 +150,55 @@ fn config(client: &str) -> ProducerConfig {
         ..ProducerConfig::default()
     }
 }
+
+/// A transaction that sent nothing ends at the client (it never began at the coordinator): its
+/// commit's outcome is set by the driver's own poll, not by an answer, and the caller waiting
+/// for it must still be told — through both producers, whose drivers notify their transaction
+/// waiters after every turn. (With waiters told of answers only, each of these calls returned
+/// Ok at its 20 s deadline, when its wait's timer fired and it looked again: 240 s for this
+/// test instead of about 5. The delay alone does not fail it; a broken outcome would.)
+#[test]
+fn an_empty_transaction_commits_and_aborts() {
+    let broker = Broker::start();
+    create_topic(&broker, TOPIC, PARTITIONS);
+    let bootstrap = broker.native_addr().to_string();
+    let glommio_bootstrap = bootstrap.clone();
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            let p = glommio_io::Producer::new(&[glommio_bootstrap.as_str()], config("empty-g"))
+                .expect("a producer");
+            p.init_transactions(EMPTY_TXN_TIMEOUT_MS)
+                .await
+                .expect("init_transactions");
+            for round in 0..3 {
+                p.begin_transaction().expect("begin_transaction");
+                p.commit_transaction(EMPTY_TXN_TIMEOUT_MS)
+                    .await
+                    .unwrap_or_else(|e| panic!("glommio: empty commit {round}: {e}"));
+                p.begin_transaction().expect("begin_transaction");
+                p.abort_transaction(EMPTY_TXN_TIMEOUT_MS)
+                    .await
+                    .unwrap_or_else(|e| panic!("glommio: empty abort {round}: {e}"));
+            }
+            p.close(30_000).await.expect("close");
+        })
+        .expect("an executor")
+        .join()
+        .expect("the producer's executor");
+    let p = blocking::Producer::new(&[bootstrap.as_str()], config("empty-b")).expect("a producer");
+    p.init_transactions(EMPTY_TXN_TIMEOUT_MS)
+        .expect("init_transactions");
+    for round in 0..3 {
+        p.begin_transaction().expect("begin_transaction");
+        p.commit_transaction(EMPTY_TXN_TIMEOUT_MS)
+            .unwrap_or_else(|e| panic!("blocking: empty commit {round}: {e}"));
+        p.begin_transaction().expect("begin_transaction");
+        p.abort_transaction(EMPTY_TXN_TIMEOUT_MS)
+            .unwrap_or_else(|e| panic!("blocking: empty abort {round}: {e}"));
+    }
+    p.close(30_000).expect("close");
+}
+
+/// An empty transaction's calls: far more than a poll of the driver takes, far less than the
+/// test's own bound; a caller told of its outcome by nothing times out here.
+const EMPTY_TXN_TIMEOUT_MS: u64 = 20_000;

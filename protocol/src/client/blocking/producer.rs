@@ -65,6 +65,11 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled when deliveries complete (buffer room, idleness).
     progress: Condvar,
+    /// Signalled after every turn of the driver while transactional: a transaction call's
+    /// outcome comes from an answer or from the driver's own poll (a transaction that sent
+    /// nothing ends at the client). Apart from `progress`, so a sender waiting for buffer room
+    /// is not woken by the driver's turns — its wake-up of the driver would make another.
+    txn_progress: Condvar,
 }
 
 impl Shared {
@@ -113,6 +118,7 @@ impl Producer {
                 send_waits: 0,
             }),
             progress: Condvar::new(),
+            txn_progress: Condvar::new(),
         });
         let wake = net.waker();
         let driver_shared = shared.clone();
@@ -289,6 +295,9 @@ fn drive(shared: &Shared, net: &mut BlockingNet) {
             if deliver(&mut state) {
                 shared.progress.notify_all();
             }
+            if state.core.transaction_phase().is_some() {
+                shared.txn_progress.notify_all();
+            }
             let wait = state
                 .core
                 .next_wakeup_ms(now)
@@ -312,19 +321,15 @@ fn drive(shared: &Shared, net: &mut BlockingNet) {
             continue;
         };
         let mut state = shared.lock();
-        // A sender waiting for buffer room wakes the driver (`Event::Wake`) before it waits.
-        let mut answered = !matches!(first, Event::Wake);
         net.dispatch(first, &mut state.core, super::now_ms());
         while let Some(ev) = net.try_recv() {
-            answered |= !matches!(ev, Event::Wake);
             net.dispatch(ev, &mut state.core, super::now_ms());
         }
-        // A transactional producer's callers also wait for answers that deliver nothing (the
-        // coordinator's) — answers only: notified for a sender's own wake-up too, a sender with
-        // no room and this driver woke each other without end (the glommio producer's twin,
-        // tests/tests/txn_over_buffer.rs).
-        let transactional = state.core.transaction_phase().is_some();
-        if deliver(&mut state) || (transactional && answered) {
+        // Senders waiting for room hear of deliveries only; transaction calls hear of every
+        // turn (above, after the poll that follows this dispatch). Notified for any event of a
+        // transactional producer, as before, a sender with no room and this driver woke each
+        // other without end (tests/tests/txn_over_buffer.rs).
+        if deliver(&mut state) {
             shared.progress.notify_all();
         }
     }

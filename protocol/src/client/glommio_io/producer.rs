@@ -81,7 +81,13 @@ struct State {
 
 struct Inner {
     state: RefCell<State>,
+    /// Deliveries (buffer room, idleness).
     progress: Progress,
+    /// Every turn of the driver while transactional: a transaction call's outcome comes from an
+    /// answer or from the driver's own poll (a transaction that sent nothing ends at the
+    /// client). Apart from `progress`, so a sender waiting for buffer room is not woken by the
+    /// driver's turns — its wake-up of the driver would make another.
+    txn_progress: Progress,
 }
 
 pub struct Producer {
@@ -131,6 +137,7 @@ impl Producer {
                 send_waits: 0,
             }),
             progress: Progress::default(),
+            txn_progress: Progress::default(),
         });
         let wake = net.waker();
         let driver = glommio::spawn_local(drive(inner.clone(), net));
@@ -290,6 +297,9 @@ async fn drive(inner: Rc<Inner>, mut net: AsyncNet) {
             }
             let now = now_ms();
             let actions = state.core.poll_actions(now);
+            if state.core.transaction_phase().is_some() {
+                inner.txn_progress.notify();
+            }
             let delivered = take_deliveries(&mut state);
             let wait = state
                 .core
@@ -315,24 +325,17 @@ async fn drive(inner: Rc<Inner>, mut net: AsyncNet) {
         let Some(event) = net.recv(wait).await else {
             continue;
         };
-        // A sender waiting for buffer room wakes the driver (`Event::Wake`) before it waits.
-        let answer = !matches!(event, Event::Wake);
-        let (delivered, transactional) = {
+        let delivered = {
             let mut state = inner.state.borrow_mut();
             net.dispatch(event, &mut state.core, now_ms());
-            let transactional = state.core.transaction_phase().is_some();
-            (take_deliveries(&mut state), transactional)
+            take_deliveries(&mut state)
         };
-        let none = delivered.is_empty();
+        // Senders waiting for room hear of deliveries only; transaction calls hear of every
+        // turn (above, after the poll that follows this dispatch). Notified for any event of a
+        // transactional producer, its own wake-up included, a sender with no room and this
+        // driver woke each other without end, the executor never idled, and glommio read the
+        // socket only at its preemption timer, about every 100 ms (a transaction larger than
+        // the buffer ran at a fifth of its speed; tests/tests/txn_over_buffer.rs).
         fill(&inner, delivered);
-        // A transactional producer's callers also wait for answers that deliver nothing (the
-        // coordinator's) — answers only: notified for its own wake-up too, a sender with no
-        // room and this driver woke each other without end, the executor never idled, and
-        // glommio read the socket only at its preemption timer, about every 100 ms (a
-        // transaction larger than the buffer ran at a fifth of its speed;
-        // tests/tests/txn_over_buffer.rs).
-        if none && transactional && answer {
-            inner.progress.notify();
-        }
     }
 }

@@ -90,7 +90,7 @@ impl Producer {
             }
             state = self
                 .shared
-                .progress
+                .txn_progress
                 .wait_timeout(state, deadline - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;

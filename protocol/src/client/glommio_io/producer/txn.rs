@@ -90,7 +90,7 @@ impl Producer {
                 });
             }
             futures_lite::future::or(
-                self.inner.progress.changed(),
+                self.inner.txn_progress.changed(),
                 glommio::timer::sleep(deadline - now),
             )
             .await;
