@@ -38,15 +38,9 @@ const TXN_ANSWERS_MAX: u64 = 32;
 
 #[test]
 fn a_transaction_larger_than_the_buffer_waits_only_for_answers() {
-    let broker = Broker::start();
-    create_topic(&broker, TOPIC, PARTITIONS);
-    let bootstrap = broker.native_addr().to_string();
+    let (_broker, bootstrap) = broker_with_topic();
     let glommio_bootstrap = bootstrap.clone();
-    let glommio_run = glommio::LocalExecutorBuilder::default()
-        .spawn(move || async move { one_transaction(&glommio_bootstrap).await })
-        .expect("an executor")
-        .join()
-        .expect("the producer's executor");
+    let glommio_run = on_glommio(move || async move { one_transaction(&glommio_bootstrap).await });
     check("glommio", glommio_run);
     check("blocking", one_blocking_transaction(&bootstrap));
 }
@@ -159,32 +153,26 @@ fn config(client: &str) -> ProducerConfig {
 /// test instead of about 5. The delay alone does not fail it; a broken outcome would.)
 #[test]
 fn an_empty_transaction_commits_and_aborts() {
-    let broker = Broker::start();
-    create_topic(&broker, TOPIC, PARTITIONS);
-    let bootstrap = broker.native_addr().to_string();
+    let (_broker, bootstrap) = broker_with_topic();
     let glommio_bootstrap = bootstrap.clone();
-    glommio::LocalExecutorBuilder::default()
-        .spawn(move || async move {
-            let p = glommio_io::Producer::new(&[glommio_bootstrap.as_str()], config("empty-g"))
-                .expect("a producer");
-            p.init_transactions(EMPTY_TXN_TIMEOUT_MS)
+    on_glommio(move || async move {
+        let p = glommio_io::Producer::new(&[glommio_bootstrap.as_str()], config("empty-g"))
+            .expect("a producer");
+        p.init_transactions(EMPTY_TXN_TIMEOUT_MS)
+            .await
+            .expect("init_transactions");
+        for round in 0..3 {
+            p.begin_transaction().expect("begin_transaction");
+            p.commit_transaction(EMPTY_TXN_TIMEOUT_MS)
                 .await
-                .expect("init_transactions");
-            for round in 0..3 {
-                p.begin_transaction().expect("begin_transaction");
-                p.commit_transaction(EMPTY_TXN_TIMEOUT_MS)
-                    .await
-                    .unwrap_or_else(|e| panic!("glommio: empty commit {round}: {e}"));
-                p.begin_transaction().expect("begin_transaction");
-                p.abort_transaction(EMPTY_TXN_TIMEOUT_MS)
-                    .await
-                    .unwrap_or_else(|e| panic!("glommio: empty abort {round}: {e}"));
-            }
-            p.close(30_000).await.expect("close");
-        })
-        .expect("an executor")
-        .join()
-        .expect("the producer's executor");
+                .unwrap_or_else(|e| panic!("glommio: empty commit {round}: {e}"));
+            p.begin_transaction().expect("begin_transaction");
+            p.abort_transaction(EMPTY_TXN_TIMEOUT_MS)
+                .await
+                .unwrap_or_else(|e| panic!("glommio: empty abort {round}: {e}"));
+        }
+        p.close(30_000).await.expect("close");
+    });
     let p = blocking::Producer::new(&[bootstrap.as_str()], config("empty-b")).expect("a producer");
     p.init_transactions(EMPTY_TXN_TIMEOUT_MS)
         .expect("init_transactions");
@@ -202,3 +190,25 @@ fn an_empty_transaction_commits_and_aborts() {
 /// An empty transaction's calls: far more than a poll of the driver takes, far less than the
 /// test's own bound; a caller told of its outcome by nothing times out here.
 const EMPTY_TXN_TIMEOUT_MS: u64 = 20_000;
+
+/// A broker with the tests' topic, and its native address.
+fn broker_with_topic() -> (Broker, String) {
+    let broker = Broker::start();
+    create_topic(&broker, TOPIC, PARTITIONS);
+    let bootstrap = broker.native_addr().to_string();
+    (broker, bootstrap)
+}
+
+/// Runs `f`'s future on a glommio executor of its own and returns its output.
+fn on_glommio<T, F, Fut>(f: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+{
+    glommio::LocalExecutorBuilder::default()
+        .spawn(f)
+        .expect("an executor")
+        .join()
+        .expect("the producer's executor")
+}
