@@ -273,10 +273,7 @@ impl BlockingNet {
             core.on_disconnect(&addr, super::now_ms());
         }
         let now = super::now_ms();
-        let wait = match core.next_wakeup_ms(now) {
-            Some(t) => Duration::from_millis(t.saturating_sub(now)).min(max_wait),
-            None => max_wait,
-        };
+        let wait = super::wait_until_ms(core.next_wakeup_ms(now), max_wait);
         if let Some(ev) = self.recv(wait) {
             self.dispatch(ev, core, super::now_ms());
             while let Some(ev) = self.try_recv() {

@@ -298,12 +298,8 @@ fn drive(shared: &Shared, net: &mut BlockingNet) {
             if state.core.transaction_phase().is_some() {
                 shared.txn_progress.notify_all();
             }
-            let wait = state
-                .core
-                .next_wakeup_ms(now)
-                .map_or(1000, |t| t.saturating_sub(now))
-                .min(1000);
-            (actions, Duration::from_millis(wait))
+            let wait = super::wait_until_ms(state.core.next_wakeup_ms(now), Duration::from_secs(1));
+            (actions, wait)
         };
         let failed = if actions.is_empty() {
             Vec::new()

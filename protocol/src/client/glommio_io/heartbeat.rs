@@ -222,10 +222,7 @@ pub(crate) async fn step(
             driven.on_disconnect(&addr, now_ms());
         }
         let now = now_ms();
-        match driven.next_wakeup_ms(now) {
-            Some(t) => Duration::from_millis(t.saturating_sub(now)).min(max_wait),
-            None => max_wait,
-        }
+        crate::client::blocking::wait_until_ms(driven.next_wakeup_ms(now), max_wait)
     };
     if let Some(ev) = net.recv(wait).await {
         let mut c = cores.borrow_mut();

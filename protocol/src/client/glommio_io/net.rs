@@ -253,10 +253,7 @@ impl AsyncNet {
             core.on_disconnect(&addr, now_ms());
         }
         let now = now_ms();
-        let wait = match core.next_wakeup_ms(now) {
-            Some(t) => Duration::from_millis(t.saturating_sub(now)).min(max_wait),
-            None => max_wait,
-        };
+        let wait = crate::client::blocking::wait_until_ms(core.next_wakeup_ms(now), max_wait);
         if let Some(ev) = self.recv(wait).await {
             self.dispatch(ev, core, now_ms());
         }

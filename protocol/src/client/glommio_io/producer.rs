@@ -301,14 +301,13 @@ async fn drive(inner: Rc<Inner>, mut net: AsyncNet) {
                 inner.txn_progress.notify();
             }
             let delivered = take_deliveries(&mut state);
-            let wait = state
-                .core
-                .next_wakeup_ms(now)
-                .map_or(1000, |t| t.saturating_sub(now))
-                .min(1000);
+            let wait = crate::client::blocking::wait_until_ms(
+                state.core.next_wakeup_ms(now),
+                Duration::from_secs(1),
+            );
             drop(state);
             fill(&inner, delivered);
-            (actions, Duration::from_millis(wait))
+            (actions, wait)
         };
         let failed = if actions.is_empty() {
             Vec::new()
