@@ -11,6 +11,9 @@
 #            fio 4 KiB writes + fdatasync, p99 of the sync                  -> fsync_p99_ms
 #            fio sequential O_DIRECT 1 MiB reads (best of iodepth 4/16)     -> disk_read_mbps
 #            iperf3 over loopback                                           -> loopback_mbps
+#            after each half-load run, the disk alone in its pattern (loadgen/disk_chain.py: 8
+#            files, 256 KiB O_DIRECT writes into fallocated space, an fdatasync after each,
+#            the run's rate)                       -> disk_chain_p99_ms_half_load / _p999_
 #   broker:  `spool serve` in a temporary directory on the measured disk, 127.0.0.1, ports
 #            19193/19744 (not the defaults), restarted fresh for each configuration:
 #            durability fsync, every CPU of its set: produce max (1 KiB, acks=all, 8 partitions),
@@ -143,7 +146,7 @@ print(statistics.median(v) if v else 'nan')" "$@"; }
 # Picks `key=value` out of loadgen's final LOADGEN line (nan when the run failed).
 field() {
   local v
-  v=$(grep -h '^LOADGEN ' "$1" 2>/dev/null | tr ' ' '\n' | awk -F= -v k="$2" '$1==k {print $2}' || true)
+  v=$(grep -h "^${3:-LOADGEN} " "$1" 2>/dev/null | tr ' ' '\n' | awk -F= -v k="$2" '$1==k {print $2}' || true)
   echo "${v:-nan}"
 }
 
@@ -415,7 +418,7 @@ SPOOL="$ROOT/target/release/spool"
 LOADGEN="$ROOT/target/release/spool-loadgen"
 
 # ---- rounds ----
-declare -a FS99 FSMAX FS25
+declare -a FS99 FSMAX FS25 CHAIN99 CHAIN999
 declare -a PRODN BCPUN DISK8F DISKR
 declare -a DISK DISK8 FSYNC LOOP PROD P99H P999H P99HE E2EH P99N CONS P1000 C1 C2 BCPUP BCPUF LCPUP LCPUF IDEM TXN TXC50 TXC99 TXL TXLC50 IDEM8 TXN8 TX8C50 TX8C99 SYI SYT SYI8 SYT8
 # 1 KiB messages, acks=all (the client's default: idempotent, up to five batches of a
@@ -478,6 +481,14 @@ for round in $(seq 1 "$ROUNDS"); do
   read -r f99 fmax f25 <<<"$(fsyncs "half-$round")"
   FS99+=("$f99"); FSMAX+=("$fmax"); FS25+=("$f25")
   log "  half load: produce p99 ${P99H[-1]} p999 ${P999H[-1]} ms; the broker's fdatasyncs meanwhile: p99 <= $f99 ms, slowest <= $fmax ms, $f25 over 25 ms"
+  # The disk alone in that run's pattern (8 files, O_DIRECT writes into preallocated space, an
+  # fdatasync after each, the run's bytes per second): how much of its p99 is the disk's.
+  chain_mbps=$(python3 -c "print(int('$half') * 1024 / 8 / 1e6)")
+  python3 "$ROOT/loadgen/disk_chain.py" --dir "$WORK" --files 8 --mbps-per-file "$chain_mbps" \
+    --seconds "$SECONDS_PER_RUN" >"$LOG/chain-$round.txt" 2>&1 || true
+  CHAIN99+=("$(field "$LOG/chain-$round.txt" chain_p99_ms DISK_CHAIN)")
+  CHAIN999+=("$(field "$LOG/chain-$round.txt" chain_p999_ms DISK_CHAIN)")
+  log "  the disk alone at that rate (disk_chain.py): write + fdatasync p99 ${CHAIN99[-1]} p999 ${CHAIN999[-1]} ms"
   drop_topic halfp
   loadgen "e2e-half-$round" e2e --topic half --partitions 8 "${COMMON[@]}" "${HALF[@]}" --consumers 2 \
     --rate "$half" --warmup 2 --duration "$SECONDS_PER_RUN"
@@ -553,6 +564,7 @@ p99he=$(median "${P99HE[@]}")
 p99n=$(median "${P99N[@]}"); prodn=$(median "${PRODN[@]}"); bcpun=$(median "${BCPUN[@]}"); cons=$(median "${CONS[@]}"); p1000=$(median "${P1000[@]}")
 c1=$(median "${C1[@]}"); c2=$(median "${C2[@]}")
 fs99=$(median "${FS99[@]}"); fsmax=$(median "${FSMAX[@]}"); fs25=$(median "${FS25[@]}")
+chain99=$(median "${CHAIN99[@]}"); chain999=$(median "${CHAIN999[@]}")
 idem=$(median "${IDEM[@]}"); txn=$(median "${TXN[@]}")
 txc50=$(median "${TXC50[@]}"); txc99=$(median "${TXC99[@]}")
 txl=$(median "${TXL[@]}"); txlc50=$(median "${TXLC50[@]}")
@@ -581,7 +593,7 @@ txn8_ratio=$(ratio "$txn8" "$idem8")
 echo
 echo "spool bench — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $ROUNDS rounds, medians (MB = 10^6 B)"
 echo "CPUs: broker --cpuset $BROKER_CPUS, loadgen --cpuset $LOADGEN_CPUS ($CPU_NOTE)"
-echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | disk_fsync8_8files ${DISK8F[*]} | fsync_p99 ${FSYNC[*]} | disk_read ${DISKR[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | broker_fsync_p99_half ${FS99[*]} | broker_fsync_max_half ${FSMAX[*]} | broker_fsync_over25_half ${FS25[*]} | p99_half_beside_consumers ${P99HE[*]} | e2e_p99_half ${E2EH[*]} | produce_nofsync ${PRODN[*]} | broker_cpu_produce_nofsync ${BCPUN[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | txn_large ${TXL[*]} | commit_large_p50 ${TXLC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
+echo "per-round samples: disk ${DISK[*]} | disk_fsync8 ${DISK8[*]} | disk_fsync8_8files ${DISK8F[*]} | fsync_p99 ${FSYNC[*]} | disk_read ${DISKR[*]} | loopback ${LOOP[*]} | produce ${PROD[*]} | p99_half ${P99H[*]} | p999_half ${P999H[*]} | broker_fsync_p99_half ${FS99[*]} | broker_fsync_max_half ${FSMAX[*]} | broker_fsync_over25_half ${FS25[*]} | disk_chain_p99_half ${CHAIN99[*]} | disk_chain_p999_half ${CHAIN999[*]} | p99_half_beside_consumers ${P99HE[*]} | e2e_p99_half ${E2EH[*]} | produce_nofsync ${PRODN[*]} | broker_cpu_produce_nofsync ${BCPUN[*]} | p99_half_nofsync ${P99N[*]} | consume ${CONS[*]} | p1000 ${P1000[*]} | idempotent ${IDEM[*]} | txn ${TXN[*]} | commit_p50 ${TXC50[*]} | txn_large ${TXL[*]} | commit_large_p50 ${TXLC50[*]} | commit_p99 ${TXC99[*]} | idempotent8 ${IDEM8[*]} | txn8 ${TXN8[*]} | commit8_p50 ${TX8C50[*]} | commit8_p99 ${TX8C99[*]} | cores1 ${C1[*]} | cores2 ${C2[*]} | broker_cpu_produce ${BCPUP[*]} | broker_cpu_fetch ${BCPUF[*]} | loadgen_cpu_produce ${LCPUP[*]} | loadgen_cpu_fetch ${LCPUF[*]}"
 printf '| %-34s | %12s | %-40s |\n' figure value "compared with / target"
 printf '|%s|%s|%s|\n' "------------------------------------" "--------------" "------------------------------------------"
 row() { printf '| %-34s | %12s | %-40s |\n' "$1" "$2" "$3"; }
@@ -602,6 +614,8 @@ row produce_p99_ms_half_load "$(r "$p99h" 2)" "target <= fsync_p99_ms + 2 = $(r 
 row produce_p999_ms_half_load "$(r "$p999h" 2)" "target <= 20"
 row broker_fdatasync_p99_ms_half_load "$fs99" "its own, meanwhile (bucket bound); rounds ${FS99[*]}"
 row broker_fdatasync_max_ms_half_load "$fsmax" "slowest (bucket bound); rounds ${FSMAX[*]}"
+row disk_chain_p99_ms_half_load "$(r "$chain99" 2)" "the disk alone: write + fdatasync, same rate"
+row disk_chain_p999_ms_half_load "$(r "$chain999" 2)" "(loadgen/disk_chain.py, 8 files)"
 row produce_p99_ms_half_load_e2e "$(r "$p99he" 2)" "the e2e run's producers, beside 2 consumers"
 row e2e_p99_ms_half_load "$(r "$e2eh" 2)" "target <= its run's produce p99 + 5 = $(r "$p99he + 5" 2)"
 row produce_p99_ms_half_load_nofsync "$(r "$p99n" 2)" "durability replicated, no consumers; target <= 2"
@@ -643,6 +657,8 @@ echo "RESULT broker_cpu_s_per_gb_produce_nofsync=$(r "$bcpun" 3)"
 echo "RESULT produce_p99_ms_half_load=$(r "$p99h" 2)"
 echo "RESULT produce_p999_ms_half_load=$(r "$p999h" 2)"
 echo "RESULT broker_fdatasync_p99_ms_half_load=$fs99"
+echo "RESULT disk_chain_p99_ms_half_load=$(r "$chain99" 2)"
+echo "RESULT disk_chain_p999_ms_half_load=$(r "$chain999" 2)"
 echo "RESULT broker_fdatasync_max_ms_half_load=$fsmax"
 echo "RESULT broker_fdatasyncs_over_25ms_half_load=$fs25"
 echo "RESULT produce_p99_ms_half_load_e2e=$(r "$p99he" 2)"
