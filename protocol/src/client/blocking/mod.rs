@@ -38,7 +38,9 @@ pub(crate) fn now_ms() -> u64 {
 /// at most `max`: until that millisecond begins, measured from the precise wall clock. The
 /// whole-millisecond difference `deadline_ms - now_ms()` is too long by however far the clock
 /// already is into its millisecond — up to one more whole millisecond, so a producer's 1 ms
-/// linger held a batch up to 2 ms (issue 19's half-load p99).
+/// linger held a batch up to 2 ms (issue 19's half-load p99). After the wall clock stepped
+/// back, [`now_ms`] stands still until it catches up, so no deadline can pass sooner than this
+/// wait (capped at `max`) says; events still end a wait early.
 pub(crate) fn wait_until_ms(
     deadline_ms: Option<u64>,
     max: std::time::Duration,
